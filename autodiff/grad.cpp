@@ -1,0 +1,143 @@
+#include "grad.hpp"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "../core/graph.hpp"
+#include "../ops/elementwise.hpp"
+#include "../ops/reduce.hpp"
+
+namespace vt {
+
+namespace {
+
+const OpDef identity_op{"identity",
+                        [](const std::vector<TypeInfo>& in, const Attrs&) { return in[0]; },
+                        nullptr,
+                        [](const Node&, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+                          return std::vector<Tensor>{g};
+                        },
+                        false, /*aliases_input=*/true};
+
+const OpDef stop_gradient_op{"stop_gradient",
+                             [](const std::vector<TypeInfo>& in, const Attrs&) { return in[0]; },
+                             nullptr, nullptr, false, /*aliases_input=*/true};
+
+// Tracked tensors reachable from `outputs`, inputs before the tensors computed from them.
+std::vector<Tensor> topological_order(const std::vector<Tensor>& outputs) {
+  std::vector<Tensor> order;
+  std::unordered_set<const TensorImpl*> seen;
+  std::vector<std::pair<Tensor, bool>> stack;  // (tensor, inputs already pushed)
+  for (const Tensor& o : outputs) stack.emplace_back(o, false);
+  while (!stack.empty()) {
+    auto [t, expanded] = stack.back();
+    stack.pop_back();
+    const TensorImpl* p = t.impl_ptr().get();
+    if (expanded) {
+      order.push_back(t);
+      continue;
+    }
+    if (!t.impl().tracked || !seen.insert(p).second) continue;
+    stack.emplace_back(t, true);
+    if (t.impl().node)
+      for (const Tensor& in : t.impl().node->inputs) stack.emplace_back(in, false);
+  }
+  return order;
+}
+
+}  // namespace
+
+std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
+                             const std::vector<Tensor>& wrt) {
+  if (!cotangents.empty() && cotangents.size() != outputs.size())
+    fail("backward: {} cotangents for {} outputs", cotangents.size(), outputs.size());
+  const std::vector<Tensor> order = topological_order(outputs);
+
+  // A tensor is relevant when it is a variable or computed from one.
+  std::unordered_set<const TensorImpl*> relevant;
+  for (const Tensor& w : wrt) relevant.insert(w.impl_ptr().get());
+  for (const Tensor& t : order) {
+    if (relevant.count(t.impl_ptr().get()) || !t.impl().node) continue;
+    for (const Tensor& in : t.impl().node->inputs)
+      if (relevant.count(in.impl_ptr().get())) {
+        relevant.insert(t.impl_ptr().get());
+        break;
+      }
+  }
+
+  std::unordered_map<const TensorImpl*, Tensor> cot;
+  auto accumulate = [&](const Tensor& t, const Tensor& g) {
+    auto [it, fresh] = cot.try_emplace(t.impl_ptr().get(), g);
+    if (!fresh) it->second = add(it->second, g);
+  };
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Tensor seed = cotangents.empty() ? ones(outputs[i].shape(), outputs[i].dtype()) : cotangents[i];
+    if (seed.shape() != outputs[i].shape())
+      fail("vjp: cotangent of shape {} for an output of shape {}", to_string(seed.shape()),
+           to_string(outputs[i].shape()));
+    accumulate(outputs[i], astype(seed, outputs[i].dtype()));
+  }
+
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const Tensor& t = *it;
+    const auto found = cot.find(t.impl_ptr().get());
+    if (found == cot.end() || !t.impl().node || !relevant.count(t.impl_ptr().get())) continue;
+    const Node& node = *t.impl().node;
+    std::vector<bool> needs(node.inputs.size());
+    for (std::size_t i = 0; i < needs.size(); ++i) needs[i] = relevant.count(node.inputs[i].impl_ptr().get()) > 0;
+    const std::vector<Tensor> grads = node.op->adjoint(node, t, found->second, needs);
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      if (!needs[i] || !grads[i].defined()) continue;
+      if (grads[i].shape() != node.inputs[i].shape())
+        fail("{}: internal error, adjoint gives shape {} for input {} of shape {}", node.op->name,
+             to_string(grads[i].shape()), i, to_string(node.inputs[i].shape()));
+      accumulate(node.inputs[i], grads[i]);
+    }
+  }
+
+  std::vector<Tensor> result;
+  for (const Tensor& w : wrt) {
+    const auto found = cot.find(w.impl_ptr().get());
+    result.push_back(found != cot.end() ? found->second : zeros(w.shape(), w.dtype()));
+  }
+  return result;
+}
+
+Tensor stop_gradient(const Tensor& x) {
+  if (!x.impl().tracked && !x.is_symbolic()) return x;
+  return apply(stop_gradient_op, {x});
+}
+
+namespace detail {
+
+Tensor watch(const Tensor& x) {
+  Tensor w = apply(identity_op, {x});
+  w.impl().tracked = true;
+  return w;
+}
+
+Tensor release(const Tensor& result, bool keep) {
+  if (keep || result.is_symbolic() || !result.impl().node) return result;
+  auto impl = std::make_shared<TensorImpl>(result.impl());
+  impl->node = nullptr;
+  impl->tracked = false;
+  return Tensor(std::move(impl));
+}
+
+Tensor scalar_output(const Tensor& out, const char* transform) {
+  if (out.numel() != 1 || out.ndim() != 0)
+    fail("{}: the function must return a scalar, got shape {}; use vjp with a cotangent for other shapes", transform,
+         to_string(out.shape()));
+  return out;
+}
+
+std::vector<int> check_argnums(const std::vector<int>& argnums, std::size_t arity, const char* transform) {
+  if (argnums.empty()) fail("{}: argnums is empty", transform);
+  for (int i : argnums)
+    if (i < 0 || static_cast<std::size_t>(i) >= arity)
+      fail("{}: argnum {} is out of range for a function of {} arguments", transform, i, arity);
+  return argnums;
+}
+
+}  // namespace detail
+}  // namespace vt

@@ -1,0 +1,98 @@
+#pragma once
+// Reverse mode over the recorded graph: grad, value_and_grad, vjp, stop_gradient.
+//
+// The transforms take a C++ callable of tensors and return another callable. Arguments are
+// marked as variables, the function runs (recording the ops that depend on them), and the reverse
+// sweep walks the recorded nodes from the output back, calling each op's adjoint. Adjoints are
+// ordinary ops, so the backward pass is recorded too whenever an outer transform watches: grad of
+// grad works.
+#include <array>
+#include <functional>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "../core/tensor.hpp"
+
+namespace vt {
+
+// The cotangents of `wrt` for `outputs` seeded with `cotangents` (same shapes as the outputs).
+// Tensors in `wrt` that the outputs do not depend on get zeros.
+std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
+                             const std::vector<Tensor>& wrt);
+
+// x with the gradient cut: it behaves as a constant for every enclosing transform.
+Tensor stop_gradient(const Tensor& x);
+
+namespace detail {
+// x marked as a variable of a new transform (connected to x's own history when an outer
+// transform watches x).
+Tensor watch(const Tensor& x);
+// Drops the tape behind a result when no outer transform needs it.
+Tensor release(const Tensor& result, bool keep);
+Tensor scalar_output(const Tensor& out, const char* transform);
+std::vector<int> check_argnums(const std::vector<int>& argnums, std::size_t arity, const char* transform);
+}  // namespace detail
+
+// value_and_grad(f, argnums)(args...) -> {f(args...), [d f / d args[i] for i in argnums]}; f must
+// return a scalar.
+template <class F>
+auto value_and_grad(F f, std::vector<int> argnums) {
+  return [f = std::move(f), argnums = std::move(argnums)](const auto&... args) {
+    std::array<Tensor, sizeof...(args)> in{Tensor(args)...};
+    const std::vector<int> nums = detail::check_argnums(argnums, in.size(), "value_and_grad");
+    std::vector<Tensor> wrt;
+    bool outer = false;
+    for (int i : nums) {
+      outer |= in[i].impl().tracked;
+      in[i] = detail::watch(in[i]);
+      wrt.push_back(in[i]);
+    }
+    const Tensor out = detail::scalar_output(std::apply(f, in), "grad");
+    std::vector<Tensor> grads = backward({out}, {}, wrt);
+    for (Tensor& g : grads) g = detail::release(g, outer);
+    return std::pair<Tensor, std::vector<Tensor>>{detail::release(out, outer), std::move(grads)};
+  };
+}
+
+// value_and_grad with respect to the first argument: returns {value, gradient}.
+template <class F>
+auto value_and_grad(F f) {
+  return [vg = value_and_grad(std::move(f), std::vector<int>{0})](const auto&... args) {
+    auto [value, grads] = vg(args...);
+    return std::pair<Tensor, Tensor>{value, grads[0]};
+  };
+}
+
+// grad(f)(args...) is the gradient of scalar f with respect to its first argument;
+// grad(f, argnums) returns one gradient per listed argument.
+template <class F>
+auto grad(F f) {
+  return [vg = value_and_grad(std::move(f))](const auto&... args) { return vg(args...).second; };
+}
+template <class F>
+auto grad(F f, std::vector<int> argnums) {
+  return [vg = value_and_grad(std::move(f), std::move(argnums))](const auto&... args) { return vg(args...).second; };
+}
+
+// vjp(f, primals...) -> {f(primals...), pullback}, where pullback(cotangent) returns the
+// cotangents of every primal. f returns one tensor of any shape; the cotangent has its shape.
+template <class F, class... Args>
+auto vjp(F f, const Args&... primals) {
+  std::array<Tensor, sizeof...(Args)> in{Tensor(primals)...};
+  bool outer = false;
+  for (Tensor& x : in) {
+    outer |= x.impl().tracked;
+    x = detail::watch(x);
+  }
+  const Tensor out = std::apply(f, in);
+  std::vector<Tensor> wrt(in.begin(), in.end());
+  std::function<std::vector<Tensor>(const Tensor&)> pullback = [out, wrt, outer](const Tensor& cotangent) {
+    std::vector<Tensor> grads = backward({out}, {cotangent}, wrt);
+    for (Tensor& g : grads) g = detail::release(g, outer);
+    return grads;
+  };
+  return std::pair{detail::release(out, true), pullback};
+}
+
+}  // namespace vt

@@ -1,0 +1,90 @@
+#pragma once
+// The narrow interface every backend implements. Ops never call Eigen or CUDA directly: they
+// describe their operands as strided views and call one of these kernels once per op, over the
+// whole batch. Every kernel takes the batch count and per-example sizes as run-time arguments,
+// so a plan compiled once serves every batch size.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "../core/dtype.hpp"
+#include "../core/shape.hpp"
+
+namespace vt {
+
+enum class DeviceKind { cpu, cuda };
+
+struct Device {
+  DeviceKind kind = DeviceKind::cpu;
+  int index = 0;
+  friend bool operator==(const Device&, const Device&) = default;
+};
+std::string to_string(Device d);  // "cpu", "cuda:0"
+
+// A strided window over device memory, in elements. A stride of 0 broadcasts.
+struct View {
+  DType dtype = DType::f64;
+  void* data = nullptr;
+  Shape shape;
+  Shape strides;
+};
+
+enum class UnaryKind { neg, exp, log, log1p, sqrt, square, sin, cos, tanh, abs, sign };
+// Comparisons produce 1 or 0 in the operands' dtype.
+enum class BinaryKind { add, sub, mul, div, pow, maximum, less, greater, equal };
+enum class ReduceKind { sum, max };
+
+// count independent products C_i = alpha * op(A_i) op(B_i) + beta * C_i of row-major matrices;
+// op(A_i) is m x k, op(B_i) is k x n. A stride of 0 reuses one matrix for every i.
+struct GemmArgs {
+  DType dtype;
+  std::int64_t count, m, n, k;
+  bool trans_a, trans_b;
+  double alpha, beta;
+  const void* a; std::int64_t stride_a;
+  const void* b; std::int64_t stride_b;
+  void* c; std::int64_t stride_c;
+};
+
+// Solves op(T_i) X_i = B_i in place for count row-major systems; T_i is n x n, B_i is n x nrhs.
+struct TrsmArgs {
+  DType dtype;
+  std::int64_t count, n, nrhs;
+  bool lower, transpose;
+  const void* t; std::int64_t stride_t;
+  void* b; std::int64_t stride_b;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void deallocate(void* p, std::size_t bytes) = 0;
+  // Copies between host memory and this backend's memory (plain memcpy on the CPU).
+  virtual void to_host(void* host, const void* src, std::size_t bytes) = 0;
+  virtual void from_host(void* dst, const void* host, std::size_t bytes) = 0;
+
+  virtual void fill(const View& out, double value) = 0;
+  // out = in, `in` broadcast to out's shape; converts between dtypes.
+  virtual void copy(const View& in, const View& out) = 0;
+  virtual void unary(UnaryKind kind, const View& in, const View& out) = 0;
+  virtual void binary(BinaryKind kind, const View& a, const View& b, const View& out) = 0;
+  // out = cond != 0 ? a : b
+  virtual void select(const View& cond, const View& a, const View& b, const View& out) = 0;
+  // `out` has in's rank, with size 1 along the reduced axes.
+  virtual void reduce(ReduceKind kind, const View& in, const View& out) = 0;
+
+  virtual void gemm(const GemmArgs& args) = 0;
+  // In place: the lower triangle of each n x n matrix becomes its Cholesky factor, the strict upper
+  // triangle becomes 0. info[i] is 0, or the order of the first leading minor of matrix i that is
+  // not positive definite.
+  virtual void cholesky(DType dtype, std::int64_t count, std::int64_t n, void* a, std::int64_t stride,
+                        std::int32_t* info) = 0;
+  virtual void trsm(const TrsmArgs& args) = 0;
+};
+
+Backend& backend_for(Device device);
+
+}  // namespace vt

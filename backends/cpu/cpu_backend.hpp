@@ -1,0 +1,27 @@
+#pragma once
+#include "../backend.hpp"
+
+namespace vt::cpu {
+
+// The CPU backend: strided loops for maps and reductions, Eigen for the matrix kernels, OpenMP
+// across the batch for batched matrix kernels.
+class CpuBackend final : public Backend {
+ public:
+  Device device() const override { return {}; }
+  void* allocate(std::size_t bytes) override;
+  void deallocate(void* p, std::size_t bytes) override;
+  void to_host(void* host, const void* src, std::size_t bytes) override;
+  void from_host(void* dst, const void* host, std::size_t bytes) override;
+  void fill(const View& out, double value) override;
+  void copy(const View& in, const View& out) override;
+  void unary(UnaryKind kind, const View& in, const View& out) override;
+  void binary(BinaryKind kind, const View& a, const View& b, const View& out) override;
+  void select(const View& cond, const View& a, const View& b, const View& out) override;
+  void reduce(ReduceKind kind, const View& in, const View& out) override;
+  void gemm(const GemmArgs& args) override;
+  void cholesky(DType dtype, std::int64_t count, std::int64_t n, void* a, std::int64_t stride,
+                std::int32_t* info) override;
+  void trsm(const TrsmArgs& args) override;
+};
+
+}  // namespace vt::cpu

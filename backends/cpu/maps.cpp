@@ -1,0 +1,177 @@
+// Elementwise maps, copies and reductions over strided views.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "../../core/error.hpp"
+#include "cpu_backend.hpp"
+#include "strided.hpp"
+
+namespace vt::cpu {
+
+namespace {
+
+template <class T>
+T* ptr(const View& v) { return static_cast<T*>(v.data); }
+
+template <class T, class Fn>
+void map1(const View& in, const View& out, Fn fn) {
+  const T* x = ptr<T>(in);
+  T* y = ptr<T>(out);
+  for_each_row<2>(out.shape, {&in.strides, &out.strides}, [&](auto off, std::int64_t len, auto inner) {
+    const T* xr = x + off[0];
+    T* yr = y + off[1];
+    for (std::int64_t i = 0; i < len; ++i) yr[i * inner[1]] = fn(xr[i * inner[0]]);
+  });
+}
+
+template <class T, class Fn>
+void map2(const View& a, const View& b, const View& out, Fn fn) {
+  const T* x = ptr<T>(a);
+  const T* z = ptr<T>(b);
+  T* y = ptr<T>(out);
+  for_each_row<3>(out.shape, {&a.strides, &b.strides, &out.strides}, [&](auto off, std::int64_t len, auto inner) {
+    const T* xr = x + off[0];
+    const T* zr = z + off[1];
+    T* yr = y + off[2];
+    if (inner[0] == 1 && inner[1] == 1 && inner[2] == 1) {
+      for (std::int64_t i = 0; i < len; ++i) yr[i] = fn(xr[i], zr[i]);
+    } else {
+      for (std::int64_t i = 0; i < len; ++i) yr[i * inner[2]] = fn(xr[i * inner[0]], zr[i * inner[1]]);
+    }
+  });
+}
+
+void check_same_rank(const View& in, const View& out, const char* kernel) {
+  if (in.shape.size() != out.shape.size()) fail("cpu {}: view ranks differ (internal error)", kernel);
+}
+
+}  // namespace
+
+void* CpuBackend::allocate(std::size_t bytes) {
+  const std::size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (!p) fail("cpu: out of memory allocating {} bytes", bytes);
+  return p;
+}
+void CpuBackend::deallocate(void* p, std::size_t) { std::free(p); }
+void CpuBackend::to_host(void* host, const void* src, std::size_t bytes) { std::memcpy(host, src, bytes); }
+void CpuBackend::from_host(void* dst, const void* host, std::size_t bytes) { std::memcpy(dst, host, bytes); }
+
+void CpuBackend::fill(const View& out, double value) {
+  visit_dtype(out.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T* y = ptr<T>(out);
+    const T v = static_cast<T>(value);
+    for_each_row<1>(out.shape, {&out.strides}, [&](auto off, std::int64_t len, auto inner) {
+      for (std::int64_t i = 0; i < len; ++i) y[off[0] + i * inner[0]] = v;
+    });
+  });
+}
+
+void CpuBackend::copy(const View& in, const View& out) {
+  check_same_rank(in, out, "copy");
+  visit_dtype(in.dtype, [&](auto zin) {
+    using In = decltype(zin);
+    visit_dtype(out.dtype, [&](auto zout) {
+      using Out = decltype(zout);
+      const In* x = ptr<In>(in);
+      Out* y = ptr<Out>(out);
+      for_each_row<2>(out.shape, {&in.strides, &out.strides}, [&](auto off, std::int64_t len, auto inner) {
+        for (std::int64_t i = 0; i < len; ++i) y[off[1] + i * inner[1]] = static_cast<Out>(x[off[0] + i * inner[0]]);
+      });
+    });
+  });
+}
+
+void CpuBackend::unary(UnaryKind kind, const View& in, const View& out) {
+  check_same_rank(in, out, "unary");
+  visit_dtype(out.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    switch (kind) {
+      case UnaryKind::neg: return map1<T>(in, out, [](T x) { return -x; });
+      case UnaryKind::exp: return map1<T>(in, out, [](T x) { return std::exp(x); });
+      case UnaryKind::log: return map1<T>(in, out, [](T x) { return std::log(x); });
+      case UnaryKind::log1p: return map1<T>(in, out, [](T x) { return std::log1p(x); });
+      case UnaryKind::sqrt: return map1<T>(in, out, [](T x) { return std::sqrt(x); });
+      case UnaryKind::square: return map1<T>(in, out, [](T x) { return x * x; });
+      case UnaryKind::sin: return map1<T>(in, out, [](T x) { return std::sin(x); });
+      case UnaryKind::cos: return map1<T>(in, out, [](T x) { return std::cos(x); });
+      case UnaryKind::tanh: return map1<T>(in, out, [](T x) { return std::tanh(x); });
+      case UnaryKind::abs: return map1<T>(in, out, [](T x) { return std::abs(x); });
+      case UnaryKind::sign: return map1<T>(in, out, [](T x) { return static_cast<T>((x > 0) - (x < 0)); });
+    }
+  });
+}
+
+void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const View& out) {
+  check_same_rank(a, out, "binary");
+  check_same_rank(b, out, "binary");
+  visit_dtype(out.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    switch (kind) {
+      case BinaryKind::add: return map2<T>(a, b, out, [](T x, T y) { return x + y; });
+      case BinaryKind::sub: return map2<T>(a, b, out, [](T x, T y) { return x - y; });
+      case BinaryKind::mul: return map2<T>(a, b, out, [](T x, T y) { return x * y; });
+      case BinaryKind::div: return map2<T>(a, b, out, [](T x, T y) { return x / y; });
+      case BinaryKind::pow: return map2<T>(a, b, out, [](T x, T y) { return std::pow(x, y); });
+      case BinaryKind::maximum: return map2<T>(a, b, out, [](T x, T y) { return x > y || std::isnan(x) ? x : y; });
+      case BinaryKind::less: return map2<T>(a, b, out, [](T x, T y) { return static_cast<T>(x < y); });
+      case BinaryKind::greater: return map2<T>(a, b, out, [](T x, T y) { return static_cast<T>(x > y); });
+      case BinaryKind::equal: return map2<T>(a, b, out, [](T x, T y) { return static_cast<T>(x == y); });
+    }
+  });
+}
+
+void CpuBackend::select(const View& cond, const View& a, const View& b, const View& out) {
+  visit_dtype(out.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const T* c = ptr<T>(cond);
+    const T* x = ptr<T>(a);
+    const T* z = ptr<T>(b);
+    T* y = ptr<T>(out);
+    for_each_row<4>(out.shape, {&cond.strides, &a.strides, &b.strides, &out.strides},
+                    [&](auto off, std::int64_t len, auto inner) {
+                      for (std::int64_t i = 0; i < len; ++i)
+                        y[off[3] + i * inner[3]] =
+                            c[off[0] + i * inner[0]] != T(0) ? x[off[1] + i * inner[1]] : z[off[2] + i * inner[2]];
+                    });
+  });
+}
+
+void CpuBackend::reduce(ReduceKind kind, const View& in, const View& out) {
+  check_same_rank(in, out, "reduce");
+  // Walk the input with the output broadcast over the reduced axes (stride 0) and accumulate.
+  View acc = out;
+  for (std::size_t d = 0; d < out.shape.size(); ++d)
+    if (out.shape[d] != in.shape[d]) acc.strides[d] = 0;
+  acc.shape = in.shape;
+  visit_dtype(out.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    fill(out, kind == ReduceKind::sum ? 0.0 : -std::numeric_limits<double>::infinity());
+    const T* x = ptr<T>(in);
+    T* y = ptr<T>(acc);
+    for_each_row<2>(in.shape, {&in.strides, &acc.strides}, [&](auto off, std::int64_t len, auto inner) {
+      const T* xr = x + off[0];
+      T* yr = y + off[1];
+      if (kind == ReduceKind::sum) {
+        if (inner[1] == 0) {
+          T s = 0;
+          for (std::int64_t i = 0; i < len; ++i) s += xr[i * inner[0]];
+          *yr += s;
+        } else {
+          for (std::int64_t i = 0; i < len; ++i) yr[i * inner[1]] += xr[i * inner[0]];
+        }
+      } else {
+        for (std::int64_t i = 0; i < len; ++i) {
+          T& m = yr[i * inner[1]];
+          const T v = xr[i * inner[0]];
+          if (v > m || std::isnan(v)) m = v;
+        }
+      }
+    });
+  });
+}
+
+}  // namespace vt::cpu

@@ -1,0 +1,32 @@
+#pragma once
+// The one exception type vtape throws for bad input. Messages name the op and the offending
+// shapes or dtypes so that an error deep inside a model still says where it came from.
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace vt {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+// Raised when a factorization meets a matrix that is not positive definite. `batch_index` is the
+// example of a batched call that failed (0 when unbatched), `minor` the order of the failing
+// leading minor (1-based, as LAPACK's info).
+class NotPositiveDefinite : public Error {
+ public:
+  NotPositiveDefinite(const std::string& what, long batch_index, long minor)
+      : Error(what), batch_index(batch_index), minor(minor) {}
+  long batch_index;
+  long minor;
+};
+
+template <class... Args>
+[[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(fmt::format(format, std::forward<Args>(args)...));
+}
+
+}  // namespace vt

@@ -1,0 +1,76 @@
+#pragma once
+// The graph (the tape). Every op is described once by an OpDef: its shape rule, its forward
+// kernel dispatch and its adjoint. `apply` is the single entry point that runs an op: it checks
+// the inputs, infers the output type, runs the forward kernel (or, for symbolic inputs under jit,
+// only records), and records a Node when a gradient may flow through the result.
+//
+// Nodes hold the per-example output type and never the batch size, so a recorded graph is the same
+// for every batch size.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "tensor.hpp"
+
+namespace vt {
+
+// Static (non-tensor) arguments of an op: axes, flags, constants. Compared and hashed by jit.
+struct Attrs {
+  std::vector<std::int64_t> ints;
+  std::vector<double> reals;
+  friend bool operator==(const Attrs&, const Attrs&) = default;
+};
+
+struct TypeInfo {
+  DType dtype;
+  Shape shape;  // per example
+};
+
+// Arguments handed to a forward kernel. When `batched`, every view carries a leading batch axis
+// of size `batch` (stride 0 for unbatched inputs, which are broadcast, never copied).
+struct KernelArgs {
+  Backend& backend;
+  const std::vector<View>& in;
+  const View& out;
+  const Attrs& attrs;
+  bool batched;
+  std::int64_t batch;
+};
+
+struct Node;
+
+struct OpDef {
+  std::string_view name;
+  // Output type from the per-example input types; raises vt::Error naming the op on bad input.
+  TypeInfo (*infer)(const std::vector<TypeInfo>& in, const Attrs& attrs);
+  void (*forward)(const KernelArgs& args);
+  // Cotangents of the inputs given the output and its cotangent, written with ordinary ops so that
+  // the backward pass is itself a recorded graph. An undefined Tensor means "no gradient".
+  // Null for ops that are not differentiable (gradients stop there).
+  // `needs[i]` says whether input i wants a cotangent, so that work for constants is skipped.
+  std::vector<Tensor> (*adjoint)(const Node& node, const Tensor& out, const Tensor& gout,
+                                 const std::vector<bool>& needs);
+  // Inputs whose dtype may differ from the first one's (casts); by default all must agree.
+  bool mixed_dtypes = false;
+  // The output is input 0's storage seen with another shape (reshape, identity): no kernel runs.
+  bool aliases_input = false;
+};
+
+struct Node {
+  const OpDef* op;
+  Attrs attrs;
+  std::vector<Tensor> inputs;
+};
+
+Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs = {});
+
+// `in` broadcast (stride 0) to the physical shape of `out`, numpy-style on the per-example axes;
+// the leading batch axis, present in both when `batched`, is matched as it is.
+View expand_view(const View& in, const View& out, bool batched);
+
+// `v` with its shape replaced by `shape` (same element count, contiguous).
+View reshaped_view(const View& v, const Shape& shape);
+
+}  // namespace vt

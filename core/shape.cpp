@@ -1,0 +1,59 @@
+#include "shape.hpp"
+
+#include <algorithm>
+
+#include "error.hpp"
+
+namespace vt {
+
+std::int64_t numel(const Shape& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::string to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape strides(shape.size());
+  std::int64_t s = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    strides[i] = s;
+    s *= shape[i];
+  }
+  return strides;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op) {
+  const std::size_t rank = std::max(a.size(), b.size());
+  Shape out(rank);
+  for (std::size_t i = 0; i < rank; ++i) {
+    const std::int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    const std::int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail("{}: shapes {} and {} cannot be broadcast together", op, to_string(a), to_string(b));
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+int normalize_axis(std::int64_t axis, std::size_t rank, std::string_view op) {
+  const auto r = static_cast<std::int64_t>(rank);
+  if (axis < -r || axis >= r) fail("{}: axis {} is out of range for a tensor of rank {}", op, axis, rank);
+  return static_cast<int>(axis < 0 ? axis + r : axis);
+}
+
+std::vector<int> normalize_axes(const std::vector<std::int64_t>& axes, std::size_t rank, std::string_view op) {
+  std::vector<int> out;
+  if (axes.empty()) {
+    for (std::size_t i = 0; i < rank; ++i) out.push_back(static_cast<int>(i));
+    return out;
+  }
+  for (auto a : axes) out.push_back(normalize_axis(a, rank, op));
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end())
+    fail("{}: repeated axis in [{}]", op, fmt::join(axes, ", "));
+  return out;
+}
+
+}  // namespace vt

@@ -1,0 +1,218 @@
+#include "tensor.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "../ops/elementwise.hpp"
+#include "../ops/layout.hpp"
+
+namespace vt {
+
+std::string to_string(Device d) {
+  return d.kind == DeviceKind::cpu ? std::string("cpu") : fmt::format("cuda:{}", d.index);
+}
+
+Storage::Storage(Device device, std::size_t bytes)
+    : device(device), data(backend_for(device).allocate(bytes)), bytes(bytes) {}
+Storage::Storage(Device device, void* data, std::size_t bytes, std::shared_ptr<void> owner)
+    : device(device), data(data), bytes(bytes), owner(std::move(owner)), owned(false) {}
+Storage::~Storage() {
+  if (owned) backend_for(device).deallocate(data, bytes);
+}
+
+TensorImpl& Tensor::impl() const {
+  if (!impl_) throw Error("vtape: use of an undefined (default-constructed) tensor");
+  return *impl_;
+}
+
+std::int64_t Tensor::shape(std::int64_t axis) const { return impl().shape[normalize_axis(axis, ndim(), "shape")]; }
+
+std::int64_t Tensor::batch_size() const {
+  if (!is_batched()) fail("batch_size: the tensor is not batched");
+  if (is_symbolic())
+    fail("batch_size: the batch size is a run-time value under jit and cannot be read while tracing");
+  return impl().batch;
+}
+
+const void* Tensor::raw_data() const {
+  if (is_symbolic()) fail("data: a traced (symbolic) tensor has no values while jit traces");
+  return static_cast<const char*>(impl().storage->data) + impl().offset * size_of(dtype());
+}
+
+View view_of(const Tensor& t) {
+  View v;
+  v.dtype = t.dtype();
+  v.data = t.is_symbolic() ? nullptr : const_cast<void*>(t.raw_data());
+  v.shape = t.shape();
+  if (t.is_batched()) v.shape.insert(v.shape.begin(), t.impl().batch);
+  v.strides = contiguous_strides(v.shape);
+  return v;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  for (auto d : shape)
+    if (d < 0) fail("empty: negative dimension in shape {}", to_string(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->dtype = dtype;
+  impl->shape = shape;
+  impl->device = device;
+  impl->storage = std::make_shared<Storage>(device, static_cast<std::size_t>(vt::numel(shape)) * size_of(dtype));
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  if (static_cast<std::int64_t>(values.size()) != vt::numel(shape))
+    fail("from_vector: {} values do not fill shape {}", values.size(), to_string(shape));
+  Tensor src = Tensor::from_blob(const_cast<double*>(values.data()), shape, DType::f64);
+  Tensor out = Tensor::empty(shape, dtype);
+  backend_for(Device{}).copy(view_of(src), view_of(out));
+  return out;
+}
+Tensor Tensor::scalar(double value, DType dtype) { return full({}, value, dtype); }
+
+Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->dtype = dtype;
+  impl->shape = shape;
+  impl->storage = std::make_shared<Storage>(Device{}, data, static_cast<std::size_t>(vt::numel(shape)) * size_of(dtype),
+                                            std::move(owner));
+  return Tensor(std::move(impl));
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  const View v = view_of(*this);
+  std::vector<T> out(static_cast<std::size_t>(vt::numel(v.shape)));
+  Tensor host = from_blob(out.data(), v.shape, dtype_of<T>());
+  if (device().kind == DeviceKind::cpu) {
+    backend_for(device()).copy(v, view_of(host));
+  } else {
+    Tensor same = dtype() == dtype_of<T>() ? *this : astype(dtype_of<T>());
+    backend_for(device()).to_host(out.data(), same.raw_data(), out.size() * sizeof(T));
+  }
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<double> Tensor::to_vector<double>() const;
+
+template <class T>
+T Tensor::item() const {
+  if (numel() != 1 || (is_batched() && impl().batch != 1))
+    fail("item: needs a tensor with one element, got shape {}{}", to_string(shape()), is_batched() ? " (batched)" : "");
+  return to_vector<T>()[0];
+}
+template float Tensor::item<float>() const;
+template double Tensor::item<double>() const;
+
+template <class T>
+T Tensor::at(std::initializer_list<std::int64_t> index) const {
+  if (index.size() != ndim() || is_batched())
+    fail("at: index of {} entries for an unbatched tensor of shape {}", index.size(), to_string(shape()));
+  std::int64_t flat = 0, i = 0;
+  const Shape strides = contiguous_strides(shape());
+  for (auto k : index) {
+    if (k < 0 || k >= shape()[i]) fail("at: index {} out of range for axis {} of shape {}", k, i, to_string(shape()));
+    flat += k * strides[i++];
+  }
+  T value;
+  Tensor one = from_blob(&value, {}, dtype_of<T>());
+  View src = view_of(*this);
+  src.data = static_cast<char*>(src.data) + flat * size_of(dtype());
+  src.shape = {};
+  src.strides = {};
+  backend_for(device()).copy(src, view_of(one));
+  return value;
+}
+template float Tensor::at<float>(std::initializer_list<std::int64_t>) const;
+template double Tensor::at<double>(std::initializer_list<std::int64_t>) const;
+
+Tensor Tensor::t() const {
+  if (ndim() < 2) fail("t: needs a tensor of rank >= 2, got shape {}", to_string(shape()));
+  return swapaxes(*this, -1, -2);
+}
+Tensor Tensor::operator-() const { return neg(*this); }
+Tensor Tensor::astype(DType d) const { return vt::astype(*this, d); }
+Tensor Tensor::reshape(const Shape& s) const { return vt::reshape(*this, s); }
+
+// ------------------------------------------------------------------ creation
+Tensor full(const Shape& shape, double value, DType dtype) {
+  Tensor out = Tensor::empty(shape, dtype);
+  backend_for(out.device()).fill(view_of(out), value);
+  return out;
+}
+Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
+Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+
+Tensor eye(std::int64_t n, DType dtype) {
+  if (n < 0) fail("eye: negative size {}", n);
+  Tensor out = zeros({n, n}, dtype);
+  View diagonal = view_of(out);
+  diagonal.shape = {n};
+  diagonal.strides = {n + 1};
+  backend_for(out.device()).fill(diagonal, 1.0);
+  return out;
+}
+
+Tensor arange(double start, double stop, double step, DType dtype) {
+  if (step == 0) fail("arange: step must be nonzero");
+  const auto n = static_cast<std::int64_t>(std::max(0.0, std::ceil((stop - start) / step)));
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * step;
+  return Tensor::from_vector(v, {n}, dtype);
+}
+
+Tensor linspace(double start, double stop, std::int64_t num, DType dtype) {
+  if (num < 0) fail("linspace: negative number of samples {}", num);
+  std::vector<double> v(static_cast<std::size_t>(num));
+  for (std::int64_t i = 0; i < num; ++i)
+    v[i] = num == 1 ? start : start + (stop - start) * static_cast<double>(i) / static_cast<double>(num - 1);
+  return Tensor::from_vector(v, {num}, dtype);
+}
+
+Tensor randn(const Shape& shape, std::uint64_t seed, DType dtype) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> dist;
+  std::vector<double> v(static_cast<std::size_t>(vt::numel(shape)));
+  for (auto& x : v) x = dist(gen);
+  return Tensor::from_vector(v, shape, dtype);
+}
+
+Tensor rand(const Shape& shape, std::uint64_t seed, DType dtype) {
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<double> dist;
+  std::vector<double> v(static_cast<std::size_t>(vt::numel(shape)));
+  for (auto& x : v) x = dist(gen);
+  return Tensor::from_vector(v, shape, dtype);
+}
+
+}  // namespace vt
+
+// Prints like numpy: nested brackets, with dtype and (when batched) the batch size.
+fmt::format_context::iterator fmt::formatter<vt::Tensor>::format(const vt::Tensor& t, format_context& ctx) const {
+  auto out = ctx.out();
+  if (!t.defined()) return fmt::format_to(out, "Tensor(undefined)");
+  if (t.is_symbolic())
+    return fmt::format_to(out, "Tensor(traced, shape={}, dtype={}{})", vt::to_string(t.shape()), vt::name_of(t.dtype()),
+                          t.is_batched() ? ", batched" : "");
+  const std::vector<double> v = t.to_vector<double>();
+  vt::Shape shape = t.shape();
+  if (t.is_batched()) shape.insert(shape.begin(), t.impl().batch);
+  const vt::Shape strides = vt::contiguous_strides(shape);
+  out = fmt::format_to(out, "Tensor(");
+  std::function<void(std::size_t, std::int64_t)> rec = [&](std::size_t axis, std::int64_t base) {
+    if (axis == shape.size()) {
+      out = fmt::format_to(out, "{:.6g}", v[static_cast<std::size_t>(base)]);
+      return;
+    }
+    out = fmt::format_to(out, "[");
+    for (std::int64_t i = 0; i < shape[axis]; ++i) {
+      if (i) out = fmt::format_to(out, ", ");
+      rec(axis + 1, base + i * strides[axis]);
+    }
+    out = fmt::format_to(out, "]");
+  };
+  rec(0, 0);
+  return fmt::format_to(out, ", dtype={}{})", vt::name_of(t.dtype()),
+                        t.is_batched() ? fmt::format(", batch={}", t.impl().batch) : std::string());
+}

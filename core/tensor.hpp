@@ -1,0 +1,156 @@
+#pragma once
+// Tensor: an immutable, reference-counted value with a dtype, a device, a shape and shared
+// storage. Ops return new tensors and never write into their inputs, which is what makes
+// recording them on a tape (and tracing them for jit) safe.
+//
+// Batch: a tensor is either unbatched or batched. A batched tensor stores B examples of its
+// per-example shape back to back, [B, ...shape()], and ops apply to every example at once.
+// Code inside `vmap` sees only the per-example shape; B itself never enters a traced graph.
+#include <fmt/format.h>
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "../backends/backend.hpp"
+#include "dtype.hpp"
+#include "error.hpp"
+#include "shape.hpp"
+
+namespace vt {
+
+struct Node;
+
+// A block of device memory, freed when the last tensor viewing it goes away. `owner`, when set,
+// keeps borrowed memory alive instead (from_blob).
+struct Storage {
+  Device device;
+  void* data = nullptr;
+  std::size_t bytes = 0;
+  std::shared_ptr<void> owner;
+  bool owned = true;  // false for borrowed memory
+  Storage(Device device, std::size_t bytes);
+  Storage(Device device, void* data, std::size_t bytes, std::shared_ptr<void> owner);
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
+};
+
+struct TensorImpl {
+  DType dtype = DType::f64;
+  Shape shape;             // per example
+  bool batched = false;
+  std::int64_t batch = 0;  // B of a concrete batched tensor
+  Device device;
+  std::shared_ptr<Storage> storage;  // null for a symbolic (traced) tensor
+  std::int64_t offset = 0;           // in elements; the data is contiguous from here
+  std::shared_ptr<Node> node;        // the op that made it, when recorded
+  bool tracked = false;              // a gradient may flow through it
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- creation (float64 unless a dtype is given)
+  static Tensor empty(const Shape& shape, DType dtype = DType::f64, Device device = {});
+  static Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f64);
+  static Tensor scalar(double value, DType dtype = DType::f64);
+  // Copies any Eigen matrix or vector (column vectors become rank 1).
+  template <class Derived>
+  static Tensor from_eigen(const Eigen::MatrixBase<Derived>& m);
+  // Wraps existing contiguous row-major memory without copying; `owner` keeps it alive (may be null
+  // when the caller guarantees the memory outlives every tensor made from it).
+  static Tensor from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner = nullptr);
+
+  // ---- inspection
+  bool defined() const { return impl_ != nullptr; }
+  DType dtype() const { return impl().dtype; }
+  const Shape& shape() const { return impl().shape; }
+  std::int64_t shape(std::int64_t axis) const;
+  std::size_t ndim() const { return impl().shape.size(); }
+  std::int64_t numel() const { return vt::numel(impl().shape); }
+  Device device() const { return impl().device; }
+  bool is_batched() const { return impl().batched; }
+  std::int64_t batch_size() const;  // B of a batched tensor
+  bool is_symbolic() const { return impl().storage == nullptr; }
+
+  // ---- element access (copies to the host; for tests and small results)
+  template <class T = double> T item() const;                       // a one-element tensor
+  template <class T = double> T at(std::initializer_list<std::int64_t> index) const;
+  template <class T = double> std::vector<T> to_vector() const;     // every element, row-major, batch first
+  // A row-major Eigen view of a CPU tensor of rank <= 2 without copying (rank 1 gives a column).
+  template <class T>
+  Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> as_eigen() const;
+
+  // Raw pointer to the first element (contiguous row-major), for backends and interop.
+  const void* raw_data() const;
+  template <class T> const T* data() const;
+
+  // ---- convenience forms of common ops
+  Tensor t() const;  // swaps the last two axes (the matrix transpose)
+  Tensor operator-() const;
+  Tensor astype(DType dtype) const;
+  Tensor reshape(const Shape& shape) const;
+
+  TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Creation ops; every one takes an optional dtype (float64 by default).
+Tensor zeros(const Shape& shape, DType dtype = DType::f64);
+Tensor ones(const Shape& shape, DType dtype = DType::f64);
+Tensor full(const Shape& shape, double value, DType dtype = DType::f64);
+Tensor eye(std::int64_t n, DType dtype = DType::f64);
+Tensor arange(double start, double stop, double step = 1.0, DType dtype = DType::f64);
+Tensor linspace(double start, double stop, std::int64_t num, DType dtype = DType::f64);
+// Standard normal / uniform [0, 1) samples from a seeded generator (reproducible across runs).
+Tensor randn(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64);
+Tensor rand(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64);
+
+// The physical view of a tensor's data as [B, ...shape] when batched, else shape.
+View view_of(const Tensor& t);
+
+// ------------------------------------------------------------------ templates
+template <class Derived>
+Tensor Tensor::from_eigen(const Eigen::MatrixBase<Derived>& m) {
+  using T = typename Derived::Scalar;
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "vtape tensors hold float or double");
+  const bool vector = Derived::ColsAtCompileTime == 1;
+  Shape shape = vector ? Shape{m.rows()} : Shape{m.rows(), m.cols()};
+  Tensor out = empty(shape, dtype_of<T>());
+  Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+      static_cast<T*>(const_cast<void*>(out.raw_data())), m.rows(), m.cols()) = m;
+  return out;
+}
+
+template <class T>
+const T* Tensor::data() const {
+  if (dtype_of<T>() != dtype())
+    fail("data: tensor is {}, not {}", name_of(dtype()), name_of(dtype_of<T>()));
+  return static_cast<const T*>(raw_data());
+}
+
+template <class T>
+Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> Tensor::as_eigen() const {
+  if (device().kind != DeviceKind::cpu) fail("as_eigen: tensor is on {}, not the CPU", to_string(device()));
+  if (ndim() > 2 || is_batched())
+    fail("as_eigen: needs an unbatched tensor of rank <= 2, got shape {}", to_string(shape()));
+  const std::int64_t rows = ndim() == 0 ? 1 : shape()[0];
+  const std::int64_t cols = ndim() == 2 ? shape()[1] : 1;
+  return {data<T>(), rows, cols};
+}
+
+}  // namespace vt
+
+template <>
+struct fmt::formatter<vt::Tensor> {
+  constexpr auto parse(format_parse_context& ctx) { return ctx.begin(); }
+  format_context::iterator format(const vt::Tensor& t, format_context& ctx) const;
+};

@@ -1,0 +1,198 @@
+// Elementwise family: unary maps, broadcasting binary maps, where, astype.
+#include "elementwise.hpp"
+
+#include "../core/graph.hpp"
+#include "reduce.hpp"
+
+namespace vt {
+
+namespace {
+
+// ---------------------------------------------------------------- shape rules
+TypeInfo same_type(const std::vector<TypeInfo>& in, const Attrs&) { return in[0]; }
+
+template <const char* Name>
+TypeInfo broadcast_type(const std::vector<TypeInfo>& in, const Attrs&) {
+  Shape s = in[0].shape;
+  for (std::size_t i = 1; i < in.size(); ++i) s = broadcast_shapes(s, in[i].shape, Name);
+  return {in[0].dtype, s};
+}
+
+// ---------------------------------------------------------------- unary
+template <UnaryKind K>
+void unary_forward(const KernelArgs& k) { k.backend.unary(K, k.in[0], k.out); }
+
+using Adjoint = std::vector<Tensor> (*)(const Node&, const Tensor&, const Tensor&, const std::vector<bool>&);
+
+#define VT_UNARY(NAME, KIND, ADJOINT)                                                         \
+  const OpDef NAME##_op{#NAME, same_type, unary_forward<UnaryKind::KIND>, ADJOINT};        \
+  }                                                                                          \
+  Tensor NAME(const Tensor& x) { return apply(NAME##_op, {x}); }                            \
+  namespace {
+
+const Tensor& x_of(const Node& n) { return n.inputs[0]; }
+
+VT_UNARY(neg, neg, [](const Node&, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+  return std::vector<Tensor>{neg(g)};
+})
+VT_UNARY(exp, exp, [](const Node&, const Tensor& y, const Tensor& g, const std::vector<bool>&) {
+  return std::vector<Tensor>{g * y};
+})
+VT_UNARY(log, log, [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+  return std::vector<Tensor>{g / x_of(n)};
+})
+VT_UNARY(log1p, log1p, [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+  return std::vector<Tensor>{g / (x_of(n) + 1.0)};
+})
+VT_UNARY(sqrt, sqrt, [](const Node&, const Tensor& y, const Tensor& g, const std::vector<bool>&) {
+  return std::vector<Tensor>{g * 0.5 / y};
+})
+VT_UNARY(square, square, [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+  return std::vector<Tensor>{g * (x_of(n) * 2.0)};
+})
+VT_UNARY(sin, sin, [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+  return std::vector<Tensor>{g * cos(x_of(n))};
+})
+VT_UNARY(cos, cos, [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+  return std::vector<Tensor>{neg(g * sin(x_of(n)))};
+})
+VT_UNARY(tanh, tanh, [](const Node&, const Tensor& y, const Tensor& g, const std::vector<bool>&) {
+  return std::vector<Tensor>{g * (1.0 - square(y))};
+})
+VT_UNARY(abs, abs, [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+  return std::vector<Tensor>{g * sign(x_of(n))};
+})
+VT_UNARY(sign, sign, nullptr)
+#undef VT_UNARY
+
+// ---------------------------------------------------------------- binary
+template <BinaryKind K>
+void binary_forward(const KernelArgs& k) {
+  k.backend.binary(K, expand_view(k.in[0], k.out, k.batched), expand_view(k.in[1], k.out, k.batched), k.out);
+}
+
+// Cotangent of a broadcast input: the output cotangent summed back to the input's shape.
+Tensor to_input(const Node& n, std::size_t i, const Tensor& g) { return sum_to(g, n.inputs[i].shape()); }
+
+constexpr char add_name[] = "add", sub_name[] = "sub", mul_name[] = "mul", div_name[] = "div", pow_name[] = "pow",
+               maximum_name[] = "maximum", less_name[] = "less", greater_name[] = "greater", equal_name[] = "equal",
+               where_name[] = "where";
+
+const OpDef add_op{add_name, broadcast_type<add_name>, binary_forward<BinaryKind::add>,
+                   [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
+                     return std::vector<Tensor>{needs[0] ? to_input(n, 0, g) : Tensor(),
+                                                needs[1] ? to_input(n, 1, g) : Tensor()};
+                   }};
+const OpDef sub_op{sub_name, broadcast_type<sub_name>, binary_forward<BinaryKind::sub>,
+                   [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
+                     return std::vector<Tensor>{needs[0] ? to_input(n, 0, g) : Tensor(),
+                                                needs[1] ? to_input(n, 1, neg(g)) : Tensor()};
+                   }};
+const OpDef mul_op{mul_name, broadcast_type<mul_name>, binary_forward<BinaryKind::mul>,
+                   [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
+                     return std::vector<Tensor>{needs[0] ? to_input(n, 0, g * n.inputs[1]) : Tensor(),
+                                                needs[1] ? to_input(n, 1, g * n.inputs[0]) : Tensor()};
+                   }};
+const OpDef div_op{div_name, broadcast_type<div_name>, binary_forward<BinaryKind::div>,
+                   [](const Node& n, const Tensor& y, const Tensor& g, const std::vector<bool>& needs) {
+                     const Tensor gb = g / n.inputs[1];
+                     return std::vector<Tensor>{needs[0] ? to_input(n, 0, gb) : Tensor(),
+                                                needs[1] ? to_input(n, 1, neg(gb * y)) : Tensor()};
+                   }};
+const OpDef pow_op{pow_name, broadcast_type<pow_name>, binary_forward<BinaryKind::pow>,
+                   [](const Node& n, const Tensor& y, const Tensor& g, const std::vector<bool>& needs) {
+                     const Tensor& a = n.inputs[0];
+                     const Tensor& b = n.inputs[1];
+                     Tensor ga, gb;
+                     if (needs[0]) ga = to_input(n, 0, g * b * pow(a, b - 1.0));
+                     if (needs[1]) {
+                       // d/db a^b = a^b log a; at a == 0 the limit of the product is 0.
+                       const Tensor zero = zeros({}, a.dtype());
+                       const Tensor is_zero = equal(a, zero);
+                       gb = to_input(n, 1, g * y * log(where(is_zero, ones({}, a.dtype()), a)));
+                     }
+                     return std::vector<Tensor>{ga, gb};
+                   }};
+const OpDef maximum_op{maximum_name, broadcast_type<maximum_name>, binary_forward<BinaryKind::maximum>,
+                       [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
+                         const Tensor& a = n.inputs[0];
+                         const Tensor& b = n.inputs[1];
+                         const Tensor share_a = greater(a, b) + equal(a, b) * 0.5;
+                         return std::vector<Tensor>{needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
+                                                    needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
+                       }};
+const OpDef less_op{less_name, broadcast_type<less_name>, binary_forward<BinaryKind::less>, nullptr};
+const OpDef greater_op{greater_name, broadcast_type<greater_name>, binary_forward<BinaryKind::greater>, nullptr};
+const OpDef equal_op{equal_name, broadcast_type<equal_name>, binary_forward<BinaryKind::equal>, nullptr};
+
+const OpDef where_op{where_name, broadcast_type<where_name>,
+                     [](const KernelArgs& k) {
+                       k.backend.select(expand_view(k.in[0], k.out, k.batched), expand_view(k.in[1], k.out, k.batched),
+                                        expand_view(k.in[2], k.out, k.batched), k.out);
+                     },
+                     [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
+                       const Tensor zero = zeros({}, g.dtype());
+                       const Tensor& c = n.inputs[0];
+                       return std::vector<Tensor>{Tensor(), needs[1] ? to_input(n, 1, where(c, g, zero)) : Tensor(),
+                                                  needs[2] ? to_input(n, 2, where(c, zero, g)) : Tensor()};
+                     }};
+
+const OpDef astype_op{"astype",
+                      [](const std::vector<TypeInfo>& in, const Attrs& a) {
+                        return TypeInfo{static_cast<DType>(a.ints[0]), in[0].shape};
+                      },
+                      [](const KernelArgs& k) { k.backend.copy(k.in[0], k.out); },
+                      [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+                        return std::vector<Tensor>{astype(g, n.inputs[0].dtype())};
+                      },
+                      /*mixed_dtypes=*/true};
+
+// Promotes two tensors to a common dtype before a binary op.
+Tensor binary(const OpDef& op, const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) fail("{}: undefined tensor operand", op.name);
+  const DType d = promote(a.dtype(), b.dtype());
+  return apply(op, {astype(a, d), astype(b, d)});
+}
+
+}  // namespace
+
+Tensor astype(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  return apply(astype_op, {x}, Attrs{{static_cast<std::int64_t>(dtype)}, {}});
+}
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary(add_op, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary(sub_op, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(mul_op, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) { return binary(div_op, a, b); }
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(pow_op, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary(maximum_op, a, b); }
+Tensor less(const Tensor& a, const Tensor& b) { return binary(less_op, a, b); }
+Tensor greater(const Tensor& a, const Tensor& b) { return binary(greater_op, a, b); }
+Tensor equal(const Tensor& a, const Tensor& b) { return binary(equal_op, a, b); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const DType d = promote(a.dtype(), b.dtype());
+  return apply(where_op, {astype(cond, d), astype(a, d), astype(b, d)});
+}
+
+Tensor add(const Tensor& a, double b) { return add(a, Tensor::scalar(b, a.dtype())); }
+Tensor sub(const Tensor& a, double b) { return sub(a, Tensor::scalar(b, a.dtype())); }
+Tensor mul(const Tensor& a, double b) { return mul(a, Tensor::scalar(b, a.dtype())); }
+Tensor div(const Tensor& a, double b) { return div(a, Tensor::scalar(b, a.dtype())); }
+Tensor pow(const Tensor& a, double b) { return pow(a, Tensor::scalar(b, a.dtype())); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+Tensor operator+(double a, const Tensor& b) { return add(Tensor::scalar(a, b.dtype()), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(Tensor::scalar(a, b.dtype()), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(Tensor::scalar(a, b.dtype()), b); }
+Tensor operator/(double a, const Tensor& b) { return div(Tensor::scalar(a, b.dtype()), b); }
+
+}  // namespace vt

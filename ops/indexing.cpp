@@ -1,0 +1,185 @@
+// Indexing family: slice (and its adjoint, slice_scatter), concatenate, stack, diag.
+#include "indexing.hpp"
+
+#include <algorithm>
+
+#include "../core/graph.hpp"
+#include "elementwise.hpp"
+#include "layout.hpp"
+
+namespace vt {
+
+namespace {
+
+// The strided window [start : start + count*step : step] along physical axis `axis` of v.
+View window(View v, std::size_t axis, std::int64_t start, std::int64_t count, std::int64_t step) {
+  v.data = static_cast<char*>(v.data) + start * v.strides[axis] * static_cast<std::int64_t>(size_of(v.dtype));
+  v.shape[axis] = count;
+  v.strides[axis] *= step;
+  return v;
+}
+
+std::size_t lead(const KernelArgs& k) { return k.batched ? 1 : 0; }
+
+Tensor slice_scatter(const Tensor& g, const Attrs& a);
+
+// Attrs: ints = [axis, start, step, count]
+const OpDef slice_op{"slice",
+                     [](const std::vector<TypeInfo>& in, const Attrs& a) {
+                       Shape s = in[0].shape;
+                       s[static_cast<std::size_t>(a.ints[0])] = a.ints[3];
+                       return TypeInfo{in[0].dtype, s};
+                     },
+                     [](const KernelArgs& k) {
+                       const auto axis = lead(k) + static_cast<std::size_t>(k.attrs.ints[0]);
+                       k.backend.copy(window(k.in[0], axis, k.attrs.ints[1], k.attrs.ints[3], k.attrs.ints[2]), k.out);
+                     },
+                     [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+                       Attrs a = n.attrs;
+                       a.ints.push_back(n.inputs[0].shape()[static_cast<std::size_t>(a.ints[0])]);
+                       return std::vector<Tensor>{slice_scatter(g, a)};
+                     }};
+
+// The adjoint of slice: zeros of the sliced tensor's shape with g written into the window.
+// Attrs: ints = [axis, start, step, count, full length]
+const OpDef slice_scatter_op{"slice_scatter",
+                             [](const std::vector<TypeInfo>& in, const Attrs& a) {
+                               Shape s = in[0].shape;
+                               s[static_cast<std::size_t>(a.ints[0])] = a.ints[4];
+                               return TypeInfo{in[0].dtype, s};
+                             },
+                             [](const KernelArgs& k) {
+                               const auto axis = lead(k) + static_cast<std::size_t>(k.attrs.ints[0]);
+                               k.backend.fill(k.out, 0.0);
+                               k.backend.copy(k.in[0], window(k.out, axis, k.attrs.ints[1], k.attrs.ints[3], k.attrs.ints[2]));
+                             },
+                             [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+                               const auto& a = n.attrs.ints;
+                               return std::vector<Tensor>{slice(g, a[0], a[1], a[1] + a[2] * a[3], a[2])};
+                             }};
+
+Tensor slice_scatter(const Tensor& g, const Attrs& a) { return apply(slice_scatter_op, {g}, a); }
+
+// Attrs: ints = [axis]
+const OpDef concatenate_op{"concatenate",
+                           [](const std::vector<TypeInfo>& in, const Attrs& a) {
+                             const auto axis = static_cast<std::size_t>(a.ints[0]);
+                             Shape s = in[0].shape;
+                             for (std::size_t i = 1; i < in.size(); ++i) {
+                               Shape other = in[i].shape;
+                               if (other.size() == s.size()) other[axis] = s[axis];
+                               if (other != s)
+                                 fail("concatenate: shapes {} and {} differ outside axis {}", to_string(in[0].shape),
+                                      to_string(in[i].shape), axis);
+                               s[axis] += in[i].shape[axis];
+                             }
+                             return TypeInfo{in[0].dtype, s};
+                           },
+                           [](const KernelArgs& k) {
+                             const auto axis = lead(k) + static_cast<std::size_t>(k.attrs.ints[0]);
+                             std::int64_t start = 0;
+                             for (const View& v : k.in) {
+                               k.backend.copy(v, window(k.out, axis, start, v.shape[axis], 1));
+                               start += v.shape[axis];
+                             }
+                           },
+                           [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
+                             const auto axis = n.attrs.ints[0];
+                             std::vector<Tensor> out;
+                             std::int64_t start = 0;
+                             for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+                               const std::int64_t len = n.inputs[i].shape()[static_cast<std::size_t>(axis)];
+                               out.push_back(needs[i] ? slice(g, axis, start, start + len) : Tensor());
+                               start += len;
+                             }
+                             return out;
+                           }};
+
+Tensor diag_embed(const Tensor& v, std::int64_t rows, std::int64_t cols);
+
+// A view of the main diagonal of the trailing [rows, cols] matrix of v.
+View diagonal_view(View v) {
+  const std::size_t r = v.shape.size();
+  const std::int64_t len = std::min(v.shape[r - 2], v.shape[r - 1]);
+  v.strides[r - 2] += v.strides[r - 1];
+  v.strides.pop_back();
+  v.shape.pop_back();
+  v.shape.back() = len;
+  return v;
+}
+
+const OpDef diagonal_op{"diag",
+                        [](const std::vector<TypeInfo>& in, const Attrs&) {
+                          return TypeInfo{in[0].dtype, {std::min(in[0].shape[0], in[0].shape[1])}};
+                        },
+                        [](const KernelArgs& k) { k.backend.copy(diagonal_view(k.in[0]), k.out); },
+                        [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+                          return std::vector<Tensor>{diag_embed(g, n.inputs[0].shape()[0], n.inputs[0].shape()[1])};
+                        }};
+
+// Attrs: ints = [rows, cols]
+const OpDef diag_embed_op{"diag",
+                          [](const std::vector<TypeInfo>& in, const Attrs& a) {
+                            return TypeInfo{in[0].dtype, {a.ints[0], a.ints[1]}};
+                          },
+                          [](const KernelArgs& k) {
+                            k.backend.fill(k.out, 0.0);
+                            k.backend.copy(k.in[0], diagonal_view(k.out));
+                          },
+                          [](const Node&, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+                            return std::vector<Tensor>{diag(g)};
+                          }};
+
+Tensor diag_embed(const Tensor& v, std::int64_t rows, std::int64_t cols) {
+  return apply(diag_embed_op, {v}, Attrs{{rows, cols}, {}});
+}
+
+}  // namespace
+
+Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t stop, std::int64_t step) {
+  const int ax = normalize_axis(axis, x.ndim(), "slice");
+  if (step <= 0) fail("slice: step must be positive, got {}", step);
+  const std::int64_t len = x.shape()[static_cast<std::size_t>(ax)];
+  auto clamp = [len](std::int64_t i) { return std::clamp(i < 0 ? i + len : i, std::int64_t{0}, len); };
+  const std::int64_t lo = clamp(start), hi = clamp(stop);
+  const std::int64_t count = hi > lo ? (hi - lo + step - 1) / step : 0;
+  if (lo == 0 && count == len && step == 1) return x;
+  return apply(slice_op, {x}, Attrs{{ax, lo, step, count}, {}});
+}
+
+Tensor concatenate(const std::vector<Tensor>& xs, std::int64_t axis) {
+  if (xs.empty()) fail("concatenate: needs at least one tensor");
+  for (const Tensor& x : xs)
+    if (x.ndim() != xs[0].ndim() || x.ndim() == 0)
+      fail("concatenate: tensors of shapes {} and {} have different ranks (or are scalars)", to_string(xs[0].shape()),
+           to_string(x.shape()));
+  const int ax = normalize_axis(axis, xs[0].ndim(), "concatenate");
+  DType d = xs[0].dtype();
+  for (const Tensor& x : xs) d = promote(d, x.dtype());
+  std::vector<Tensor> in;
+  for (const Tensor& x : xs) in.push_back(astype(x, d));
+  if (in.size() == 1) return in[0];
+  return apply(concatenate_op, std::move(in), Attrs{{ax}, {}});
+}
+
+Tensor stack(const std::vector<Tensor>& xs, std::int64_t axis) {
+  if (xs.empty()) fail("stack: needs at least one tensor");
+  const int ax = normalize_axis(axis, xs[0].ndim() + 1, "stack");
+  std::vector<Tensor> expanded;
+  for (const Tensor& x : xs) {
+    if (x.shape() != xs[0].shape())
+      fail("stack: shapes {} and {} differ", to_string(xs[0].shape()), to_string(x.shape()));
+    Shape s = x.shape();
+    s.insert(s.begin() + ax, 1);
+    expanded.push_back(reshape(x, s));
+  }
+  return concatenate(expanded, ax);
+}
+
+Tensor diag(const Tensor& x) {
+  if (x.ndim() == 1) return diag_embed(x, x.shape()[0], x.shape()[0]);
+  if (x.ndim() == 2) return apply(diagonal_op, {x});
+  fail("diag: needs a vector or a matrix, got shape {}", to_string(x.shape()));
+}
+
+}  // namespace vt

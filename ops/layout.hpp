@@ -1,0 +1,18 @@
+#pragma once
+// Layout family: ops that move or repeat elements without arithmetic.
+#include <vector>
+
+#include "../core/tensor.hpp"
+
+namespace vt {
+
+// One entry may be -1 (inferred). Shares storage with x: no copy.
+Tensor reshape(const Tensor& x, const Shape& shape);
+// Reverses the axes (numpy's x.T), or permutes them by `perm`.
+Tensor transpose(const Tensor& x);
+Tensor transpose(const Tensor& x, const std::vector<std::int64_t>& perm);
+Tensor swapaxes(const Tensor& x, std::int64_t a, std::int64_t b);
+// numpy broadcasting of x to `shape`.
+Tensor broadcast_to(const Tensor& x, const Shape& shape);
+
+}  // namespace vt

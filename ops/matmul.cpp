@@ -1,0 +1,119 @@
+// Matmul family: numpy matmul semantics lowered to one strided-batched GEMM.
+#include "matmul.hpp"
+
+#include "../core/graph.hpp"
+#include "elementwise.hpp"
+#include "layout.hpp"
+#include "reduce.hpp"
+
+namespace vt {
+
+namespace {
+
+// Per-example shapes as matrices: a vector is a row on the left, a column on the right.
+Shape as_left(Shape s) {
+  if (s.size() == 1) s.insert(s.begin(), 1);
+  return s;
+}
+Shape as_right(Shape s) {
+  if (s.size() == 1) s.push_back(1);
+  return s;
+}
+Shape batch_axes(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
+
+TypeInfo matmul_type(const std::vector<TypeInfo>& in, const Attrs&) {
+  const Shape& a = in[0].shape;
+  const Shape& b = in[1].shape;
+  if (a.empty() || b.empty())
+    fail("matmul: operands must have rank >= 1, got shapes {} and {}", to_string(a), to_string(b));
+  const Shape a2 = as_left(a), b2 = as_right(b);
+  if (a2.back() != b2[b2.size() - 2])
+    fail("matmul: inner dimensions differ for shapes {} and {}", to_string(a), to_string(b));
+  Shape out = broadcast_shapes(batch_axes(a2), batch_axes(b2), "matmul");
+  if (a.size() > 1) out.push_back(a2[a2.size() - 2]);
+  if (b.size() > 1) out.push_back(b2.back());
+  return {in[0].dtype, out};
+}
+
+// Lays an operand out as `count` matrices of rows x cols at one stride: a broadcast operand reads
+// one matrix (stride 0); one whose batch axes broadcast only partly is copied into `scratch`.
+struct Operand {
+  const void* data;
+  std::int64_t stride;
+};
+Operand batched_operand(Backend& be, const View& v, const Shape& out_batch, std::int64_t rows, std::int64_t cols,
+                        std::shared_ptr<Storage>& scratch) {
+  // v's leading axes right-aligned against out_batch, then the matrix axes.
+  Shape shape = out_batch, strides(out_batch.size(), 0);
+  const std::size_t vb = v.shape.size() - 2;
+  for (std::size_t i = 0; i < vb; ++i) {
+    const std::size_t d = out_batch.size() - vb + i;
+    strides[d] = v.shape[i] == out_batch[d] ? v.strides[i] : 0;
+  }
+  const std::int64_t mat = rows * cols;
+  bool all_zero = true, contiguous = true;
+  std::int64_t expect = mat;
+  for (std::size_t d = out_batch.size(); d-- > 0;) {
+    all_zero &= strides[d] == 0 || out_batch[d] == 1;
+    contiguous &= strides[d] == expect || out_batch[d] == 1;
+    expect *= out_batch[d];
+  }
+  if (all_zero) return {v.data, 0};
+  if (contiguous) return {v.data, mat};
+  shape.push_back(rows);
+  shape.push_back(cols);
+  strides.push_back(cols);
+  strides.push_back(1);
+  scratch = std::make_shared<Storage>(be.device(), static_cast<std::size_t>(numel(shape)) * size_of(v.dtype));
+  const View dst{v.dtype, scratch->data, shape, contiguous_strides(shape)};
+  be.copy(View{v.dtype, v.data, shape, strides}, dst);
+  return {scratch->data, mat};
+}
+
+void matmul_forward(const KernelArgs& k) {
+  const std::size_t lead = k.batched ? 1 : 0;
+  // Physical matrix shapes; the vmap batch axis is one more leading batch axis.
+  Shape a = k.in[0].shape, b = k.in[1].shape;
+  const bool a_vec = a.size() - lead == 1, b_vec = b.size() - lead == 1;
+  if (a_vec) a.insert(a.end() - 1, 1);
+  if (b_vec) b.push_back(1);
+  const std::int64_t m = a[a.size() - 2], kk = a.back(), n = b.back();
+  View va = k.in[0], vb = k.in[1];
+  va.shape = a;
+  vb.shape = b;
+  if (a_vec) va.strides.insert(va.strides.end() - 1, kk);
+  if (b_vec) vb.strides.push_back(1);
+  Shape out_batch = broadcast_shapes(batch_axes(a), batch_axes(b), "matmul");
+  if (k.batched) out_batch[0] = k.batch;
+  std::shared_ptr<Storage> scratch_a, scratch_b;
+  const Operand pa = batched_operand(k.backend, va, out_batch, m, kk, scratch_a);
+  const Operand pb = batched_operand(k.backend, vb, out_batch, kk, n, scratch_b);
+  k.backend.gemm(GemmArgs{k.out.dtype, numel(out_batch), m, n, kk, false, false, 1.0, 0.0, pa.data, pa.stride,
+                          pb.data, pb.stride, k.out.data, m * n});
+}
+
+std::vector<Tensor> matmul_adjoint(const Node& node, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
+  const Tensor& a = node.inputs[0];
+  const Tensor& b = node.inputs[1];
+  // Work on the matrix forms, then sum over broadcast batch axes and restore vector shapes.
+  const Tensor a2 = reshape(a, as_left(a.shape())), b2 = reshape(b, as_right(b.shape()));
+  Shape g_shape = broadcast_shapes(batch_axes(a2.shape()), batch_axes(b2.shape()), "matmul");
+  g_shape.push_back(a2.shape()[a2.ndim() - 2]);
+  g_shape.push_back(b2.shape().back());
+  const Tensor g2 = reshape(g, g_shape);
+  Tensor ga, gb;
+  if (needs[0]) ga = reshape(sum_to(matmul(g2, swapaxes(b2, -1, -2)), a2.shape()), a.shape());
+  if (needs[1]) gb = reshape(sum_to(matmul(swapaxes(a2, -1, -2), g2), b2.shape()), b.shape());
+  return {ga, gb};
+}
+
+const OpDef matmul_op{"matmul", matmul_type, matmul_forward, matmul_adjoint};
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  const DType d = promote(a.dtype(), b.dtype());
+  return apply(matmul_op, {astype(a, d), astype(b, d)});
+}
+
+}  // namespace vt

@@ -1,0 +1,89 @@
+// Reduction family: sum, mean, max. Attrs: ints = [kind, keepdims, axes...].
+#include "reduce.hpp"
+
+#include "../core/graph.hpp"
+#include "elementwise.hpp"
+#include "layout.hpp"
+
+namespace vt {
+
+namespace {
+
+// The input shape with the reduced axes set to 1.
+Shape kept_shape(const Shape& in, const Attrs& a) {
+  Shape s = in;
+  for (std::size_t i = 2; i < a.ints.size(); ++i) s[static_cast<std::size_t>(a.ints[i])] = 1;
+  return s;
+}
+
+TypeInfo reduce_type(const std::vector<TypeInfo>& in, const Attrs& a) {
+  Shape kept = kept_shape(in[0].shape, a);
+  if (a.ints[1]) return {in[0].dtype, kept};
+  Shape s;
+  for (std::size_t d = 0, k = 2; d < in[0].shape.size(); ++d) {
+    if (k < a.ints.size() && a.ints[k] == static_cast<std::int64_t>(d)) ++k;
+    else s.push_back(in[0].shape[d]);
+  }
+  return {in[0].dtype, s};
+}
+
+void reduce_forward(const KernelArgs& k) {
+  Shape kept = kept_shape(k.batched ? Shape(k.in[0].shape.begin() + 1, k.in[0].shape.end()) : k.in[0].shape, k.attrs);
+  if (k.batched) kept.insert(kept.begin(), k.batch);
+  k.backend.reduce(static_cast<ReduceKind>(k.attrs.ints[0]), k.in[0], reshaped_view(k.out, kept));
+}
+
+Axes axes_of(const Attrs& a) { return Axes(a.ints.begin() + 2, a.ints.end()); }
+
+// The output cotangent broadcast back over the reduced axes.
+Tensor spread(const Node& n, const Tensor& g) {
+  return broadcast_to(reshape(g, kept_shape(n.inputs[0].shape(), n.attrs)), n.inputs[0].shape());
+}
+
+const OpDef sum_op{"sum", reduce_type, reduce_forward,
+                   [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+                     return std::vector<Tensor>{spread(n, g)};
+                   }};
+const OpDef max_op{"max", reduce_type, reduce_forward,
+                   [](const Node& n, const Tensor& y, const Tensor& g, const std::vector<bool>&) {
+                     const Tensor& x = n.inputs[0];
+                     const Tensor hit = equal(x, spread(n, y));
+                     const Tensor count = spread(n, sum(hit, axes_of(n.attrs), n.attrs.ints[1] != 0));
+                     return std::vector<Tensor>{spread(n, g) * hit / count};
+                   }};
+
+Tensor reduce(const OpDef& op, ReduceKind kind, const Tensor& x, const Axes& axes, bool keepdims) {
+  Attrs a{{static_cast<std::int64_t>(kind), keepdims ? 1 : 0}, {}};
+  for (int ax : normalize_axes(axes, x.ndim(), op.name)) a.ints.push_back(ax);
+  return apply(op, {x}, std::move(a));
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const Axes& axes, bool keepdims) {
+  return reduce(sum_op, ReduceKind::sum, x, axes, keepdims);
+}
+
+Tensor mean(const Tensor& x, const Axes& axes, bool keepdims) {
+  const Tensor s = sum(x, axes, keepdims);
+  const std::int64_t count = x.numel() / std::max<std::int64_t>(s.numel(), 1);
+  if (x.numel() == 0) fail("mean: reduction over an empty tensor of shape {}", to_string(x.shape()));
+  return s * (1.0 / static_cast<double>(count));
+}
+
+Tensor max(const Tensor& x, const Axes& axes, bool keepdims) {
+  for (int ax : normalize_axes(axes, x.ndim(), "max"))
+    if (x.shape()[ax] == 0) fail("max: reduction over an empty axis {} of shape {}", ax, to_string(x.shape()));
+  return reduce(max_op, ReduceKind::max, x, axes, keepdims);
+}
+
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  if (x.shape() == shape) return x;
+  const std::size_t extra = x.ndim() - shape.size();
+  Axes axes;
+  for (std::size_t d = 0; d < x.ndim(); ++d)
+    if (d < extra || (shape[d - extra] == 1 && x.shape()[d] != 1)) axes.push_back(static_cast<std::int64_t>(d));
+  return reshape(sum(x, axes, true), shape);
+}
+
+}  // namespace vt

@@ -1,0 +1,9 @@
+#pragma once
+// vtape: one include for the whole public API.
+#include "autodiff/grad.hpp"
+#include "core/tensor.hpp"
+#include "ops/elementwise.hpp"
+#include "ops/indexing.hpp"
+#include "ops/layout.hpp"
+#include "ops/matmul.hpp"
+#include "ops/reduce.hpp"
