@@ -75,7 +75,10 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
     if (seed.shape() != outputs[i].shape())
       fail("vjp: cotangent of shape {} for an output of shape {}", to_string(seed.shape()),
            to_string(outputs[i].shape()));
-    accumulate(outputs[i], astype(seed, outputs[i].dtype()));
+    if (seed.dtype() != outputs[i].dtype())
+      fail("vjp: cotangent dtype {} does not match the output dtype {}", name_of(seed.dtype()),
+           name_of(outputs[i].dtype()));
+    accumulate(outputs[i], seed);
   }
 
   for (auto it = order.rbegin(); it != order.rend(); ++it) {

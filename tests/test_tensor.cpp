@@ -1,0 +1,102 @@
+#include <fmt/format.h>
+
+#include <Eigen/Dense>
+
+#include "gradcheck.hpp"
+
+using namespace vt;
+using vt::testing::require_close;
+
+TEST_CASE("creation ops fill the expected values", "[tensor]") {
+  CHECK(zeros({2, 3}).shape() == Shape{2, 3});
+  require_close(zeros({2, 2}), {0, 0, 0, 0});
+  require_close(ones({3}), {1, 1, 1});
+  require_close(full({2}, 2.5), {2.5, 2.5});
+  require_close(eye(3), {1, 0, 0, 0, 1, 0, 0, 0, 1});
+  require_close(arange(0, 5, 2), {0, 2, 4});
+  require_close(arange(1, 2, 0.25), {1, 1.25, 1.5, 1.75});
+  require_close(linspace(0, 1, 5), {0, 0.25, 0.5, 0.75, 1});
+  require_close(linspace(3, 7, 1), {3});
+  CHECK(Tensor::scalar(4.0).ndim() == 0);
+  CHECK(Tensor::scalar(4.0).item() == 4.0);
+  CHECK(zeros({0, 3}).numel() == 0);
+}
+
+TEST_CASE("float32 and float64 tensors round-trip their values", "[tensor]") {
+  const Tensor a = Tensor::from_vector({1.5, -2.25, 3.0}, {3}, DType::f32);
+  CHECK(a.dtype() == DType::f32);
+  CHECK(a.to_vector<float>() == std::vector<float>{1.5f, -2.25f, 3.0f});
+  CHECK(a.at<double>({1}) == -2.25);
+  const Tensor third = Tensor::from_vector({1.0 / 3.0}, {1}, DType::f32);
+  CHECK(third.item<double>() == static_cast<double>(1.0f / 3.0f));
+  CHECK(third.astype(DType::f64).dtype() == DType::f64);
+}
+
+TEST_CASE("dtype promotion: the wider type wins, C++ scalars are weak", "[tensor]") {
+  const Tensor f = ones({2}, DType::f32), d = ones({2}, DType::f64);
+  CHECK((f + d).dtype() == DType::f64);
+  CHECK((d * f).dtype() == DType::f64);
+  CHECK((f * 2.0).dtype() == DType::f32);
+  CHECK((2.0 - f).dtype() == DType::f32);
+  CHECK(matmul(f.reshape({1, 2}), d.reshape({2, 1})).dtype() == DType::f64);
+  CHECK(concatenate({f, d}).dtype() == DType::f64);
+}
+
+TEST_CASE("element access with at() and item()", "[tensor]") {
+  const Tensor m = arange(0, 6).reshape({2, 3});
+  CHECK(m.at({0, 0}) == 0);
+  CHECK(m.at({1, 2}) == 5);
+  CHECK(m.at({1, 0}) == 3);
+  CHECK(m.shape(-1) == 3);
+  CHECK_THROWS_AS(m.at({2, 0}), vt::Error);
+  CHECK_THROWS_AS(m.at({0}), vt::Error);
+  CHECK_THROWS_AS(m.item(), vt::Error);
+}
+
+TEST_CASE("reshape shares storage with its input", "[tensor]") {
+  const Tensor a = arange(0, 12);
+  const Tensor b = a.reshape({3, -1});
+  CHECK(b.shape() == Shape{3, 4});
+  CHECK(b.raw_data() == a.raw_data());
+  CHECK(b.at({2, 1}) == 9);
+}
+
+TEST_CASE("Eigen interop: from_eigen copies any layout, as_eigen views without a copy", "[tensor]") {
+  Eigen::MatrixXd m(2, 3);
+  m << 1, 2, 3, 4, 5, 6;
+  const Tensor t = Tensor::from_eigen(m);
+  CHECK(t.shape() == Shape{2, 3});
+  require_close(t, {1, 2, 3, 4, 5, 6});
+  auto view = t.as_eigen<double>();
+  CHECK(view.data() == t.data<double>());
+  CHECK(view(1, 2) == 6);
+  CHECK((view - m).norm() == 0);
+  const Eigen::VectorXf v = Eigen::VectorXf::LinSpaced(4, 0, 3);
+  const Tensor tv = Tensor::from_eigen(v);
+  CHECK(tv.shape() == Shape{4});
+  CHECK(tv.dtype() == DType::f32);
+  CHECK_THROWS_AS(t.as_eigen<float>(), vt::Error);
+  CHECK_THROWS_AS(zeros({2, 2, 2}).as_eigen<double>(), vt::Error);
+}
+
+TEST_CASE("from_blob wraps memory without a copy and keeps its owner alive", "[tensor]") {
+  auto owner = std::make_shared<std::vector<double>>(std::vector<double>{1, 2, 3, 4});
+  const Tensor t = Tensor::from_blob(owner->data(), {2, 2}, DType::f64, owner);
+  std::weak_ptr<std::vector<double>> watch = owner;
+  owner.reset();
+  CHECK_FALSE(watch.expired());
+  CHECK(t.at({1, 1}) == 4);
+}
+
+TEST_CASE("fmt formats tensors like numpy", "[tensor]") {
+  CHECK(fmt::format("{}", arange(0, 4).reshape({2, 2})) == "Tensor([[0, 1], [2, 3]], dtype=float64)");
+  CHECK(fmt::format("{}", Tensor::scalar(0.5, DType::f32)) == "Tensor(0.5, dtype=float32)");
+  CHECK(fmt::format("{}", Tensor()) == "Tensor(undefined)");
+}
+
+TEST_CASE("seeded random tensors are reproducible", "[tensor]") {
+  require_close(randn({5}, 7), randn({5}, 7), 0.0);
+  CHECK(randn({5}, 7).to_vector<double>() != randn({5}, 8).to_vector<double>());
+  const std::vector<double> u = rand({100}, 3).to_vector<double>();
+  for (double x : u) CHECK((x >= 0 && x < 1));
+}
