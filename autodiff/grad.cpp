@@ -88,6 +88,7 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
     const Node& node = *t.impl().node;
     std::vector<bool> needs(node.inputs.size());
     for (std::size_t i = 0; i < needs.size(); ++i) needs[i] = relevant.count(node.inputs[i].impl_ptr().get()) > 0;
+    if (OpCounter* counter = OpCounter::active()) ++counter->adjoints[std::string(node.op->name)];
     const std::vector<Tensor> grads = node.op->adjoint(node, t, found->second, needs);
     for (std::size_t i = 0; i < grads.size(); ++i) {
       if (!needs[i] || !grads[i].defined()) continue;

@@ -4,6 +4,22 @@
 
 namespace vt {
 
+namespace {
+thread_local OpCounter* active_counter = nullptr;
+}
+
+OpCounter::OpCounter() : previous_(active_counter) { active_counter = this; }
+OpCounter::~OpCounter() { active_counter = previous_; }
+OpCounter* OpCounter::active() { return active_counter; }
+int OpCounter::forward(std::string_view op) const {
+  const auto it = forwards.find(op);
+  return it == forwards.end() ? 0 : it->second;
+}
+int OpCounter::adjoint(std::string_view op) const {
+  const auto it = adjoints.find(op);
+  return it == adjoints.end() ? 0 : it->second;
+}
+
 Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
   std::vector<TypeInfo> types;
   types.reserve(inputs.size());
@@ -28,6 +44,7 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
     types.push_back({t.dtype(), t.shape()});
   }
   TypeInfo type = op.infer(types, attrs);
+  if (active_counter) ++active_counter->forwards[std::string(op.name)];
 
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = type.dtype;
@@ -56,7 +73,7 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
       views.push_back(std::move(v));
     }
     const View out_view = view_of(out);
-    op.forward(KernelArgs{be, views, out_view, attrs, batched, batch});
+    op.forward(KernelArgs{op.name, be, views, out_view, attrs, batched, batch});
   }
   if (impl->tracked || symbolic)
     impl->node = std::make_shared<Node>(Node{&op, std::move(attrs), std::move(inputs)});

@@ -8,6 +8,8 @@
 // for every batch size.
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -31,6 +33,7 @@ struct TypeInfo {
 // Arguments handed to a forward kernel. When `batched`, every view carries a leading batch axis
 // of size `batch` (stride 0 for unbatched inputs, which are broadcast, never copied).
 struct KernelArgs {
+  std::string_view op;  // for error messages
   Backend& backend;
   const std::vector<View>& in;
   const View& out;
@@ -65,6 +68,23 @@ struct Node {
 };
 
 Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs = {});
+
+// Counts, on this thread and while it lives, each op that `apply` runs or records and each
+// adjoint the reverse sweep calls, by op name: what a computation really did, observable.
+class OpCounter {
+ public:
+  OpCounter();
+  ~OpCounter();
+  OpCounter(const OpCounter&) = delete;
+  OpCounter& operator=(const OpCounter&) = delete;
+  int forward(std::string_view op) const;
+  int adjoint(std::string_view op) const;
+  std::map<std::string, int, std::less<>> forwards, adjoints;
+  static OpCounter* active();
+
+ private:
+  OpCounter* previous_;
+};
 
 // `in` broadcast (stride 0) to the physical shape of `out`, numpy-style on the per-example axes;
 // the leading batch axis, present in both when `batched`, is matched as it is.

@@ -108,27 +108,46 @@ View diagonal_view(View v) {
   return v;
 }
 
-const OpDef diagonal_op{"diag",
+const OpDef diagonal_op{"diagonal",
                         [](const std::vector<TypeInfo>& in, const Attrs&) {
-                          return TypeInfo{in[0].dtype, {std::min(in[0].shape[0], in[0].shape[1])}};
+                          Shape s(in[0].shape.begin(), in[0].shape.end() - 1);
+                          s.back() = std::min(in[0].shape[in[0].shape.size() - 2], in[0].shape.back());
+                          return TypeInfo{in[0].dtype, s};
                         },
                         [](const KernelArgs& k) { k.backend.copy(diagonal_view(k.in[0]), k.out); },
                         [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
-                          return std::vector<Tensor>{diag_embed(g, n.inputs[0].shape()[0], n.inputs[0].shape()[1])};
+                          const Shape& s = n.inputs[0].shape();
+                          return std::vector<Tensor>{diag_embed(g, s[s.size() - 2], s.back())};
                         }};
 
-// Attrs: ints = [rows, cols]
-const OpDef diag_embed_op{"diag",
+// Attrs: ints = [rows, cols]; leading axes are kept.
+const OpDef diag_embed_op{"diag_embed",
                           [](const std::vector<TypeInfo>& in, const Attrs& a) {
-                            return TypeInfo{in[0].dtype, {a.ints[0], a.ints[1]}};
+                            Shape s = in[0].shape;
+                            s.back() = a.ints[0];
+                            s.push_back(a.ints[1]);
+                            return TypeInfo{in[0].dtype, s};
                           },
                           [](const KernelArgs& k) {
                             k.backend.fill(k.out, 0.0);
                             k.backend.copy(k.in[0], diagonal_view(k.out));
                           },
                           [](const Node&, const Tensor&, const Tensor& g, const std::vector<bool>&) {
-                            return std::vector<Tensor>{diag(g)};
+                            return std::vector<Tensor>{diagonal(g)};
                           }};
+
+// 1 on and below (lower) or above (upper) the k-th diagonal, else 0.
+Tensor triangle_mask(std::int64_t rows, std::int64_t cols, std::int64_t k, bool lower, DType dtype) {
+  std::vector<double> m(static_cast<std::size_t>(rows * cols));
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j) m[static_cast<std::size_t>(i * cols + j)] = lower ? j - i <= k : j - i >= k;
+  return Tensor::from_vector(m, {rows, cols}, dtype);
+}
+
+Tensor triangle(const Tensor& x, std::int64_t k, bool lower, const char* op) {
+  if (x.ndim() < 2) fail("{}: needs a tensor of rank >= 2, got shape {}", op, to_string(x.shape()));
+  return x * triangle_mask(x.shape(-2), x.shape(-1), k, lower, x.dtype());
+}
 
 Tensor diag_embed(const Tensor& v, std::int64_t rows, std::int64_t cols) {
   return apply(diag_embed_op, {v}, Attrs{{rows, cols}, {}});
@@ -181,5 +200,13 @@ Tensor diag(const Tensor& x) {
   if (x.ndim() == 2) return apply(diagonal_op, {x});
   fail("diag: needs a vector or a matrix, got shape {}", to_string(x.shape()));
 }
+
+Tensor diagonal(const Tensor& x) {
+  if (x.ndim() < 2) fail("diagonal: needs a tensor of rank >= 2, got shape {}", to_string(x.shape()));
+  return apply(diagonal_op, {x});
+}
+
+Tensor tril(const Tensor& x, std::int64_t k) { return triangle(x, k, true, "tril"); }
+Tensor triu(const Tensor& x, std::int64_t k) { return triangle(x, k, false, "triu"); }
 
 }  // namespace vt

@@ -1,5 +1,5 @@
 #pragma once
-// Indexing family: slices, concatenation, stacking, diagonals.
+// Indexing family: slices, concatenation, stacking, diagonals and triangles.
 #include <vector>
 
 #include "../core/tensor.hpp"
@@ -15,5 +15,10 @@ Tensor stack(const std::vector<Tensor>& xs, std::int64_t axis = 0);
 // numpy's diag: a vector gives a square matrix with it on the diagonal; a matrix gives its
 // main diagonal.
 Tensor diag(const Tensor& x);
+// The main diagonal of the last two axes, leading axes kept (numpy.diagonal(x, 0, -2, -1)).
+Tensor diagonal(const Tensor& x);
+// The lower (tril) or upper (triu) triangle of the last two axes from the k-th diagonal, the rest 0.
+Tensor tril(const Tensor& x, std::int64_t k = 0);
+Tensor triu(const Tensor& x, std::int64_t k = 0);
 
 }  // namespace vt

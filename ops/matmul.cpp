@@ -4,6 +4,7 @@
 #include "../core/graph.hpp"
 #include "elementwise.hpp"
 #include "layout.hpp"
+#include "matrix_batch.hpp"
 #include "reduce.hpp"
 
 namespace vt {
@@ -19,7 +20,6 @@ Shape as_right(Shape s) {
   if (s.size() == 1) s.push_back(1);
   return s;
 }
-Shape batch_axes(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
 
 TypeInfo matmul_type(const std::vector<TypeInfo>& in, const Attrs&) {
   const Shape& a = in[0].shape;
@@ -33,41 +33,6 @@ TypeInfo matmul_type(const std::vector<TypeInfo>& in, const Attrs&) {
   if (a.size() > 1) out.push_back(a2[a2.size() - 2]);
   if (b.size() > 1) out.push_back(b2.back());
   return {in[0].dtype, out};
-}
-
-// Lays an operand out as `count` matrices of rows x cols at one stride: a broadcast operand reads
-// one matrix (stride 0); one whose batch axes broadcast only partly is copied into `scratch`.
-struct Operand {
-  const void* data;
-  std::int64_t stride;
-};
-Operand batched_operand(Backend& be, const View& v, const Shape& out_batch, std::int64_t rows, std::int64_t cols,
-                        std::shared_ptr<Storage>& scratch) {
-  // v's leading axes right-aligned against out_batch, then the matrix axes.
-  Shape shape = out_batch, strides(out_batch.size(), 0);
-  const std::size_t vb = v.shape.size() - 2;
-  for (std::size_t i = 0; i < vb; ++i) {
-    const std::size_t d = out_batch.size() - vb + i;
-    strides[d] = v.shape[i] == out_batch[d] ? v.strides[i] : 0;
-  }
-  const std::int64_t mat = rows * cols;
-  bool all_zero = true, contiguous = true;
-  std::int64_t expect = mat;
-  for (std::size_t d = out_batch.size(); d-- > 0;) {
-    all_zero &= strides[d] == 0 || out_batch[d] == 1;
-    contiguous &= strides[d] == expect || out_batch[d] == 1;
-    expect *= out_batch[d];
-  }
-  if (all_zero) return {v.data, 0};
-  if (contiguous) return {v.data, mat};
-  shape.push_back(rows);
-  shape.push_back(cols);
-  strides.push_back(cols);
-  strides.push_back(1);
-  scratch = std::make_shared<Storage>(be.device(), static_cast<std::size_t>(numel(shape)) * size_of(v.dtype));
-  const View dst{v.dtype, scratch->data, shape, contiguous_strides(shape)};
-  be.copy(View{v.dtype, v.data, shape, strides}, dst);
-  return {scratch->data, mat};
 }
 
 void matmul_forward(const KernelArgs& k) {
@@ -86,8 +51,8 @@ void matmul_forward(const KernelArgs& k) {
   Shape out_batch = broadcast_shapes(batch_axes(a), batch_axes(b), "matmul");
   if (k.batched) out_batch[0] = k.batch;
   std::shared_ptr<Storage> scratch_a, scratch_b;
-  const Operand pa = batched_operand(k.backend, va, out_batch, m, kk, scratch_a);
-  const Operand pb = batched_operand(k.backend, vb, out_batch, kk, n, scratch_b);
+  const MatrixOperand pa = matrix_operand(k.backend, va, out_batch, m, kk, scratch_a);
+  const MatrixOperand pb = matrix_operand(k.backend, vb, out_batch, kk, n, scratch_b);
   k.backend.gemm(GemmArgs{k.out.dtype, numel(out_batch), m, n, kk, false, false, 1.0, 0.0, pa.data, pa.stride,
                           pb.data, pb.stride, k.out.data, m * n});
 }

@@ -70,6 +70,28 @@ inline void check_gradients(const Fn& f, const std::vector<Tensor>& args, double
   }
 }
 
+// For large inputs: checks <grad, V> against (loss(x + hV) - loss(x - hV)) / 2h for a few random
+// directions V of argument i (symmetric when `symmetric`, for functions of SPD matrices), within
+// rtol * |grad| |V| (the scale of the directional derivative).
+inline void check_directional(const Fn& f, const std::vector<Tensor>& args, std::size_t i, double rtol = 1e-6,
+                              bool symmetric = false, int directions = 3, double h = 1e-6) {
+  const Fn loss = [&](const std::vector<Tensor>& a) { return weighted(f(a)); };
+  const Tensor g = reverse_gradients(loss, args)[i];
+  REQUIRE(g.shape() == args[i].shape());
+  for (int d = 0; d < directions; ++d) {
+    Tensor v = randn(args[i].shape(), 1000 + static_cast<std::uint64_t>(d), args[i].dtype());
+    if (symmetric) v = (v + swapaxes(v, -1, -2)) * 0.5;
+    std::vector<Tensor> plus = args, minus = args;
+    plus[i] = args[i] + v * h;
+    minus[i] = args[i] - v * h;
+    const double fd = (loss(plus).item() - loss(minus).item()) / (2 * h);
+    const double ad = sum(g * v).item();
+    const double scale = std::sqrt(sum(g * g).item() * sum(v * v).item());
+    INFO("direction " << d << ": reverse " << ad << ", finite differences " << fd << ", scale " << scale);
+    CHECK(std::abs(ad - fd) <= rtol * scale + 1e-12);
+  }
+}
+
 inline void require_close(const Tensor& a, const std::vector<double>& expected, double tol = 1e-12) {
   const std::vector<double> got = a.to_vector<double>();
   REQUIRE(got.size() == expected.size());

@@ -3,6 +3,7 @@
 // there is a single matrix: inside the batch-parallel region it runs single-threaded, so the
 // cores are not oversubscribed.
 #include <Eigen/Cholesky>
+#include <cmath>
 #include <Eigen/Dense>
 
 #include "../../core/error.hpp"
@@ -51,7 +52,10 @@ void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, void*
       MapMat<T> A(base + i * stride, n, n);
       // Eigen's blocked in-place LLT reports the column where the factorization broke down, which
       // LLT::info() does not; that index is the order of the failing leading minor minus one.
-      const Eigen::Index failed = Eigen::internal::llt_inplace<T, Eigen::Lower>::blocked(A);
+      Eigen::Index failed = Eigen::internal::llt_inplace<T, Eigen::Lower>::blocked(A);
+      // NaN passes Eigen's positivity test; report the first non-finite pivot the same way.
+      for (Eigen::Index j = 0; failed < 0 && j < n; ++j)
+        if (!std::isfinite(A(j, j))) failed = j;
       info[i] = failed < 0 ? 0 : static_cast<std::int32_t>(failed + 1);
       A.template triangularView<Eigen::StrictlyUpper>().setZero();
     }

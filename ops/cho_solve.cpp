@@ -1,0 +1,67 @@
+// SPD solve family: cho_solve and solve, differentiated at the level of A.
+// Inputs of the op: (A, L, b); L only supplies the factorization, gradients go to A and b.
+#include "../autodiff/grad.hpp"
+#include "../core/graph.hpp"
+#include "elementwise.hpp"
+#include "layout.hpp"
+#include "linalg.hpp"
+#include "matmul.hpp"
+#include "matrix_batch.hpp"
+#include "reduce.hpp"
+
+namespace vt {
+
+namespace {
+
+void cho_solve_forward(const KernelArgs& k) {
+  const SolveLayout s = solve_layout(k, 1, 2);
+  std::shared_ptr<Storage> scratch;
+  const MatrixOperand l = matrix_operand(k.backend, k.in[1], s.batch, s.n, s.n, scratch);
+  TrsmArgs args{k.out.dtype, numel(s.batch), s.n, s.k, true, false, l.data, l.stride, s.x.data, s.n * s.k};
+  k.backend.trsm(args);  // L y = b
+  args.transpose = true;
+  k.backend.trsm(args);  // L^T x = y
+}
+
+Tensor cho_solve_raw(const Tensor& a, const Tensor& l, const Tensor& b);
+
+// x = A^-1 b:  bbar = A^-1 xbar (one more solve with the same factor),  Abar = -sym(bbar x^T).
+std::vector<Tensor> cho_solve_adjoint(const Node& node, const Tensor& x, const Tensor& g, const std::vector<bool>& needs) {
+  const Tensor& a = node.inputs[0];
+  const Tensor& b = node.inputs[2];
+  const bool vector = b.ndim() == 1;
+  const Tensor xm = vector ? as_columns(x) : x;
+  const Tensor bm = cho_solve_raw(a, node.inputs[1], vector ? as_columns(g) : g);
+  Tensor a_bar;
+  if (needs[0]) {
+    const Tensor outer = matmul(bm, swapaxes(xm, -1, -2));
+    a_bar = sum_to((outer + swapaxes(outer, -1, -2)) * -0.5, a.shape());
+  }
+  return {a_bar, Tensor(), needs[2] ? sum_to(reshape(bm, x.shape()), b.shape()) : Tensor()};
+}
+
+const OpDef cho_solve_op{"cho_solve",
+                         [](const std::vector<TypeInfo>& in, const Attrs&) {
+                           if (in[0].shape != in[1].shape)
+                             fail("cho_solve: factor of shape {} for matrices of shape {}", to_string(in[1].shape),
+                                  to_string(in[0].shape));
+                           return solve_type("cho_solve", in[1], in[2]);
+                         },
+                         cho_solve_forward, cho_solve_adjoint};
+
+Tensor cho_solve_raw(const Tensor& a, const Tensor& l, const Tensor& b) {
+  return apply(cho_solve_op, {a, l, astype(b, a.dtype())});
+}
+
+}  // namespace
+
+Tensor cho_solve(const CholeskyFactor& factor, const Tensor& b) {
+  if (!factor.a.defined() || !factor.l.defined()) fail("cho_solve: the factor is empty (use cho_factor)");
+  // The factor enters as a constant: A's gradient comes from the SPD-level adjoint above, so the
+  // Cholesky adjoint never runs for a factor used only in solves.
+  return cho_solve_raw(factor.a, stop_gradient(factor.l), b);
+}
+
+Tensor solve(const Tensor& a, const Tensor& b) { return cho_solve(cho_factor(a), b); }
+
+}  // namespace vt

@@ -1,0 +1,88 @@
+// Cholesky family: cholesky, cholesky_checked, cho_factor. Shape rule, forward, adjoint.
+#include <cmath>
+#include <limits>
+
+#include "../autodiff/grad.hpp"
+#include "../core/graph.hpp"
+#include "elementwise.hpp"
+#include "indexing.hpp"
+#include "layout.hpp"
+#include "linalg.hpp"
+#include "matmul.hpp"
+#include "reduce.hpp"
+
+namespace vt {
+
+namespace {
+
+TypeInfo square_type(const std::vector<TypeInfo>& in, std::string_view op) {
+  const Shape& s = in[0].shape;
+  if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2])
+    fail("{}: needs square matrices [..., n, n], got shape {}", op, to_string(s));
+  return in[0];
+}
+
+// Factors every matrix in place in the output. Failures raise, or (checked) turn the factor NaN
+// from the failing row on, which is how cholesky_checked reports them.
+void factor_forward(const KernelArgs& k, bool checked) {
+  k.backend.copy(k.in[0], k.out);
+  const std::int64_t n = k.out.shape.back();
+  const std::int64_t count = n == 0 ? 0 : numel(k.out.shape) / (n * n);
+  std::vector<std::int32_t> info(static_cast<std::size_t>(count));
+  k.backend.cholesky(k.out.dtype, count, n, k.out.data, n * n, info.data());
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int32_t minor = info[static_cast<std::size_t>(i)];
+    if (minor == 0) continue;
+    if (!checked) {
+      const Shape batch(k.out.shape.begin(), k.out.shape.end() - 2);
+      const std::string where =
+          batch.empty() ? std::string("the matrix") : fmt::format("matrix {} of the batch {}", i, to_string(batch));
+      throw NotPositiveDefinite(
+          fmt::format("{}: {} ({} x {}) is not positive definite: its leading minor of order {} is not positive "
+                      "(or not finite)",
+                      k.op, where, n, n, minor),
+          static_cast<long>(i), minor);
+    }
+    View failed = k.out;
+    failed.data = static_cast<char*>(k.out.data) + (i * n * n + (minor - 1) * n) * static_cast<std::int64_t>(size_of(k.out.dtype));
+    failed.shape = {n - minor + 1, n};
+    failed.strides = {n, 1};
+    k.backend.fill(failed, std::numeric_limits<double>::quiet_NaN());
+  }
+}
+
+// Abar = sym(L^-T Phi(L^T Lbar) L^-1), Phi taking the lower triangle with the diagonal halved;
+// both inverses applied as triangular solves.
+std::vector<Tensor> cholesky_adjoint(const Node&, const Tensor& l, const Tensor& g, const std::vector<bool>&) {
+  const Tensor m = matmul(swapaxes(l, -1, -2), g);
+  const Tensor phi = tril(m) - m * eye(l.shape(-1), l.dtype()) * 0.5;
+  const Tensor z = triangular_solve(l, phi, /*lower=*/true, /*transpose=*/true);                 // L^-T Phi
+  const Tensor a_bar = swapaxes(triangular_solve(l, swapaxes(z, -1, -2), true, true), -1, -2);  // (L^-T Phi) L^-1
+  return {(a_bar + swapaxes(a_bar, -1, -2)) * 0.5};
+}
+
+const OpDef cholesky_op{"cholesky", [](const std::vector<TypeInfo>& in, const Attrs&) { return square_type(in, "cholesky"); },
+                        [](const KernelArgs& k) { factor_forward(k, false); }, cholesky_adjoint};
+const OpDef cho_factor_op{"cho_factor",
+                          [](const std::vector<TypeInfo>& in, const Attrs&) { return square_type(in, "cho_factor"); },
+                          [](const KernelArgs& k) { factor_forward(k, false); }, cholesky_adjoint};
+const OpDef cholesky_checked_op{
+    "cholesky_checked", [](const std::vector<TypeInfo>& in, const Attrs&) { return square_type(in, "cholesky_checked"); },
+    [](const KernelArgs& k) { factor_forward(k, true); }, cholesky_adjoint};
+
+}  // namespace
+
+Tensor cholesky(const Tensor& a) { return apply(cholesky_op, {a}); }
+
+CholeskyFactor cho_factor(const Tensor& a) { return {a, apply(cho_factor_op, {a})}; }
+
+CheckedCholesky cholesky_checked(const Tensor& a) {
+  const Tensor l = apply(cholesky_checked_op, {a});
+  // A failed example's diagonal is NaN from the failing minor on: count those entries.
+  const Tensor d = stop_gradient(diagonal(l));
+  const Tensor failed = sum(1.0 - equal(d, d), {-1});
+  const double n = static_cast<double>(a.shape(-1));
+  return {l, where(greater(failed, zeros({}, a.dtype())), (n + 1.0) - failed, zeros({}, a.dtype()))};
+}
+
+}  // namespace vt

@@ -1,0 +1,44 @@
+#pragma once
+// Shared by the matrix op families (matmul, linear algebra): lays an operand with broadcast
+// leading axes out as `count` matrices at one stride, as batched BLAS/LAPACK-style kernels want.
+#include <memory>
+
+#include "../core/graph.hpp"
+
+namespace vt {
+
+struct MatrixOperand {
+  void* data;
+  std::int64_t stride;  // elements between consecutive matrices; 0 reuses one matrix
+};
+
+// `v` is a view whose last two axes are a row-major rows x cols matrix and whose leading axes
+// broadcast to `batch`. A fully broadcast operand reads one matrix (stride 0), a full one is used
+// in place; one that broadcasts only partly is copied into `scratch`.
+MatrixOperand matrix_operand(Backend& backend, const View& v, const Shape& batch, std::int64_t rows, std::int64_t cols,
+                             std::shared_ptr<Storage>& scratch);
+
+// The leading (batch) axes of a matrix shape.
+inline Shape batch_axes(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
+
+}  // namespace vt
+
+namespace vt {
+
+// Shape rule shared by the solves: a matrix `t` [..., n, n] against a right-hand side `b` that is
+// a vector [n] or matrices [..., n, k]; leading axes broadcast.
+TypeInfo solve_type(std::string_view op, const TypeInfo& t, const TypeInfo& b);
+
+// Copies the right-hand side (input b_input) into the output and returns the output as matrices
+// [batch..., n, k], ready for in-place triangular solves against input t_input.
+struct SolveLayout {
+  View x;
+  Shape batch;
+  std::int64_t n, k;
+};
+SolveLayout solve_layout(const KernelArgs& args, std::size_t t_input, std::size_t b_input);
+
+// A solve's vectors [..., n] as one-column matrices [..., n, 1], so adjoints work on matrices.
+Tensor as_columns(const Tensor& x);
+
+}  // namespace vt

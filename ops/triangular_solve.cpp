@@ -1,0 +1,58 @@
+// Triangular solve family. Attrs: ints = [lower, transpose].
+#include "../core/graph.hpp"
+#include "elementwise.hpp"
+#include "indexing.hpp"
+#include "layout.hpp"
+#include "linalg.hpp"
+#include "matmul.hpp"
+#include "matrix_batch.hpp"
+#include "reduce.hpp"
+
+namespace vt {
+
+namespace {
+
+void triangular_solve_forward(const KernelArgs& k) {
+  const SolveLayout s = solve_layout(k, 0, 1);
+  std::shared_ptr<Storage> scratch;
+  const MatrixOperand t = matrix_operand(k.backend, k.in[0], s.batch, s.n, s.n, scratch);
+  k.backend.trsm(TrsmArgs{k.out.dtype, numel(s.batch), s.n, s.k, k.attrs.ints[0] != 0, k.attrs.ints[1] != 0, t.data,
+                          t.stride, s.x.data, s.n * s.k});
+}
+
+// X = op(T)^-1 B:  Bbar = op(T)^-T Xbar;  Tbar = -Bbar X^T (T X = B) or -X Bbar^T (T^T X = B),
+// restricted to T's triangle.
+std::vector<Tensor> triangular_solve_adjoint(const Node& node, const Tensor& x, const Tensor& g,
+                                             const std::vector<bool>& needs) {
+  const Tensor& t = node.inputs[0];
+  const Tensor& b = node.inputs[1];
+  const bool lower = node.attrs.ints[0] != 0, transpose = node.attrs.ints[1] != 0;
+  const bool vector = b.ndim() == 1;
+  const Tensor xm = vector ? as_columns(x) : x;
+  const Tensor bm = triangular_solve(t, vector ? as_columns(g) : g, lower, !transpose);
+  Tensor t_bar;
+  if (needs[0]) {
+    const Tensor outer = transpose ? matmul(xm, swapaxes(bm, -1, -2)) : matmul(bm, swapaxes(xm, -1, -2));
+    t_bar = sum_to(neg(lower ? tril(outer) : triu(outer)), t.shape());
+  }
+  return {t_bar, needs[1] ? sum_to(reshape(bm, x.shape()), b.shape()) : Tensor()};
+}
+
+const OpDef triangular_solve_op{
+    "triangular_solve",
+    [](const std::vector<TypeInfo>& in, const Attrs&) { return solve_type("triangular_solve", in[0], in[1]); },
+    triangular_solve_forward, triangular_solve_adjoint};
+
+}  // namespace
+
+Tensor triangular_solve(const Tensor& t, const Tensor& b, bool lower, bool transpose, bool left) {
+  const DType d = promote(t.dtype(), b.dtype());
+  if (!left) {
+    // X op(T) = B  <=>  op(T)^T X^T = B^T
+    if (b.ndim() < 2) fail("triangular_solve: a right-side solve needs matrices, got shape {}", to_string(b.shape()));
+    return swapaxes(triangular_solve(t, swapaxes(b, -1, -2), lower, !transpose, true), -1, -2);
+  }
+  return apply(triangular_solve_op, {astype(t, d), astype(b, d)}, Attrs{{lower ? 1 : 0, transpose ? 1 : 0}, {}});
+}
+
+}  // namespace vt

@@ -1,0 +1,287 @@
+// Linear algebra: cholesky, triangular_solve, cho_factor/cho_solve, logdet, solve.
+#include <Eigen/Dense>
+#include <cmath>
+#include <limits>
+
+#include "gradcheck.hpp"
+
+using namespace vt;
+using vt::testing::check_directional;
+using vt::testing::check_gradients;
+using vt::testing::Fn;
+using vt::testing::require_close;
+
+namespace {
+
+// Both sides of Eigen's blocking thresholds (unblocked below 32, blocks of up to 128).
+const std::vector<std::int64_t> sizes = {1, 2, 17, 31, 32, 33, 64, 130};
+
+// Well-conditioned SPD matrices: X X^T / n + I, with leading batch axes.
+Tensor spd(Shape batch, std::int64_t n, std::uint64_t seed) {
+  batch.push_back(n);
+  batch.push_back(n);
+  const Tensor x = randn(batch, seed);
+  return matmul(x, swapaxes(x, -1, -2)) / static_cast<double>(n) + eye(n);
+}
+
+// A symmetric input parametrised by a free matrix, so finite differences see symmetric changes.
+Tensor sym(const Tensor& s) { return (s + swapaxes(s, -1, -2)) * 0.5; }
+
+// SPD with condition number 1e8: Q diag(logspace(0, -8)) Q^T.
+Tensor ill_conditioned(std::int64_t n) {
+  Eigen::MatrixXd r = randn({n, n}, 77).as_eigen<double>();
+  Eigen::HouseholderQR<Eigen::MatrixXd> qr(r);
+  const Eigen::MatrixXd q = qr.householderQ();
+  Eigen::VectorXd d(n);
+  for (std::int64_t i = 0; i < n; ++i) d(i) = std::pow(10.0, -8.0 * static_cast<double>(i) / static_cast<double>(n - 1));
+  const Eigen::MatrixXd a = q * d.asDiagonal() * q.transpose();
+  return Tensor::from_eigen(Eigen::MatrixXd(0.5 * (a + a.transpose())));
+}
+
+double max_abs(const Tensor& x) { return max(abs(x)).item(); }
+
+Tensor load(const std::string& name) { return load_npy(std::string(VTAPE_TEST_DATA) + "/linalg/" + name + ".npy"); }
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const vt::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("cholesky: L is lower triangular and L L^T = A, batched and unbatched", "[linalg][cholesky]") {
+  for (std::int64_t n : sizes)
+    for (const Shape& batch : {Shape{}, Shape{3}, Shape{2, 2}}) {
+      INFO("n = " << n << ", batch " << to_string(batch));
+      const Tensor a = spd(batch, n, static_cast<std::uint64_t>(n));
+      const Tensor l = cholesky(a);
+      CHECK(l.shape() == a.shape());
+      CHECK(max_abs(triu(l, 1)) == 0.0);
+      CHECK(max_abs(matmul(l, swapaxes(l, -1, -2)) - a) <= 1e-12 * max_abs(a));
+      CHECK(-max(neg(diagonal(l))).item() > 0.0);
+    }
+}
+
+TEST_CASE("cholesky agrees with Eigen's LLT and with scipy", "[linalg][cholesky]") {
+  const Tensor a = spd({}, 33, 5);
+  const Eigen::MatrixXd l = Eigen::LLT<Eigen::MatrixXd>(a.as_eigen<double>()).matrixL();
+  require_close(cholesky(a), Tensor::from_eigen(l), 1e-12);
+  require_close(cholesky(load("A")), load("L"), 1e-12);
+}
+
+TEST_CASE("cholesky gradients match finite differences and a forward-mode reference", "[linalg][cholesky][grad]") {
+  const Fn f = [](auto& a) { return cholesky(sym(a[0])); };
+  for (std::int64_t n : sizes) {
+    INFO("n = " << n);
+    const Tensor a = spd({}, n, 10 + static_cast<std::uint64_t>(n));
+    if (n <= 17) check_gradients(f, {a}, 1e-5, 1e-7);
+    check_directional(f, {a}, 0, 1e-6);
+    check_directional(f, {spd({2}, n, 20 + static_cast<std::uint64_t>(n))}, 0, 1e-6);  // batched
+  }
+  const Tensor g = grad([](const Tensor& a) { return sum(load("W") * cholesky(a)); })(load("A"));
+  require_close(g, load("grad_chol"), 1e-10);
+  CHECK(max_abs(g - g.t()) <= 1e-14);  // the gradient with respect to a symmetric input is symmetric
+}
+
+TEST_CASE("triangular_solve: identities for every side, triangle and transpose", "[linalg][triangular_solve]") {
+  for (std::int64_t n : {1L, 5L, 33L}) {
+    const Tensor t = randn({n, n}, 3) + eye(n) * static_cast<double>(2 * n);
+    const Tensor b = randn({n, 4}, 4), v = randn({n}, 5), br = randn({4, n}, 6);
+    for (bool lower : {true, false})
+      for (bool trans : {false, true}) {
+        INFO("n = " << n << " lower " << lower << " transpose " << trans);
+        const Tensor tri = lower ? tril(t) : triu(t);
+        const Tensor op = trans ? tri.t() : tri;
+        CHECK(max_abs(matmul(op, triangular_solve(t, b, lower, trans)) - b) <= 1e-12);
+        CHECK(max_abs(matmul(op, triangular_solve(t, v, lower, trans)) - v) <= 1e-12);
+        CHECK(max_abs(matmul(triangular_solve(t, br, lower, trans, /*left=*/false), op) - br) <= 1e-12);
+      }
+  }
+  require_close(triangular_solve(load("L"), load("B"), true, true), load("T_solve"), 1e-12);
+}
+
+TEST_CASE("triangular_solve gradients match finite differences", "[linalg][triangular_solve][grad]") {
+  for (std::int64_t n : sizes) {
+    INFO("n = " << n);
+    const Tensor t = randn({n, n}, 7) * 0.3 + eye(n) * 2.0;
+    for (std::int64_t cols : {1L, 3L}) {
+      const Tensor b = randn({2, n, cols}, 8);  // batched right-hand sides against one matrix
+      for (bool lower : {true, false})
+        for (bool trans : {false, true}) {
+          const Fn f = [=](auto& a) { return triangular_solve(a[0], a[1], lower, trans); };
+          if (n <= 17) check_gradients(f, {t, b}, 1e-5, 1e-7);
+          check_directional(f, {t, b}, 0, 1e-6);
+          check_directional(f, {t, b}, 1, 1e-6);
+        }
+    }
+    const Fn vec = [](auto& a) { return triangular_solve(a[0], a[1]); };
+    check_directional(vec, {t, randn({n}, 9)}, 0, 1e-6);
+    const Fn right = [](auto& a) { return triangular_solve(a[0], a[1], true, false, false); };
+    check_directional(right, {t, randn({3, n}, 9)}, 0, 1e-6);
+  }
+}
+
+TEST_CASE("cho_solve and solve: A x = b for vector and matrix right-hand sides", "[linalg][cho_solve]") {
+  for (std::int64_t n : sizes) {
+    INFO("n = " << n);
+    const Tensor a = spd({3}, n, 30 + static_cast<std::uint64_t>(n));
+    const CholeskyFactor f = cho_factor(a);
+    const Tensor b = randn({3, n, 2}, 31);
+    CHECK(max_abs(matmul(a, cho_solve(f, b)) - b) <= 1e-10);
+    const Tensor v = randn({n}, 32);  // one vector against every matrix of the batch
+    const Tensor x = cho_solve(f, v);
+    CHECK(x.shape() == Shape{3, n});
+    CHECK(max_abs(matmul(a, reshape(x, {3, n, 1})) - reshape(v, {n, 1})) <= 1e-10);
+    CHECK(max_abs(solve(a, b) - cho_solve(f, b)) == 0.0);
+  }
+  const CholeskyFactor f = cho_factor(load("A"));
+  require_close(cho_solve(f, load("b")), load("x"), 1e-12);
+  require_close(cho_solve(f, load("B")), load("XB"), 1e-12);
+}
+
+TEST_CASE("cho_solve gradients match finite differences and closed forms", "[linalg][cho_solve][grad]") {
+  for (std::int64_t n : sizes) {
+    INFO("n = " << n);
+    for (std::int64_t cols : {0L, 1L, 4L}) {  // 0: a vector right-hand side
+      const Tensor a = spd({2}, n, 40 + static_cast<std::uint64_t>(n));
+      const Tensor b = cols == 0 ? randn({n}, 41) : randn({2, n, cols}, 41);
+      const Fn f = [](auto& x) { return cho_solve(cho_factor(sym(x[0])), x[1]); };
+      if (n <= 17) check_gradients(f, {a, b}, 1e-5, 1e-7);
+      check_directional(f, {a, b}, 0, 1e-6);
+      check_directional(f, {a, b}, 1, 1e-6);
+      check_directional([](auto& x) { return solve(sym(x[0]), x[1]); }, {a, b}, 0, 1e-6);
+    }
+  }
+  const auto g = grad([](const Tensor& a, const Tensor& b) { return sum(load("w") * cho_solve(cho_factor(a), b)); },
+                      {0, 1})(load("A"), load("b"));
+  require_close(g[0], load("grad_solve_A"), 1e-12);
+  require_close(g[1], load("grad_solve_b"), 1e-12);
+}
+
+TEST_CASE("logdet: values and gradients", "[linalg][logdet][grad]") {
+  for (std::int64_t n : sizes) {
+    INFO("n = " << n);
+    const Tensor a = spd({3}, n, 50 + static_cast<std::uint64_t>(n));
+    const Tensor ld = logdet(a);
+    CHECK(ld.shape() == Shape{3});
+    for (std::int64_t i = 0; i < 3; ++i) {
+      const Eigen::MatrixXd ai = reshape(slice(a, 0, i, i + 1), {n, n}).as_eigen<double>();
+      const Eigen::VectorXd eig = Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd>(ai).eigenvalues();
+      CHECK(ld.to_vector<double>()[static_cast<std::size_t>(i)] == Approx(eig.array().log().sum()).epsilon(1e-12));
+    }
+    const Fn f = [](auto& x) { return logdet(sym(x[0])); };
+    if (n <= 17) check_gradients(f, {a}, 1e-5, 1e-7);
+    check_directional(f, {a}, 0, 1e-6);
+  }
+  CHECK(logdet(load("A")).item() == Approx(load("logdet").item()).epsilon(1e-13));
+  require_close(grad([](const Tensor& a) { return logdet(a); })(load("A")), load("grad_logdet"), 1e-12);
+}
+
+TEST_CASE("ill-conditioned matrices (condition number 1e8)", "[linalg][cholesky][cho_solve][logdet]") {
+  // Tolerances: the factorization is backward stable, so L L^T = A and A x = b hold to about
+  // n eps |A| |x| whatever the conditioning. A finite difference of f itself carries a relative
+  // error near cond(A) eps = 1e-8 divided by the step, so gradients are checked along directions
+  // to 1e-3 of the gradient's scale instead of 1e-6.
+  const std::int64_t n = 40;
+  const Tensor a = ill_conditioned(n);
+  const Tensor l = cholesky(a);
+  CHECK(max_abs(matmul(l, l.t()) - a) <= 1e-14);
+  const Tensor b = randn({n}, 60);
+  const Tensor x = solve(a, b);
+  CHECK(max_abs(matmul(a, x) - b) <= 1e-6 * max_abs(x) * 1e-8 * 100);
+  check_directional([](auto& v) { return logdet(sym(v[0])); }, {a}, 0, 1e-3, false, 3, 1e-11);
+  check_directional([&](auto& v) { return cho_solve(cho_factor(sym(v[0])), b); }, {a}, 0, 1e-3, false, 3, 1e-15);
+  check_directional([](auto& v) { return cholesky(sym(v[0])); }, {a}, 0, 1e-3, false, 3, 1e-12);
+}
+
+TEST_CASE("a factor used only in solves and logdet never runs the Cholesky adjoint", "[linalg][cho_solve][logdet]") {
+  const Tensor F = randn({20, 6}, 70), y = randn({20}, 71);
+  auto nll = [&](const Tensor& p) {
+    const Tensor a = matmul(F * square(p), F.t()) + eye(20);
+    const CholeskyFactor f = cho_factor(a);
+    return 0.5 * (sum(y * cho_solve(f, y)) + logdet(f));
+  };
+  const Tensor p = rand({6}, 72) + 0.5;
+  {
+    OpCounter ops;
+    const Tensor g = grad(nll)(p);
+    CHECK(ops.forward("cho_factor") == 1);
+    CHECK(ops.adjoint("cho_factor") == 0);
+    CHECK(ops.adjoint("cholesky") == 0);
+    CHECK(ops.forward("triangular_solve") == 0);
+    CHECK(ops.adjoint("cho_solve") == 1);
+    CHECK(ops.adjoint("logdet") == 1);
+  }
+  check_gradients([&](auto& v) { return nll(v[0]); }, {p}, 1e-6, 1e-8);
+  {
+    // Control: a loss that uses L itself does run the Cholesky adjoint.
+    OpCounter ops;
+    grad([&](const Tensor& q) { return sum(cho_factor(matmul(F * square(q), F.t()) + eye(20)).l); })(p);
+    CHECK(ops.adjoint("cho_factor") == 1);
+  }
+}
+
+TEST_CASE("not positive definite: the error names the op, the batch index and the minor", "[linalg][cholesky]") {
+  Tensor a = stack({eye(4), eye(4), eye(4) - diag(Tensor::from_vector({0, 0, 2, 0}, {4})), eye(4)});
+  try {
+    cholesky(a);
+    FAIL("no error");
+  } catch (const NotPositiveDefinite& e) {
+    CHECK(e.batch_index == 2);
+    CHECK(e.minor == 3);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("cholesky") && Catch::Contains("matrix 2 of the batch [4]") &&
+                                          Catch::Contains("order 3"));
+  }
+  CHECK_THAT(error_of([&] { cho_factor(a); }), Catch::Contains("cho_factor") && Catch::Contains("matrix 2"));
+  CHECK_THAT(error_of([&] { solve(a, ones({4})); }), Catch::Contains("cho_factor"));
+  CHECK_THAT(error_of([&] { logdet(a); }), Catch::Contains("cho_factor"));
+  CHECK_THAT(error_of([] { cholesky(Tensor::from_vector({1, 2, 2, 1}, {2, 2})); }),
+             Catch::Contains("the matrix (2 x 2)") && Catch::Contains("order 2"));
+}
+
+TEST_CASE("cholesky_checked reports per-example status instead of raising", "[linalg][cholesky]") {
+  const Tensor bad = eye(4) - diag(Tensor::from_vector({0, 0, 2, 0}, {4}));
+  const Tensor good = spd({}, 4, 80);
+  const CheckedCholesky c = cholesky_checked(stack({good, bad, good}));
+  require_close(c.info, {0, 3, 0});
+  require_close(slice(c.l, 0, 0, 1), reshape(cholesky(good), {1, 4, 4}), 1e-14);
+  const std::vector<double> failed = slice(c.l, 0, 1, 2).to_vector<double>();
+  for (std::size_t j = 0; j < 16; ++j) CHECK(std::isnan(failed[j]) == (j >= 8));  // NaN from row 2 on
+}
+
+TEST_CASE("NaN or Inf input is reported as a failure at the first leading minor containing it", "[linalg][cholesky]") {
+  std::vector<double> v(16, 0.0);
+  for (int i = 0; i < 4; ++i) v[static_cast<std::size_t>(i * 5)] = 2.0;
+  v[2 * 4 + 1] = std::numeric_limits<double>::quiet_NaN();  // A[2][1]: in the minors of order >= 3
+  const Tensor a = Tensor::from_vector(v, {4, 4});
+  CHECK_THAT(error_of([&] { cholesky(a); }), Catch::Contains("order 3"));
+  require_close(cholesky_checked(a).info, {3});
+  v[2 * 4 + 1] = 0.0;
+  v[0] = std::numeric_limits<double>::infinity();
+  CHECK_THAT(error_of([&] { cholesky(Tensor::from_vector(v, {4, 4})); }), Catch::Contains("order 1"));
+}
+
+TEST_CASE("linear algebra shape errors name the op and the shapes", "[linalg][errors]") {
+  CHECK_THAT(error_of([] { cholesky(ones({2, 3})); }), Catch::Contains("cholesky") && Catch::Contains("[2, 3]"));
+  CHECK_THAT(error_of([] { cholesky(ones({3})); }), Catch::Contains("square"));
+  CHECK_THAT(error_of([] { triangular_solve(eye(3), ones({4})); }),
+             Catch::Contains("triangular_solve") && Catch::Contains("[4]") && Catch::Contains("[3, 3]"));
+  CHECK_THAT(error_of([] { cho_solve(cho_factor(eye(3)), ones({2, 2})); }), Catch::Contains("cho_solve"));
+  CHECK_THAT(error_of([] { solve(stack({eye(3), eye(3)}), ones({3, 3, 1})); }), Catch::Contains("cho_solve"));
+  CHECK_THAT(error_of([] { cho_solve(CholeskyFactor{}, ones({2})); }), Catch::Contains("empty"));
+  CHECK_THAT(error_of([] { logdet(ones({2, 3})); }), Catch::Contains("cho_factor"));
+}
+
+TEST_CASE("linear algebra in float32", "[linalg][cholesky][cho_solve][logdet]") {
+  const Tensor a = spd({2}, 8, 90), b = randn({2, 8, 1}, 91);
+  const Tensor l = cholesky(a.astype(DType::f32));
+  CHECK(l.dtype() == DType::f32);
+  require_close(l, cholesky(a), 1e-5);
+  require_close(solve(a.astype(DType::f32), b.astype(DType::f32)), solve(a, b), 1e-4);
+  require_close(logdet(a.astype(DType::f32)), logdet(a), 1e-5);
+}
