@@ -45,10 +45,17 @@ std::vector<Tensor> topological_order(const std::vector<Tensor>& outputs) {
   return order;
 }
 
+thread_local bool differentiable_sweep = true;
+
 }  // namespace
 
 std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
-                             const std::vector<Tensor>& wrt) {
+                             const std::vector<Tensor>& wrt, bool differentiable) {
+  struct Mode {  // restored on exit, also when an adjoint throws
+    bool saved = differentiable_sweep;
+    ~Mode() { differentiable_sweep = saved; }
+  } mode;
+  differentiable_sweep = differentiable;
   if (!cotangents.empty() && cotangents.size() != outputs.size())
     fail("backward: {} cotangents for {} outputs", cotangents.size(), outputs.size());
   const std::vector<Tensor> order = topological_order(outputs);
@@ -113,6 +120,8 @@ Tensor stop_gradient(const Tensor& x) {
 }
 
 namespace detail {
+
+bool backward_is_differentiable() { return differentiable_sweep; }
 
 Tensor watch(const Tensor& x) {
   Tensor w = apply(identity_op, {x});

@@ -16,15 +16,19 @@
 
 namespace vt {
 
-// The cotangents of `wrt` for `outputs` seeded with `cotangents` (same shapes as the outputs).
-// Tensors in `wrt` that the outputs do not depend on get zeros.
+// The cotangents of `wrt` for `outputs` seeded with `cotangents` (same shapes as the outputs;
+// empty means ones). Tensors in `wrt` that the outputs do not depend on get zeros.
+// `differentiable`: an outer transform will differentiate the result, so adjoints must be written
+// with differentiable ops; otherwise they may use faster kernels that have no adjoint.
 std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
-                             const std::vector<Tensor>& wrt);
+                             const std::vector<Tensor>& wrt, bool differentiable = true);
 
 // x with the gradient cut: it behaves as a constant for every enclosing transform.
 Tensor stop_gradient(const Tensor& x);
 
 namespace detail {
+// True inside a reverse sweep whose result an outer transform differentiates.
+bool backward_is_differentiable();
 // x marked as a variable of a new transform (connected to x's own history when an outer
 // transform watches x).
 Tensor watch(const Tensor& x);
@@ -49,7 +53,7 @@ auto value_and_grad(F f, std::vector<int> argnums) {
       wrt.push_back(in[i]);
     }
     const Tensor out = detail::scalar_output(std::apply(f, in), "grad");
-    std::vector<Tensor> grads = backward({out}, {}, wrt);
+    std::vector<Tensor> grads = backward({out}, {}, wrt, outer);
     for (Tensor& g : grads) g = detail::release(g, outer);
     return std::pair<Tensor, std::vector<Tensor>>{detail::release(out, outer), std::move(grads)};
   };
@@ -88,8 +92,8 @@ auto vjp(F f, const Args&... primals) {
   const Tensor out = std::apply(f, in);
   std::vector<Tensor> wrt(in.begin(), in.end());
   std::function<std::vector<Tensor>(const Tensor&)> pullback = [out, wrt, outer](const Tensor& cotangent) {
-    std::vector<Tensor> grads = backward({out}, {cotangent}, wrt);
-    for (Tensor& g : grads) g = detail::release(g, outer);
+    std::vector<Tensor> grads = backward({out}, {cotangent}, wrt, outer || cotangent.impl().tracked);
+    for (Tensor& g : grads) g = detail::release(g, outer || cotangent.impl().tracked);
     return grads;
   };
   return std::pair{detail::release(out, true), pullback};

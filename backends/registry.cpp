@@ -10,8 +10,8 @@ Backend& cuda_backend(int index);  // backends/cuda
 
 Backend& backend_for(Device device) {
   if (device.kind == DeviceKind::cpu) {
-    static cpu::CpuBackend cpu;
-    return cpu;
+    static auto* cpu = new cpu::CpuBackend;  // never destroyed: tensors may outlive static destruction
+    return *cpu;
   }
 #ifdef VTAPE_WITH_CUDA
   return cuda_backend(device.index);

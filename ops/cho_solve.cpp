@@ -3,6 +3,7 @@
 #include "../autodiff/grad.hpp"
 #include "../core/graph.hpp"
 #include "elementwise.hpp"
+#include "indexing.hpp"
 #include "layout.hpp"
 #include "linalg.hpp"
 #include "matmul.hpp"
@@ -34,8 +35,10 @@ std::vector<Tensor> cho_solve_adjoint(const Node& node, const Tensor& x, const T
   const Tensor bm = cho_solve_raw(a, node.inputs[1], vector ? as_columns(g) : g);
   Tensor a_bar;
   if (needs[0]) {
-    const Tensor outer = matmul(bm, swapaxes(xm, -1, -2));
-    a_bar = sum_to((outer + swapaxes(outer, -1, -2)) * -0.5, a.shape());
+    // -(bbar x^T + x bbar^T) / 2 as one product of [n, 2k] by [2k, n] matrices.
+    const Tensor left = concatenate({bm * -0.5, xm * -0.5}, -1);
+    const Tensor right = concatenate({xm, bm}, -1);
+    a_bar = sum_to(matmul(left, swapaxes(right, -1, -2)), a.shape());
   }
   return {a_bar, Tensor(), needs[2] ? sum_to(reshape(bm, x.shape()), b.shape()) : Tensor()};
 }

@@ -9,6 +9,7 @@
 #include "layout.hpp"
 #include "linalg.hpp"
 #include "matmul.hpp"
+#include "matrix_batch.hpp"
 #include "reduce.hpp"
 
 namespace vt {
@@ -51,9 +52,28 @@ void factor_forward(const KernelArgs& k, bool checked) {
   }
 }
 
-// Abar = sym(L^-T Phi(L^T Lbar) L^-1), Phi taking the lower triangle with the diagonal halved;
-// both inverses applied as triangular solves.
+// The blocked reverse-mode kernel (Murray 2016), used when nothing differentiates the backward
+// pass itself. Inputs: (L, Lbar).
+const OpDef cholesky_backward_op{"cholesky_backward",
+                                 [](const std::vector<TypeInfo>& in, const Attrs&) {
+                                   return TypeInfo{in[0].dtype, broadcast_shapes(in[0].shape, in[1].shape, "cholesky_backward")};
+                                 },
+                                 [](const KernelArgs& k) {
+                                   k.backend.copy(expand_view(k.in[1], k.out, k.batched), k.out);
+                                   const std::int64_t n = k.out.shape.back();
+                                   const Shape batch(k.out.shape.begin(), k.out.shape.end() - 2);
+                                   std::shared_ptr<Storage> scratch;
+                                   const MatrixOperand l = matrix_operand(k.backend, k.in[0], batch, n, n, scratch);
+                                   if (l.stride == 0 && numel(batch) > 1) fail("cholesky_backward: internal error, broadcast factor");
+                                   k.backend.cholesky_backward(k.out.dtype, numel(batch), n, l.data, k.out.data, n * n);
+                                 },
+                                 nullptr};
+
+// Abar = sym(L^-T Phi(L^T Lbar) L^-1), Phi taking the lower triangle with the diagonal halved.
+// When an outer transform differentiates this backward pass, it is written with differentiable
+// ops (triangular solves, never an explicit inverse); otherwise the blocked kernel runs.
 std::vector<Tensor> cholesky_adjoint(const Node&, const Tensor& l, const Tensor& g, const std::vector<bool>&) {
+  if (!detail::backward_is_differentiable()) return {apply(cholesky_backward_op, {l, g})};
   const Tensor m = matmul(swapaxes(l, -1, -2), g);
   const Tensor phi = tril(m) - m * eye(l.shape(-1), l.dtype()) * 0.5;
   const Tensor z = triangular_solve(l, phi, /*lower=*/true, /*transpose=*/true);                 // L^-T Phi

@@ -1,6 +1,7 @@
 // Elementwise maps, copies and reductions over strided views.
 #include <cmath>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -49,13 +50,48 @@ void check_same_rank(const View& in, const View& out, const char* kernel) {
 
 }  // namespace
 
+namespace {
+constexpr std::size_t cache_min_block = std::size_t{1} << 16;  // smaller blocks: malloc is fast enough
+constexpr std::size_t cache_capacity = std::size_t{1} << 31;   // at most 2 GiB kept for reuse
+std::size_t rounded_size(std::size_t bytes) {
+  const std::size_t unit = bytes >= cache_min_block ? 4096 : 64;
+  return std::max<std::size_t>((bytes + unit - 1) / unit * unit, 64);
+}
+}  // namespace
+
 void* CpuBackend::allocate(std::size_t bytes) {
-  const std::size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  const std::size_t size = rounded_size(bytes);
+  if (size >= cache_min_block) {
+    std::lock_guard lock(cache_mutex_);
+    if (auto it = cache_.find(size); it != cache_.end()) {
+      void* p = it->second;
+      cache_.erase(it);
+      cached_bytes_ -= size;
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(64, size);
   if (!p) fail("cpu: out of memory allocating {} bytes", bytes);
   return p;
 }
-void CpuBackend::deallocate(void* p, std::size_t) { std::free(p); }
+
+void CpuBackend::deallocate(void* p, std::size_t bytes) {
+  const std::size_t size = rounded_size(bytes);
+  if (size >= cache_min_block) {
+    std::lock_guard lock(cache_mutex_);
+    if (cached_bytes_ + size <= cache_capacity) {
+      cache_.emplace(size, p);
+      cached_bytes_ += size;
+      return;
+    }
+  }
+  std::free(p);
+}
+
+CpuBackend::~CpuBackend() {
+  for (auto& [size, p] : cache_) std::free(p);
+}
+
 void CpuBackend::to_host(void* host, const void* src, std::size_t bytes) { std::memcpy(host, src, bytes); }
 void CpuBackend::from_host(void* dst, const void* host, std::size_t bytes) { std::memcpy(dst, host, bytes); }
 
@@ -152,6 +188,7 @@ void CpuBackend::reduce(ReduceKind kind, const View& in, const View& out) {
     fill(out, kind == ReduceKind::sum ? 0.0 : -std::numeric_limits<double>::infinity());
     const T* x = ptr<T>(in);
     T* y = ptr<T>(acc);
+    // Serial: several rows may accumulate into the same output element.
     for_each_row<2>(in.shape, {&in.strides, &acc.strides}, [&](auto off, std::int64_t len, auto inner) {
       const T* xr = x + off[0];
       T* yr = y + off[1];
@@ -170,7 +207,7 @@ void CpuBackend::reduce(ReduceKind kind, const View& in, const View& out) {
           if (v > m || std::isnan(v)) m = v;
         }
       }
-    });
+    }, /*parallel=*/false);
   });
 }
 

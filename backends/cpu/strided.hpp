@@ -1,7 +1,9 @@
 #pragma once
-// Iteration over N strided views that share one shape: the loop every CPU map, copy and
-// reduction kernel is built on. Adjacent axes that are contiguous in every view are merged first,
-// so a contiguous tensor is walked as one row.
+// Iteration over N strided views that share one shape: the loop every CPU map and copy kernel is
+// built on. Adjacent axes that are contiguous in every view are merged first, so a contiguous
+// tensor is walked as one row; large iterations are split across OpenMP threads.
+#include <omp.h>
+
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -10,9 +12,15 @@
 
 namespace vt::cpu {
 
-// Calls row(offsets, length, inner_strides) once per innermost row, offsets in elements.
+// Below this many elements a map runs on one thread: forking costs more than it saves.
+constexpr std::int64_t parallel_grain = 1 << 15;
+
+// Calls row(offsets, length, inner_strides) over disjoint pieces of the innermost rows, offsets in
+// elements. With `parallel`, pieces run concurrently, so row must only write where it reads its
+// own offsets (true of maps and copies, not of reductions into shared outputs).
 template <std::size_t N, class Row>
-void for_each_row(const Shape& shape_in, const std::array<const Shape*, N>& strides_in, Row&& row) {
+void for_each_row(const Shape& shape_in, const std::array<const Shape*, N>& strides_in, Row&& row,
+                  bool parallel = true) {
   for (auto d : shape_in)
     if (d == 0) return;
   // Drop unit axes and merge axes that are contiguous in every view.
@@ -21,8 +29,7 @@ void for_each_row(const Shape& shape_in, const std::array<const Shape*, N>& stri
   for (std::size_t d = 0; d < shape_in.size(); ++d) {
     if (shape_in[d] == 1) continue;
     bool merge = !shape.empty();
-    for (std::size_t k = 0; k < N && merge; ++k)
-      merge = strides[k].back() == (*strides_in[k])[d] * shape_in[d];
+    for (std::size_t k = 0; k < N && merge; ++k) merge = strides[k].back() == (*strides_in[k])[d] * shape_in[d];
     if (merge) {
       shape.back() *= shape_in[d];
       for (std::size_t k = 0; k < N; ++k) strides[k].back() = (*strides_in[k])[d];
@@ -31,24 +38,53 @@ void for_each_row(const Shape& shape_in, const std::array<const Shape*, N>& stri
       for (std::size_t k = 0; k < N; ++k) strides[k].push_back((*strides_in[k])[d]);
     }
   }
-  std::array<std::int64_t, N> offsets{}, inner{};
+  std::array<std::int64_t, N> inner{};
   if (shape.empty()) {
-    row(offsets, std::int64_t{1}, inner);
+    row(std::array<std::int64_t, N>{}, std::int64_t{1}, inner);
     return;
   }
   const std::size_t rank = shape.size();
   for (std::size_t k = 0; k < N; ++k) inner[k] = strides[k][rank - 1];
-  std::vector<std::int64_t> index(rank - 1, 0);
-  while (true) {
-    row(offsets, shape[rank - 1], inner);
-    std::ptrdiff_t d = static_cast<std::ptrdiff_t>(rank) - 2;
-    for (; d >= 0; --d) {
-      for (std::size_t k = 0; k < N; ++k) offsets[k] += strides[k][d];
-      if (++index[d] < shape[d]) break;
-      for (std::size_t k = 0; k < N; ++k) offsets[k] -= strides[k][d] * shape[d];
-      index[d] = 0;
+  const std::int64_t len = shape[rank - 1];
+  const std::int64_t rows = numel(shape) / len;
+  // Rows longer than the grain are cut into segments so that one long row still parallelises.
+  const std::int64_t seg_len = std::min(len, parallel_grain);
+  const std::int64_t segs = (len + seg_len - 1) / seg_len;
+  const std::int64_t pieces = rows * segs;
+
+  auto run = [&](std::int64_t first, std::int64_t last) {
+    std::vector<std::int64_t> index(rank - 1);
+    std::array<std::int64_t, N> base{};
+    std::int64_t r = first / segs;
+    for (std::size_t d = rank - 1; d-- > 0;) {  // the multi-index of row r
+      index[d] = r % shape[d];
+      r /= shape[d];
+      for (std::size_t k = 0; k < N; ++k) base[k] += index[d] * strides[k][d];
     }
-    if (d < 0) return;
+    for (std::int64_t p = first; p < last; ++p) {
+      const std::int64_t s = p % segs;
+      const std::int64_t start = s * seg_len, count = std::min(seg_len, len - start);
+      std::array<std::int64_t, N> off = base;
+      for (std::size_t k = 0; k < N; ++k) off[k] += start * inner[k];
+      row(off, count, inner);
+      if (s + 1 < segs) continue;
+      for (std::ptrdiff_t d = static_cast<std::ptrdiff_t>(rank) - 2; d >= 0; --d) {  // next row
+        for (std::size_t k = 0; k < N; ++k) base[k] += strides[k][d];
+        if (++index[d] < shape[d]) break;
+        for (std::size_t k = 0; k < N; ++k) base[k] -= strides[k][d] * shape[d];
+        index[d] = 0;
+      }
+    }
+  };
+  const std::int64_t total = rows * len;
+  if (!parallel || total < 2 * parallel_grain || omp_in_parallel()) {
+    run(0, pieces);
+    return;
+  }
+#pragma omp parallel
+  {
+    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    run(pieces * t / threads, pieces * (t + 1) / threads);
   }
 }
 
