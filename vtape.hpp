@@ -1,9 +1,12 @@
 #pragma once
 // vtape: one include for the whole public API.
 #include "autodiff/grad.hpp"
+#include "autodiff/jit.hpp"
+#include "autodiff/vmap.hpp"
 #include "core/graph.hpp"
 #include "core/npy.hpp"
 #include "core/tensor.hpp"
+#include "ops/batch.hpp"
 #include "ops/elementwise.hpp"
 #include "ops/indexing.hpp"
 #include "ops/layout.hpp"

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "../core/graph.hpp"
+#include "../ops/batch.hpp"
 #include "../ops/elementwise.hpp"
 #include "../ops/reduce.hpp"
 
@@ -47,6 +48,14 @@ std::vector<Tensor> topological_order(const std::vector<Tensor>& outputs) {
 
 thread_local bool differentiable_sweep = true;
 
+// A cotangent batched like its primal: an unbatched input used by every example receives the sum
+// of their cotangents; a batched input whose cotangent is the same for every example gets copies.
+Tensor match_batching(const Tensor& g, const Tensor& primal) {
+  if (g.is_batched() && !primal.is_batched()) return batch_sum(g);
+  if (!g.is_batched() && primal.is_batched()) return broadcast_to_batch(g, primal);
+  return g;
+}
+
 }  // namespace
 
 std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
@@ -56,6 +65,7 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
     ~Mode() { differentiable_sweep = saved; }
   } mode;
   differentiable_sweep = differentiable;
+  PerExampleScope per_example;  // adjoints are per example, like the ops they differentiate
   if (!cotangents.empty() && cotangents.size() != outputs.size())
     fail("backward: {} cotangents for {} outputs", cotangents.size(), outputs.size());
   const std::vector<Tensor> order = topological_order(outputs);
@@ -102,14 +112,14 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
       if (grads[i].shape() != node.inputs[i].shape())
         fail("{}: internal error, adjoint gives shape {} for input {} of shape {}", node.op->name,
              to_string(grads[i].shape()), i, to_string(node.inputs[i].shape()));
-      accumulate(node.inputs[i], grads[i]);
+      accumulate(node.inputs[i], match_batching(grads[i], node.inputs[i]));
     }
   }
 
   std::vector<Tensor> result;
   for (const Tensor& w : wrt) {
     const auto found = cot.find(w.impl_ptr().get());
-    result.push_back(found != cot.end() ? found->second : zeros(w.shape(), w.dtype()));
+    result.push_back(match_batching(found != cot.end() ? found->second : zeros(w.shape(), w.dtype()), w));
   }
   return result;
 }
@@ -138,6 +148,10 @@ Tensor release(const Tensor& result, bool keep) {
 }
 
 Tensor scalar_output(const Tensor& out, const char* transform) {
+  if (out.is_batched() && !PerExampleScope::active())
+    fail("{}: the function returns a batch of scalars; reduce it over the batch (mean, sum, batch_mean) or take "
+         "per-example gradients with vmap(grad(f))",
+         transform);
   if (out.numel() != 1 || out.ndim() != 0)
     fail("{}: the function must return a scalar, got shape {}; use vjp with a cotangent for other shapes", transform,
          to_string(out.shape()));

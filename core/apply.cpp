@@ -6,7 +6,12 @@ namespace vt {
 
 namespace {
 thread_local OpCounter* active_counter = nullptr;
-}
+thread_local bool per_example = false;
+}  // namespace
+
+PerExampleScope::PerExampleScope() : previous_(per_example) { per_example = true; }
+PerExampleScope::~PerExampleScope() { per_example = previous_; }
+bool PerExampleScope::active() { return per_example; }
 
 OpCounter::OpCounter() : previous_(active_counter) { active_counter = this; }
 OpCounter::~OpCounter() { active_counter = previous_; }
@@ -20,10 +25,48 @@ int OpCounter::adjoint(std::string_view op) const {
   return it == adjoints.end() ? 0 : it->second;
 }
 
-Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
+Value infer_output(const OpDef& op, const std::vector<Value>& in, const Attrs& attrs) {
   std::vector<TypeInfo> types;
-  types.reserve(inputs.size());
-  bool batched = false, symbolic = false, tracked = false;
+  types.reserve(in.size());
+  bool batched = false;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (!op.mixed_dtypes && in[i].dtype != in[0].dtype)
+      fail("{}: dtype mismatch ({} and {})", op.name, name_of(in[0].dtype), name_of(in[i].dtype));
+    batched |= in[i].batched;
+    types.push_back({in[i].dtype, in[i].shape});
+  }
+  TypeInfo type = op.infer(types, attrs);
+  return {type.dtype, std::move(type.shape), batched && !op.reduces_batch, nullptr};
+}
+
+namespace {
+// The physical view of a value: [B, ...shape] when batched; an unbatched input of a batched op
+// gets a leading axis of stride 0, broadcasting it across the batch without a copy.
+View physical(const Value& v, std::int64_t batch, bool lead) {
+  View view{v.dtype, v.data, v.shape, contiguous_strides(v.shape)};
+  if (lead) {
+    view.shape.insert(view.shape.begin(), batch);
+    view.strides.insert(view.strides.begin(), v.batched ? numel(v.shape) : 0);
+  }
+  return view;
+}
+}  // namespace
+
+void run_forward(const OpDef& op, const Attrs& attrs, const std::vector<Value>& in, const Value& out,
+                 std::int64_t batch, Backend& backend) {
+  bool batched = false;
+  for (const Value& v : in) batched |= v.batched;
+  std::vector<View> views;
+  views.reserve(in.size());
+  for (const Value& v : in) views.push_back(physical(v, batch, batched));
+  const View out_view = physical(out, batch, out.batched);
+  op.forward(KernelArgs{op.name, backend, views, out_view, attrs, batched, batch});
+}
+
+Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
+  std::vector<Value> values;
+  values.reserve(inputs.size());
+  bool symbolic = false, tracked = false, batched = false;
   std::int64_t batch = 0;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
@@ -31,26 +74,24 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
     if (t.device() != inputs[0].device())
       fail("{}: inputs are on different devices ({} and {})", op.name, to_string(inputs[0].device()),
            to_string(t.device()));
-    if (!op.mixed_dtypes && t.dtype() != inputs[0].dtype())
-      fail("{}: dtype mismatch ({} and {})", op.name, name_of(inputs[0].dtype()), name_of(t.dtype()));
     symbolic |= t.is_symbolic();
     tracked |= t.impl().tracked;
-    if (t.is_batched()) {
-      if (batched && !symbolic && t.impl().batch != batch)
+    if (t.is_batched() && !t.is_symbolic()) {
+      if (batched && t.impl().batch != batch)
         fail("{}: batched inputs have different batch sizes ({} and {})", op.name, batch, t.impl().batch);
       batched = true;
       batch = t.impl().batch;
     }
-    types.push_back({t.dtype(), t.shape()});
+    values.push_back({t.dtype(), t.shape(), t.is_batched(), t.is_symbolic() ? nullptr : const_cast<void*>(t.raw_data())});
   }
-  TypeInfo type = op.infer(types, attrs);
+  Value out = infer_output(op, values, attrs);
   if (active_counter) ++active_counter->forwards[std::string(op.name)];
 
   auto impl = std::make_shared<TensorImpl>();
-  impl->dtype = type.dtype;
-  impl->shape = std::move(type.shape);
-  impl->batched = batched;
-  impl->batch = batch;
+  impl->dtype = out.dtype;
+  impl->shape = out.shape;
+  impl->batched = out.batched;
+  impl->batch = out.batched ? batch : 0;
   impl->device = inputs.empty() ? Device{} : inputs[0].device();
   impl->tracked = tracked && op.adjoint != nullptr;
 
@@ -58,22 +99,10 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
     impl->storage = inputs[0].impl().storage;
     impl->offset = inputs[0].impl().offset;
   } else if (!symbolic) {
-    Backend& be = backend_for(impl->device);
-    const std::int64_t count = vt::numel(impl->shape) * (batched ? batch : 1);
+    const std::int64_t count = vt::numel(impl->shape) * (out.batched ? batch : 1);
     impl->storage = std::make_shared<Storage>(impl->device, static_cast<std::size_t>(count) * size_of(impl->dtype));
-    Tensor out(impl);
-    std::vector<View> views;
-    views.reserve(inputs.size());
-    for (const Tensor& t : inputs) {
-      View v = view_of(t);
-      if (batched && !t.is_batched()) {  // broadcast an unbatched input across the batch
-        v.shape.insert(v.shape.begin(), batch);
-        v.strides.insert(v.strides.begin(), 0);
-      }
-      views.push_back(std::move(v));
-    }
-    const View out_view = view_of(out);
-    op.forward(KernelArgs{op.name, be, views, out_view, attrs, batched, batch});
+    out.data = impl->storage->data;
+    run_forward(op, attrs, values, out, batch, backend_for(impl->device));
   }
   if (impl->tracked || symbolic)
     impl->node = std::make_shared<Node>(Node{&op, std::move(attrs), std::move(inputs)});

@@ -59,6 +59,14 @@ struct OpDef {
   bool mixed_dtypes = false;
   // The output is input 0's storage seen with another shape (reshape, identity): no kernel runs.
   bool aliases_input = false;
+  // The output is unbatched although inputs are batched: the op reduces over the batch.
+  bool reduces_batch = false;
+  // The forward also works with the output in input 0's buffer (same size and batching), so a
+  // plan may reuse that buffer when input 0 dies here.
+  bool in_place = false;
+  // Bit i set: the forward never reads input i's data (it is there for the adjoint or the type),
+  // so a plan need not keep that buffer alive for this use.
+  std::uint32_t handle_inputs = 0;
 };
 
 struct Node {
@@ -68,6 +76,37 @@ struct Node {
 };
 
 Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs = {});
+
+// What a kernel sees of a tensor or of a plan's buffer: dtype, per-example shape, batching, data.
+struct Value {
+  DType dtype;
+  Shape shape;
+  bool batched;
+  void* data;
+};
+
+// The output type and batching of `op` on inputs of these types; raises on bad input. Shared by
+// apply and by jit, so both see one set of rules.
+Value infer_output(const OpDef& op, const std::vector<Value>& in, const Attrs& attrs);
+
+// Runs op's forward kernel: `batch` is B when any input is batched. Shared by apply and jit plans.
+void run_forward(const OpDef& op, const Attrs& attrs, const std::vector<Value>& in, const Value& out,
+                 std::int64_t batch, Backend& backend);
+
+// Outside vmap, a batched tensor is a batch of examples and a reduction over all of its axes
+// includes the batch. Inside vmap bodies and reverse sweeps every op is per example; this scope
+// (per thread) marks those regions.
+class PerExampleScope {
+ public:
+  PerExampleScope();
+  ~PerExampleScope();
+  PerExampleScope(const PerExampleScope&) = delete;
+  PerExampleScope& operator=(const PerExampleScope&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
 
 // Counts, on this thread and while it lives, each op that `apply` runs or records and each
 // adjoint the reverse sweep calls, by op name: what a computation really did, observable.

@@ -36,14 +36,14 @@ std::int64_t Tensor::batch_size() const {
 }
 
 const void* Tensor::raw_data() const {
-  if (is_symbolic()) fail("data: a traced (symbolic) tensor has no values while jit traces");
+  if (is_symbolic()) fail("a traced tensor has no values while jit traces (item, at, to_vector, data and as_eigen need a value)");
   return static_cast<const char*>(impl().storage->data) + impl().offset * size_of(dtype());
 }
 
 View view_of(const Tensor& t) {
   View v;
   v.dtype = t.dtype();
-  v.data = t.is_symbolic() ? nullptr : const_cast<void*>(t.raw_data());
+  v.data = const_cast<void*>(t.raw_data());  // raises for a traced tensor, which has no data
   v.shape = t.shape();
   if (t.is_batched()) v.shape.insert(v.shape.begin(), t.impl().batch);
   v.strides = contiguous_strides(v.shape);

@@ -50,7 +50,9 @@ const OpDef cho_solve_op{"cho_solve",
                                   to_string(in[0].shape));
                            return solve_type("cho_solve", in[1], in[2]);
                          },
-                         cho_solve_forward, cho_solve_adjoint};
+                         cho_solve_forward, cho_solve_adjoint,
+                         /*mixed_dtypes=*/false, /*aliases_input=*/false, /*reduces_batch=*/false,
+                         /*in_place=*/false, /*handle_inputs=*/0b001};  // A: for the adjoint only
 
 Tensor cho_solve_raw(const Tensor& a, const Tensor& l, const Tensor& b) {
   return apply(cho_solve_op, {a, l, astype(b, a.dtype())});

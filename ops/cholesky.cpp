@@ -81,14 +81,23 @@ std::vector<Tensor> cholesky_adjoint(const Node&, const Tensor& l, const Tensor&
   return {(a_bar + swapaxes(a_bar, -1, -2)) * 0.5};
 }
 
-const OpDef cholesky_op{"cholesky", [](const std::vector<TypeInfo>& in, const Attrs&) { return square_type(in, "cholesky"); },
-                        [](const KernelArgs& k) { factor_forward(k, false); }, cholesky_adjoint};
-const OpDef cho_factor_op{"cho_factor",
-                          [](const std::vector<TypeInfo>& in, const Attrs&) { return square_type(in, "cho_factor"); },
-                          [](const KernelArgs& k) { factor_forward(k, false); }, cholesky_adjoint};
+// The factorization overwrites its copy of A, so it can run in A's own buffer.
+const OpDef cholesky_op{.name = "cholesky",
+                        .infer = [](const std::vector<TypeInfo>& in, const Attrs&) { return square_type(in, "cholesky"); },
+                        .forward = [](const KernelArgs& k) { factor_forward(k, false); },
+                        .adjoint = cholesky_adjoint,
+                        .in_place = true};
+const OpDef cho_factor_op{.name = "cho_factor",
+                          .infer = [](const std::vector<TypeInfo>& in, const Attrs&) { return square_type(in, "cho_factor"); },
+                          .forward = [](const KernelArgs& k) { factor_forward(k, false); },
+                          .adjoint = cholesky_adjoint,
+                          .in_place = true};
 const OpDef cholesky_checked_op{
-    "cholesky_checked", [](const std::vector<TypeInfo>& in, const Attrs&) { return square_type(in, "cholesky_checked"); },
-    [](const KernelArgs& k) { factor_forward(k, true); }, cholesky_adjoint};
+    .name = "cholesky_checked",
+    .infer = [](const std::vector<TypeInfo>& in, const Attrs&) { return square_type(in, "cholesky_checked"); },
+    .forward = [](const KernelArgs& k) { factor_forward(k, true); },
+    .adjoint = cholesky_adjoint,
+    .in_place = true};
 
 }  // namespace
 

@@ -24,8 +24,14 @@ void unary_forward(const KernelArgs& k) { k.backend.unary(K, k.in[0], k.out); }
 
 using Adjoint = std::vector<Tensor> (*)(const Node&, const Tensor&, const Tensor&, const std::vector<bool>&);
 
-#define VT_UNARY(NAME, KIND, ADJOINT)                                                         \
-  const OpDef NAME##_op{#NAME, same_type, unary_forward<UnaryKind::KIND>, ADJOINT};        \
+// Maps write each output element from the same element of their inputs, so they run in place.
+OpDef in_place(OpDef op) {
+  op.in_place = true;
+  return op;
+}
+
+#define VT_UNARY(NAME, KIND, ADJOINT)                                                                \
+  const OpDef NAME##_op = in_place({#NAME, same_type, unary_forward<UnaryKind::KIND>, ADJOINT});   \
   }                                                                                          \
   Tensor NAME(const Tensor& x) { return apply(NAME##_op, {x}); }                            \
   namespace {
@@ -78,28 +84,28 @@ constexpr char add_name[] = "add", sub_name[] = "sub", mul_name[] = "mul", div_n
                maximum_name[] = "maximum", less_name[] = "less", greater_name[] = "greater", equal_name[] = "equal",
                where_name[] = "where";
 
-const OpDef add_op{add_name, broadcast_type<add_name>, binary_forward<BinaryKind::add>,
+const OpDef add_op = in_place({add_name, broadcast_type<add_name>, binary_forward<BinaryKind::add>,
                    [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
                      return std::vector<Tensor>{needs[0] ? to_input(n, 0, g) : Tensor(),
                                                 needs[1] ? to_input(n, 1, g) : Tensor()};
-                   }};
-const OpDef sub_op{sub_name, broadcast_type<sub_name>, binary_forward<BinaryKind::sub>,
+                   }});
+const OpDef sub_op = in_place({sub_name, broadcast_type<sub_name>, binary_forward<BinaryKind::sub>,
                    [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
                      return std::vector<Tensor>{needs[0] ? to_input(n, 0, g) : Tensor(),
                                                 needs[1] ? to_input(n, 1, neg(g)) : Tensor()};
-                   }};
-const OpDef mul_op{mul_name, broadcast_type<mul_name>, binary_forward<BinaryKind::mul>,
+                   }});
+const OpDef mul_op = in_place({mul_name, broadcast_type<mul_name>, binary_forward<BinaryKind::mul>,
                    [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
                      return std::vector<Tensor>{needs[0] ? to_input(n, 0, g * n.inputs[1]) : Tensor(),
                                                 needs[1] ? to_input(n, 1, g * n.inputs[0]) : Tensor()};
-                   }};
-const OpDef div_op{div_name, broadcast_type<div_name>, binary_forward<BinaryKind::div>,
+                   }});
+const OpDef div_op = in_place({div_name, broadcast_type<div_name>, binary_forward<BinaryKind::div>,
                    [](const Node& n, const Tensor& y, const Tensor& g, const std::vector<bool>& needs) {
                      const Tensor gb = g / n.inputs[1];
                      return std::vector<Tensor>{needs[0] ? to_input(n, 0, gb) : Tensor(),
                                                 needs[1] ? to_input(n, 1, neg(gb * y)) : Tensor()};
-                   }};
-const OpDef pow_op{pow_name, broadcast_type<pow_name>, binary_forward<BinaryKind::pow>,
+                   }});
+const OpDef pow_op = in_place({pow_name, broadcast_type<pow_name>, binary_forward<BinaryKind::pow>,
                    [](const Node& n, const Tensor& y, const Tensor& g, const std::vector<bool>& needs) {
                      const Tensor& a = n.inputs[0];
                      const Tensor& b = n.inputs[1];
@@ -112,20 +118,20 @@ const OpDef pow_op{pow_name, broadcast_type<pow_name>, binary_forward<BinaryKind
                        gb = to_input(n, 1, g * y * log(where(is_zero, ones({}, a.dtype()), a)));
                      }
                      return std::vector<Tensor>{ga, gb};
-                   }};
-const OpDef maximum_op{maximum_name, broadcast_type<maximum_name>, binary_forward<BinaryKind::maximum>,
+                   }});
+const OpDef maximum_op = in_place({maximum_name, broadcast_type<maximum_name>, binary_forward<BinaryKind::maximum>,
                        [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
                          const Tensor& a = n.inputs[0];
                          const Tensor& b = n.inputs[1];
                          const Tensor share_a = greater(a, b) + equal(a, b) * 0.5;
                          return std::vector<Tensor>{needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
                                                     needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
-                       }};
+                       }});
 const OpDef less_op{less_name, broadcast_type<less_name>, binary_forward<BinaryKind::less>, nullptr};
 const OpDef greater_op{greater_name, broadcast_type<greater_name>, binary_forward<BinaryKind::greater>, nullptr};
 const OpDef equal_op{equal_name, broadcast_type<equal_name>, binary_forward<BinaryKind::equal>, nullptr};
 
-const OpDef where_op{where_name, broadcast_type<where_name>,
+const OpDef where_op = in_place({where_name, broadcast_type<where_name>,
                      [](const KernelArgs& k) {
                        k.backend.select(expand_view(k.in[0], k.out, k.batched), expand_view(k.in[1], k.out, k.batched),
                                         expand_view(k.in[2], k.out, k.batched), k.out);
@@ -135,7 +141,7 @@ const OpDef where_op{where_name, broadcast_type<where_name>,
                        const Tensor& c = n.inputs[0];
                        return std::vector<Tensor>{Tensor(), needs[1] ? to_input(n, 1, where(c, g, zero)) : Tensor(),
                                                   needs[2] ? to_input(n, 2, where(c, zero, g)) : Tensor()};
-                     }};
+                     }});
 
 const OpDef astype_op{"astype",
                       [](const std::vector<TypeInfo>& in, const Attrs& a) {

@@ -45,7 +45,9 @@ const OpDef logdet_op{"logdet",
                                to_string(in[0].shape));
                         return TypeInfo{in[0].dtype, Shape(in[0].shape.begin(), in[0].shape.end() - 2)};
                       },
-                      logdet_forward, logdet_adjoint};
+                      logdet_forward, logdet_adjoint,
+                      /*mixed_dtypes=*/false, /*aliases_input=*/false, /*reduces_batch=*/false,
+                      /*in_place=*/false, /*handle_inputs=*/0b01};  // A: for the adjoint only
 
 }  // namespace
 

@@ -2,6 +2,7 @@
 #include "reduce.hpp"
 
 #include "../core/graph.hpp"
+#include "batch.hpp"
 #include "elementwise.hpp"
 #include "layout.hpp"
 
@@ -58,20 +59,35 @@ Tensor reduce(const OpDef& op, ReduceKind kind, const Tensor& x, const Axes& axe
   return apply(op, {x}, std::move(a));
 }
 
+// Outside vmap, a reduction over all axes of a batched tensor includes the batch.
+bool over_batch_too(const Tensor& x, const Axes& axes) {
+  return axes.empty() && x.is_batched() && !PerExampleScope::active();
+}
+
+// The same reduction for each example (never over the batch).
+template <class Reduction>
+Tensor per_example(Reduction reduction) {
+  PerExampleScope scope;
+  return reduction();
+}
+
 }  // namespace
 
 Tensor sum(const Tensor& x, const Axes& axes, bool keepdims) {
+  if (over_batch_too(x, axes)) return batch_sum(per_example([&] { return sum(x, axes, keepdims); }));
   return reduce(sum_op, ReduceKind::sum, x, axes, keepdims);
 }
 
 Tensor mean(const Tensor& x, const Axes& axes, bool keepdims) {
+  if (over_batch_too(x, axes)) return batch_mean(per_example([&] { return mean(x, axes, keepdims); }));
+  if (x.numel() == 0) fail("mean: reduction over an empty tensor of shape {}", to_string(x.shape()));
   const Tensor s = sum(x, axes, keepdims);
   const std::int64_t count = x.numel() / std::max<std::int64_t>(s.numel(), 1);
-  if (x.numel() == 0) fail("mean: reduction over an empty tensor of shape {}", to_string(x.shape()));
   return s * (1.0 / static_cast<double>(count));
 }
 
 Tensor max(const Tensor& x, const Axes& axes, bool keepdims) {
+  if (over_batch_too(x, axes)) return batch_max(per_example([&] { return max(x, axes, keepdims); }));
   for (int ax : normalize_axes(axes, x.ndim(), "max"))
     if (x.shape()[ax] == 0) fail("max: reduction over an empty axis {} of shape {}", ax, to_string(x.shape()));
   return reduce(max_op, ReduceKind::max, x, axes, keepdims);

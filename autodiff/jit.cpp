@@ -1,0 +1,446 @@
+#include "jit.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <unordered_map>
+
+#include "../core/graph.hpp"
+
+namespace vt::detail {
+
+namespace {
+
+constexpr std::int64_t alignment = 64;
+std::int64_t aligned(std::int64_t bytes) { return (bytes + alignment - 1) / alignment * alignment; }
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+struct PlanValue {
+  enum class Kind { input, constant, computed };
+  PlanValue(Kind kind, DType dtype, Shape shape, bool batched)
+      : kind(kind), dtype(dtype), shape(std::move(shape)), batched(batched) {}
+  Kind kind;
+  DType dtype;
+  Shape shape;
+  bool batched;
+  int input = -1;        // Kind::input: the argument's index
+  Tensor constant;       // Kind::constant
+  int producer = -1;     // Kind::computed: the step
+  int root = -1;         // the value whose buffer this one is (itself, unless made by an aliasing op)
+  bool output_buffer = false;  // the buffer belongs to a result: allocated per call, outside the arena
+  std::int64_t offset = -1;    // in its arena, in bytes (per example when batched)
+  std::int64_t bytes() const { return numel(shape) * static_cast<std::int64_t>(size_of(dtype)); }
+};
+
+struct PlanStep {
+  const OpDef* op;
+  Attrs attrs;
+  std::vector<int> in;
+  int out;
+};
+
+class Plan {
+ public:
+  std::vector<PlanValue> values;
+  std::vector<PlanStep> steps;
+  std::vector<int> outputs;
+  std::int64_t arena_batched = 0, arena_fixed = 0;
+  Device device;
+  PlanSummary summary;
+};
+
+namespace {
+
+// ---------------------------------------------------------------- graph -> steps (with CSE)
+class Builder {
+ public:
+  explicit Builder(Plan& plan) : plan_(plan) {}
+
+  int value_of(const Tensor& t) {
+    const TensorImpl* key = t.impl_ptr().get();
+    if (auto it = ids_.find(key); it != ids_.end()) return it->second;
+    int id;
+    if (!t.is_symbolic()) {
+      id = add_value(PlanValue(PlanValue::Kind::constant, t.dtype(), t.shape(), t.is_batched()));
+      plan_.values[id].constant = t;
+    } else {
+      if (!t.impl().node) fail("jit: the function uses a traced tensor from another trace (or a leaked one)");
+      const Node& node = *t.impl().node;
+      std::vector<int> in;
+      for (const Tensor& x : node.inputs) in.push_back(value_of(x));
+      id = add_step(node.op, node.attrs, in, t.dtype(), t.shape(), t.is_batched());
+      ++plan_.summary.traced_ops;
+    }
+    ids_.emplace(key, id);
+    return id;
+  }
+
+  void bind_input(const Tensor& t, int index) {
+    const int id = add_value(PlanValue(PlanValue::Kind::input, t.dtype(), t.shape(), t.is_batched()));
+    plan_.values[id].input = index;
+    ids_.emplace(t.impl_ptr().get(), id);
+  }
+
+  int add_step(const OpDef* op, const Attrs& attrs, const std::vector<int>& in, DType dtype, const Shape& shape,
+               bool batched) {
+    std::string key = fmt::format("{}|{}|{}|{}", static_cast<const void*>(op), fmt::join(in, ","),
+                                  fmt::join(attrs.ints, ","), fmt::join(attrs.reals, ","));
+    if (auto it = cse_.find(key); it != cse_.end()) {
+      ++plan_.summary.merged;
+      return it->second;
+    }
+    const int id = add_value(PlanValue(PlanValue::Kind::computed, dtype, shape, batched));
+    plan_.values[id].producer = static_cast<int>(plan_.steps.size());
+    plan_.steps.push_back({op, attrs, in, id});
+    cse_.emplace(std::move(key), id);
+    return id;
+  }
+
+ private:
+  int add_value(PlanValue v) {
+    plan_.values.push_back(std::move(v));
+    return static_cast<int>(plan_.values.size()) - 1;
+  }
+  Plan& plan_;
+  std::unordered_map<const TensorImpl*, int> ids_;
+  std::unordered_map<std::string, int> cse_;
+};
+
+std::vector<int> reader_counts(const Plan& plan) {
+  std::vector<int> readers(plan.values.size(), 0);
+  for (const PlanStep& s : plan.steps)
+    for (int v : s.in) ++readers[static_cast<std::size_t>(v)];
+  for (int v : plan.outputs) ++readers[static_cast<std::size_t>(v)];
+  return readers;
+}
+
+// ---------------------------------------------------------------- passes
+bool is_plain_matmul(const Plan& plan, const PlanStep& s) {
+  if (s.op->name != "matmul") return false;
+  for (int v : s.in)
+    if (plan.values[static_cast<std::size_t>(v)].shape.size() != 2) return false;
+  return true;
+}
+
+// (P Q) Y -> P (Q Y) and X (Q R) -> (X Q) R when that needs fewer flops by half: the
+// cotangents of solves are low-rank products, never worth forming as n x n matrices.
+void reassociate_matmuls(Plan& plan) {
+  const std::vector<int> readers = reader_counts(plan);
+  std::vector<PlanStep> steps;
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    PlanStep s = plan.steps[i];
+    for (int side = 0; side < 2 && is_plain_matmul(plan, s); ++side) {
+      const int inner = s.in[static_cast<std::size_t>(side)];
+      const PlanValue& iv = plan.values[static_cast<std::size_t>(inner)];
+      if (iv.kind != PlanValue::Kind::computed || readers[static_cast<std::size_t>(inner)] != 1) continue;
+      const PlanStep& m1 = plan.steps[static_cast<std::size_t>(iv.producer)];
+      if (!is_plain_matmul(plan, m1)) continue;
+      const int other = s.in[static_cast<std::size_t>(1 - side)];
+      const Shape& p = plan.values[static_cast<std::size_t>(m1.in[0])].shape;
+      const Shape& q = plan.values[static_cast<std::size_t>(m1.in[1])].shape;
+      const Shape& y = plan.values[static_cast<std::size_t>(other)].shape;
+      // side 0: (P Q) Y with P [a, k], Q [k, b], Y [b, c]; side 1: Y (P Q) with Y [c, a].
+      const double a = static_cast<double>(p[0]), k = static_cast<double>(p[1]), b = static_cast<double>(q[1]);
+      const double c = static_cast<double>(side == 0 ? y[1] : y[0]);
+      const double before = a * k * b + (side == 0 ? a * b * c : c * a * b);
+      const double after = side == 0 ? k * b * c + a * k * c : c * a * k + c * k * b;
+      if (after * 2 > before) continue;
+      // The new inner product, then the outer one in its place.
+      std::vector<int> first = side == 0 ? std::vector<int>{m1.in[1], other} : std::vector<int>{other, m1.in[0]};
+      std::vector<Value> types;
+      for (int v : first) {
+        const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+        types.push_back({pv.dtype, pv.shape, pv.batched, nullptr});
+      }
+      const Value t = infer_output(*s.op, types, {});
+      plan.values.emplace_back(PlanValue::Kind::computed, t.dtype, t.shape, t.batched);
+      const int tid = static_cast<int>(plan.values.size()) - 1;
+      plan.values.back().producer = static_cast<int>(steps.size());
+      steps.push_back({s.op, {}, first, tid});
+      s.in = side == 0 ? std::vector<int>{m1.in[0], tid} : std::vector<int>{tid, m1.in[1]};
+      ++plan.summary.reassociated;
+      break;
+    }
+    plan.values[static_cast<std::size_t>(s.out)].producer = static_cast<int>(steps.size());
+    steps.push_back(std::move(s));
+  }
+  plan.steps = std::move(steps);
+}
+
+// Keeps the steps the outputs need, renumbering producers.
+void eliminate_dead_steps(Plan& plan) {
+  std::vector<bool> live(plan.values.size(), false);
+  for (int v : plan.outputs) live[static_cast<std::size_t>(v)] = true;
+  for (std::size_t i = plan.steps.size(); i-- > 0;) {
+    const PlanStep& s = plan.steps[i];
+    if (!live[static_cast<std::size_t>(s.out)]) continue;
+    for (int v : s.in) live[static_cast<std::size_t>(v)] = true;
+  }
+  std::vector<PlanStep> kept;
+  for (PlanStep& s : plan.steps) {
+    if (!live[static_cast<std::size_t>(s.out)]) continue;
+    plan.values[static_cast<std::size_t>(s.out)].producer = static_cast<int>(kept.size());
+    kept.push_back(std::move(s));
+  }
+  plan.steps = std::move(kept);
+}
+
+// ---------------------------------------------------------------- memory plan
+// First-fit allocation of byte ranges in one arena, with coalescing frees.
+class Arena {
+ public:
+  std::int64_t allocate(std::int64_t bytes) {
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < bytes) continue;
+      const std::int64_t at = it->first;
+      if (it->second == bytes) free_.erase(it);
+      else *it = {at + bytes, it->second - bytes};
+      return at;
+    }
+    const std::int64_t at = top_;
+    top_ += bytes;
+    return at;
+  }
+  void release(std::int64_t at, std::int64_t bytes) {
+    auto it = std::lower_bound(free_.begin(), free_.end(), std::pair{at, std::int64_t{0}});
+    it = free_.insert(it, {at, bytes});
+    if (auto next = std::next(it); next != free_.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free_.erase(next);
+    }
+    if (it != free_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free_.erase(it);
+      }
+    }
+  }
+  std::int64_t size() const { return top_; }
+
+ private:
+  std::vector<std::pair<std::int64_t, std::int64_t>> free_;  // (offset, size), by offset
+  std::int64_t top_ = 0;
+};
+
+void plan_memory(Plan& plan) {
+  // Roots: a value made by an aliasing op shares its input's buffer.
+  for (std::size_t v = 0; v < plan.values.size(); ++v) plan.values[v].root = static_cast<int>(v);
+  for (const PlanStep& s : plan.steps)
+    if (s.op->aliases_input) plan.values[static_cast<std::size_t>(s.out)].root = plan.values[static_cast<std::size_t>(s.in[0])].root;
+  for (int v : plan.outputs) {
+    PlanValue& root = plan.values[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)];
+    if (root.kind == PlanValue::Kind::computed) root.output_buffer = true;
+  }
+  // The last step that reads each root's data (handle inputs are not reads).
+  std::vector<int> last_read(plan.values.size(), -1);
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    for (std::size_t k = 0; k < s.in.size(); ++k)
+      if (!(s.op->handle_inputs >> k & 1u) || s.op->aliases_input)
+        last_read[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(s.in[k])].root)] = static_cast<int>(i);
+  }
+  Arena batched, fixed;
+  auto in_arena = [&](const PlanValue& v) { return v.kind == PlanValue::Kind::computed && !v.output_buffer; };
+  auto release = [&](PlanValue& v) { (v.batched ? batched : fixed).release(v.offset, aligned(v.bytes())); };
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
+    bool reused = false;
+    if (!s.op->aliases_input && in_arena(out)) {
+      // In place: the output takes input 0's buffer when input 0 dies here.
+      if (s.op->in_place) {
+        PlanValue& in0 = plan.values[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(s.in[0])].root)];
+        if (in_arena(in0) && last_read[static_cast<std::size_t>(in0.root)] == static_cast<int>(i) &&
+            in0.batched == out.batched && aligned(in0.bytes()) == aligned(out.bytes())) {
+          out.offset = in0.offset;
+          last_read[static_cast<std::size_t>(in0.root)] = -2;  // handed over, not freed
+          reused = true;
+        }
+      }
+      if (!reused) out.offset = (out.batched ? batched : fixed).allocate(aligned(out.bytes()));
+    }
+    for (std::size_t v = 0; v < plan.values.size(); ++v) {
+      PlanValue& pv = plan.values[v];
+      if (static_cast<int>(v) != pv.root || !in_arena(pv) || pv.offset < 0) continue;
+      const bool made_here = pv.producer == static_cast<int>(i);
+      if (last_read[v] == static_cast<int>(i) || (made_here && last_read[v] == -1)) {
+        release(pv);
+        last_read[v] = -3;  // freed
+      }
+    }
+  }
+  plan.arena_batched = batched.size();
+  plan.arena_fixed = fixed.size();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- execution
+std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs) {
+  std::int64_t batch = 0;
+  bool has_batch = false;
+  auto take_batch = [&](const Tensor& t, const char* what) {
+    if (!t.is_batched()) return;
+    if (has_batch && t.batch_size() != batch)
+      fail("jit: {} has batch size {}, another batched value has {}", what, t.batch_size(), batch);
+    batch = t.batch_size();
+    has_batch = true;
+  };
+  for (const Tensor& t : inputs) take_batch(t, "an argument");
+  for (const PlanValue& v : plan.values)
+    if (v.kind == PlanValue::Kind::constant) take_batch(v.constant, "a batched constant captured by the function");
+
+  Backend& be = backend_for(plan.device);
+  const std::int64_t arena_bytes = plan.arena_batched * batch + plan.arena_fixed;
+  const auto arena = std::make_shared<Storage>(plan.device, static_cast<std::size_t>(std::max<std::int64_t>(arena_bytes, 1)));
+  char* const base = static_cast<char*>(arena->data);
+
+  std::vector<void*> data(plan.values.size(), nullptr);
+  std::vector<std::shared_ptr<Storage>> owned(plan.values.size());
+  std::vector<std::int64_t> offsets(plan.values.size(), 0);  // of inputs and constants in their storage
+  auto locate = [&](std::size_t v) {
+    const PlanValue& pv = plan.values[v];
+    switch (pv.kind) {
+      case PlanValue::Kind::input: data[v] = const_cast<void*>(inputs[static_cast<std::size_t>(pv.input)].raw_data()); break;
+      case PlanValue::Kind::constant: data[v] = const_cast<void*>(pv.constant.raw_data()); break;
+      case PlanValue::Kind::computed:
+        if (pv.root != static_cast<int>(v)) {
+          data[v] = data[static_cast<std::size_t>(pv.root)];
+        } else if (pv.output_buffer) {
+          owned[v] = std::make_shared<Storage>(plan.device, static_cast<std::size_t>(pv.bytes() * (pv.batched ? batch : 1)));
+          data[v] = owned[v]->data;
+        } else {
+          data[v] = base + (pv.batched ? pv.offset * batch : plan.arena_batched * batch + pv.offset);
+        }
+    }
+  };
+  for (std::size_t v = 0; v < plan.values.size(); ++v)
+    if (plan.values[v].kind != PlanValue::Kind::computed) locate(v);
+
+  std::vector<Value> in;
+  for (const PlanStep& s : plan.steps) {
+    locate(static_cast<std::size_t>(s.out));
+    if (s.op->aliases_input) continue;
+    in.clear();
+    for (int v : s.in) {
+      const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+      in.push_back({pv.dtype, pv.shape, pv.batched, data[static_cast<std::size_t>(v)]});
+    }
+    const PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
+    run_forward(*s.op, s.attrs, in, {out.dtype, out.shape, out.batched, data[static_cast<std::size_t>(s.out)]}, batch,
+                be);
+  }
+
+  std::vector<Tensor> results;
+  for (int v : plan.outputs) {
+    const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+    const PlanValue& root = plan.values[static_cast<std::size_t>(pv.root)];
+    if (root.kind == PlanValue::Kind::constant && pv.root == v) {
+      results.push_back(root.constant);
+      continue;
+    }
+    if (root.kind == PlanValue::Kind::input && pv.root == v) {
+      results.push_back(inputs[static_cast<std::size_t>(root.input)]);
+      continue;
+    }
+    auto impl = std::make_shared<TensorImpl>();
+    impl->dtype = pv.dtype;
+    impl->shape = pv.shape;
+    impl->batched = pv.batched;
+    impl->batch = pv.batched ? batch : 0;
+    impl->device = plan.device;
+    if (root.kind == PlanValue::Kind::computed) {
+      impl->storage = owned[static_cast<std::size_t>(pv.root)];
+    } else {  // an alias of an argument or a constant
+      const Tensor& src = root.kind == PlanValue::Kind::input ? inputs[static_cast<std::size_t>(root.input)] : root.constant;
+      impl->storage = src.impl().storage;
+      impl->offset = src.impl().offset;
+    }
+    results.push_back(Tensor(std::move(impl)));
+  }
+  return results;
+}
+
+// ---------------------------------------------------------------- cache
+namespace {
+
+std::string key_of(const std::vector<Tensor>& inputs) {
+  std::string key;
+  for (const Tensor& t : inputs) {
+    if (!t.defined()) fail("jit: argument is an undefined tensor");
+    key += fmt::format("{}:{}:{}:{};", name_of(t.dtype()), to_string(t.device()), t.is_batched() ? "b" : "u",
+                       to_string(t.shape()));
+  }
+  return key;
+}
+
+Tensor symbolic_like(const Tensor& t) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->dtype = t.dtype();
+  impl->shape = t.shape();
+  impl->batched = t.is_batched();
+  impl->device = t.device();
+  return Tensor(std::move(impl));
+}
+
+std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_inputs, const Traced& traced,
+                                       PlanSummary& summary) {
+  auto plan = std::make_shared<Plan>();
+  plan->device = symbolic_inputs.empty() ? Device{} : symbolic_inputs[0].device();
+  Builder builder(*plan);
+  for (std::size_t i = 0; i < symbolic_inputs.size(); ++i) builder.bind_input(symbolic_inputs[i], static_cast<int>(i));
+  for (const Tensor& out : traced.outputs) {
+    if (!out.defined()) fail("jit: the function returned an undefined tensor");
+    plan->outputs.push_back(builder.value_of(out));
+  }
+  reassociate_matmuls(*plan);
+  eliminate_dead_steps(*plan);
+  plan_memory(*plan);
+  PlanSummary& s = plan->summary;
+  s.steps = static_cast<std::int64_t>(plan->steps.size());
+  for (const PlanStep& step : plan->steps) s.kernels += step.op->aliases_input ? 0 : 1;
+  for (const PlanValue& v : plan->values) s.constants += v.kind == PlanValue::Kind::constant ? 1 : 0;
+  s.arena_bytes_per_example = plan->arena_batched;
+  s.arena_bytes_fixed = plan->arena_fixed;
+  summary = s;
+  return plan;
+}
+
+}  // namespace
+
+std::shared_ptr<const CacheEntry> JitCache::get(const std::vector<Tensor>& inputs, const Tracer& trace,
+                                                bool count_call) {
+  const std::string key = key_of(inputs);
+  std::lock_guard lock(mutex_);
+  if (count_call) ++counters_.calls;
+  if (auto it = entries_.find(key); it != entries_.end()) {
+    if (count_call) ++counters_.cache_hits;
+    return it->second;
+  }
+  std::vector<Tensor> symbolic;
+  for (const Tensor& t : inputs) symbolic.push_back(symbolic_like(t));
+  const auto t0 = std::chrono::steady_clock::now();
+  const Traced traced = trace(symbolic);
+  const double trace_ms = ms_since(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  auto entry = std::make_shared<CacheEntry>();
+  entry->plan = build_plan(symbolic, traced, entry->summary);
+  entry->skeleton = traced.skeleton;
+  ++counters_.traces;
+  counters_.trace_ms += trace_ms;
+  counters_.plan_ms += ms_since(t1);
+  entries_.emplace(key, entry);
+  return entry;
+}
+
+JitCounters JitCache::counters() const {
+  std::lock_guard lock(mutex_);
+  return counters_;
+}
+
+}  // namespace vt::detail

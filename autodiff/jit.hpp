@@ -1,0 +1,126 @@
+#pragma once
+// jit: traces a function once per cache key into a plan, then replays the plan.
+//
+// The cache key holds each tensor argument's dtype, device, per-example shape and whether it is
+// batched -- never the batch size. Pass batched tensors (vt::as_batch, or results of vmap) and
+// every batch size runs the same plan: a new batch size never retraces. A plain tensor's whole
+// shape is in the key.
+//
+// Tracing runs the function on symbolic tensors, which carry types but no values: reading values
+// (item, to_vector) or the batch size (batch_size) while tracing raises vt::Error, so a trace can
+// never depend on B. Tensors the function creates or captures become constants of the plan, with
+// the values they had when it was traced.
+//
+// Ops whose inputs are all constants run once, while tracing. The plan is the traced graph after
+// common-subexpression elimination, matmul
+// reassociation ((P Q) Y -> P (Q Y) when Q's inner size is small, the low-rank cotangents of
+// cho_solve) and dead-code elimination, in execution order, with a memory plan computed once in
+// per-example units: a batched buffer's offset is its per-example offset times B, so a call
+// allocates one arena whatever B is. Calls may run concurrently; tracing is serialised.
+#include <any>
+#include <array>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "structure.hpp"
+
+namespace vt {
+
+struct JitCounters {
+  std::int64_t calls = 0;
+  std::int64_t traces = 0;      // cache misses: how often the function was traced and planned
+  std::int64_t cache_hits = 0;  // calls that reused a plan
+  double trace_ms = 0;          // total time spent tracing
+  double plan_ms = 0;           // total time spent building plans
+};
+
+struct PlanSummary {
+  std::int64_t traced_ops = 0;   // ops recorded by the trace
+  std::int64_t steps = 0;        // steps of the plan, aliases included
+  std::int64_t kernels = 0;      // steps that run a kernel
+  std::int64_t constants = 0;
+  std::int64_t merged = 0;       // common subexpressions removed
+  std::int64_t reassociated = 0; // matmul chains reordered
+  std::int64_t arena_bytes_per_example = 0;  // batched buffers: times B per call
+  std::int64_t arena_bytes_fixed = 0;        // unbatched buffers
+};
+
+namespace detail {
+
+class Plan;
+
+struct Traced {
+  std::vector<Tensor> outputs;  // symbolic or constant
+  std::any skeleton;            // the result's structure, tensors left undefined
+};
+
+struct CacheEntry {
+  std::shared_ptr<const Plan> plan;
+  std::any skeleton;
+  PlanSummary summary;
+};
+
+class JitCache {
+ public:
+  using Tracer = std::function<Traced(const std::vector<Tensor>&)>;
+  std::shared_ptr<const CacheEntry> get(const std::vector<Tensor>& inputs, const Tracer& trace, bool count_call);
+  JitCounters counters() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<const CacheEntry>> entries_;
+  JitCounters counters_;
+};
+
+std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs);
+
+}  // namespace detail
+
+template <class F>
+class Jitted {
+ public:
+  explicit Jitted(F f) : f_(std::move(f)), cache_(std::make_shared<detail::JitCache>()) {}
+
+  template <class... Args>
+  auto operator()(const Args&... args) const {
+    using R = decltype(f_(Tensor(args)...));
+    const std::vector<Tensor> in{Tensor(args)...};
+    const auto entry = lookup<R, sizeof...(Args)>(in, true);
+    return detail::rebuild(detail::run_plan(*entry->plan, in), std::any_cast<const R&>(entry->skeleton));
+  }
+
+  // Traces and plans for these arguments without running: what a call would compile.
+  template <class... Args>
+  PlanSummary compile(const Args&... args) const {
+    using R = decltype(f_(Tensor(args)...));
+    return lookup<R, sizeof...(Args)>({Tensor(args)...}, false)->summary;
+  }
+
+  JitCounters counters() const { return cache_->counters(); }
+
+ private:
+  template <class R, std::size_t N>
+  std::shared_ptr<const detail::CacheEntry> lookup(const std::vector<Tensor>& in, bool count_call) const {
+    return cache_->get(in, [this](const std::vector<Tensor>& symbolic) {
+      std::array<Tensor, N> a;
+      std::copy(symbolic.begin(), symbolic.end(), a.begin());
+      const R result = std::apply(f_, a);
+      std::vector<Tensor> flat = detail::flatten(result);
+      return detail::Traced{flat, std::any(detail::rebuild(std::vector<Tensor>(flat.size()), result))};
+    }, count_call);
+  }
+
+  F f_;
+  std::shared_ptr<detail::JitCache> cache_;  // shared by copies of this callable
+};
+
+template <class F>
+Jitted<F> jit(F f) {
+  return Jitted<F>(std::move(f));
+}
+
+}  // namespace vt

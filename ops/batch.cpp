@@ -1,0 +1,135 @@
+// Batch family: as_batch / unbatch (aliases), batch_sum / batch_mean / batch_max (reduce over the
+// batch axis), broadcast_to_batch (its adjoint). Shape rules are per example, so B never appears.
+#include "batch.hpp"
+
+#include "../core/graph.hpp"
+#include "elementwise.hpp"
+#include "reduce.hpp"
+
+namespace vt {
+
+namespace {
+
+// Multiplies a view in place by 1/B (B known only when the kernel runs).
+void divide_by_batch(const KernelArgs& k, const View& v) {
+  Storage factor(k.backend.device(), size_of(v.dtype));
+  const View scalar{v.dtype, factor.data, {}, {}};
+  k.backend.fill(scalar, 1.0 / static_cast<double>(k.batch));
+  k.backend.binary(BinaryKind::mul, v, View{v.dtype, factor.data, v.shape, Shape(v.shape.size(), 0)}, v);
+}
+
+TypeInfo same_type(const std::vector<TypeInfo>& in, const Attrs&) { return in[0]; }
+
+template <ReduceKind Kind, bool Mean>
+void batch_reduce_forward(const KernelArgs& k) {
+  Shape kept = k.out.shape;
+  kept.insert(kept.begin(), 1);
+  const View out = reshaped_view(k.out, kept);
+  k.backend.reduce(Kind, k.in[0], out);
+  if (Mean) divide_by_batch(k, out);
+}
+
+// Attrs: ints = [divide by B]
+const OpDef broadcast_to_batch_op{
+    .name = "broadcast_to_batch",
+    .infer = same_type,
+    .forward =
+        [](const KernelArgs& k) {
+          k.backend.copy(k.in[0], k.out);
+          if (k.attrs.ints[0]) divide_by_batch(k, k.out);
+        },
+    .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+      return std::vector<Tensor>{n.attrs.ints[0] ? batch_mean(g) : batch_sum(g), Tensor()};
+    },
+    .mixed_dtypes = true,
+    .handle_inputs = 0b10};
+
+const OpDef batch_sum_op{.name = "batch_sum",
+                         .infer = same_type,
+                         .forward = batch_reduce_forward<ReduceKind::sum, false>,
+                         .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+                           return std::vector<Tensor>{broadcast_to_batch(g, n.inputs[0])};
+                         },
+                         .reduces_batch = true};
+
+const OpDef batch_mean_op{.name = "batch_mean",
+                          .infer = same_type,
+                          .forward = batch_reduce_forward<ReduceKind::sum, true>,
+                          .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+                            return std::vector<Tensor>{apply(broadcast_to_batch_op, {g, n.inputs[0]}, Attrs{{1}, {}})};
+                          },
+                          .reduces_batch = true};
+
+const OpDef batch_max_op{.name = "batch_max",
+                         .infer = same_type,
+                         .forward = batch_reduce_forward<ReduceKind::max, false>,
+                         .adjoint = [](const Node& n, const Tensor& y, const Tensor& g, const std::vector<bool>&) {
+                           const Tensor& x = n.inputs[0];
+                           const Tensor hit = equal(x, broadcast_to_batch(y, x));
+                           return std::vector<Tensor>{broadcast_to_batch(g / batch_sum(hit), x) * hit};
+                         },
+                         .reduces_batch = true};
+
+// as_batch and unbatch see the same storage with the batch axis inside or outside the shape.
+// They are eager-only aliases, recorded (for gradients) without going through apply.
+Tensor realias(const Tensor& x, Shape shape, bool batched, std::int64_t batch, const OpDef& op);
+
+const OpDef as_batch_op{.name = "as_batch",
+                        .infer = nullptr,
+                        .forward = nullptr,
+                        .adjoint = [](const Node&, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+                          return std::vector<Tensor>{unbatch(g)};
+                        }};
+const OpDef unbatch_op{.name = "unbatch",
+                       .infer = nullptr,
+                       .forward = nullptr,
+                       .adjoint = [](const Node&, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+                         return std::vector<Tensor>{g.is_batched() ? g : as_batch(g)};
+                       }};
+
+Tensor realias(const Tensor& x, Shape shape, bool batched, std::int64_t batch, const OpDef& op) {
+  auto impl = std::make_shared<TensorImpl>(x.impl());
+  impl->shape = std::move(shape);
+  impl->batched = batched;
+  impl->batch = batched ? batch : 0;
+  impl->node = x.impl().tracked ? std::make_shared<Node>(Node{&op, {}, {x}}) : nullptr;
+  return Tensor(std::move(impl));
+}
+
+Tensor check_batched(const Tensor& x, const char* op) {
+  if (!x.is_batched()) fail("{}: the tensor of shape {} is not batched", op, to_string(x.shape()));
+  return x;
+}
+
+}  // namespace
+
+Tensor as_batch(const Tensor& x) {
+  if (x.is_batched()) fail("as_batch: the tensor is already batched (nested batches are not supported)");
+  if (x.ndim() == 0) fail("as_batch: a scalar has no leading axis to use as the batch");
+  if (x.is_symbolic())
+    fail("as_batch: the tensor is traced by jit; pass it to the jitted function batched (vt::as_batch) instead, "
+         "so that a new batch size does not need a new trace");
+  return realias(x, Shape(x.shape().begin() + 1, x.shape().end()), true, x.shape(0), as_batch_op);
+}
+
+Tensor unbatch(const Tensor& x) {
+  check_batched(x, "unbatch");
+  if (x.is_symbolic())
+    fail("unbatch: the batch size is a run-time value under jit; reduce over the batch (batch_mean, mean, ...) or "
+         "return the batched tensor instead");
+  Shape shape = x.shape();
+  shape.insert(shape.begin(), x.batch_size());
+  return realias(x, shape, false, 0, unbatch_op);
+}
+
+Tensor batch_sum(const Tensor& x) { return apply(batch_sum_op, {check_batched(x, "batch_sum")}); }
+Tensor batch_mean(const Tensor& x) { return apply(batch_mean_op, {check_batched(x, "batch_mean")}); }
+Tensor batch_max(const Tensor& x) { return apply(batch_max_op, {check_batched(x, "batch_max")}); }
+
+Tensor broadcast_to_batch(const Tensor& x, const Tensor& like) {
+  check_batched(like, "broadcast_to_batch");
+  if (x.is_batched()) return x;
+  return apply(broadcast_to_batch_op, {x, like}, Attrs{{0}, {}});
+}
+
+}  // namespace vt
