@@ -77,11 +77,11 @@ class Backend {
   virtual void reduce(ReduceKind kind, const View& in, const View& out) = 0;
 
   virtual void gemm(const GemmArgs& args) = 0;
-  // In place: the lower triangle of each n x n matrix becomes its Cholesky factor, the strict upper
-  // triangle becomes 0. info[i] is 0, or the order of the first leading minor of matrix i that is
-  // not positive definite.
-  virtual void cholesky(DType dtype, std::int64_t count, std::int64_t n, void* a, std::int64_t stride,
-                        std::int32_t* info) = 0;
+  // l_i = the lower Cholesky factor of a_i (reading a_i's lower triangle; l may equal a), strict
+  // upper triangle 0. info[i] is 0, or the order of the first leading minor of a_i that is not
+  // positive definite (or whose pivot is not finite). `info` is host memory.
+  virtual void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
+                        std::int64_t stride_l, std::int32_t* info) = 0;
   virtual void trsm(const TrsmArgs& args) = 0;
   // Reverse mode of the factorization, in place (Murray 2016, blocked): g holds the cotangent of
   // each lower factor L_i on entry and the symmetric cotangent of A_i on exit.

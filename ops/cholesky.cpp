@@ -26,11 +26,10 @@ TypeInfo square_type(const std::vector<TypeInfo>& in, std::string_view op) {
 // Factors every matrix in place in the output. Failures raise, or (checked) turn the factor NaN
 // from the failing row on, which is how cholesky_checked reports them.
 void factor_forward(const KernelArgs& k, bool checked) {
-  k.backend.copy(k.in[0], k.out);
   const std::int64_t n = k.out.shape.back();
   const std::int64_t count = n == 0 ? 0 : numel(k.out.shape) / (n * n);
   std::vector<std::int32_t> info(static_cast<std::size_t>(count));
-  k.backend.cholesky(k.out.dtype, count, n, k.out.data, n * n, info.data());
+  k.backend.cholesky(k.out.dtype, count, n, k.in[0].data, n * n, k.out.data, n * n, info.data());
   for (std::int64_t i = 0; i < count; ++i) {
     const std::int32_t minor = info[static_cast<std::size_t>(i)];
     if (minor == 0) continue;

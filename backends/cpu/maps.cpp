@@ -53,6 +53,7 @@ void check_same_rank(const View& in, const View& out, const char* kernel) {
 namespace {
 constexpr std::size_t cache_min_block = std::size_t{1} << 16;  // smaller blocks: malloc is fast enough
 constexpr std::size_t cache_capacity = std::size_t{1} << 31;   // at most 2 GiB kept for reuse
+constexpr std::size_t cache_trim_trigger = std::size_t{1} << 26;  // a miss of 64 MiB or more empties the cache
 std::size_t rounded_size(std::size_t bytes) {
   const std::size_t unit = bytes >= cache_min_block ? 4096 : 64;
   return std::max<std::size_t>((bytes + unit - 1) / unit * unit, 64);
@@ -69,6 +70,14 @@ void* CpuBackend::allocate(std::size_t bytes) {
       cached_bytes_ -= size;
       return p;
     }
+  }
+  if (size >= cache_trim_trigger) {
+    // A new large size means the workload changed (a new batch size, say): hand the cached blocks
+    // back rather than hold them beside the new one.
+    std::lock_guard lock(cache_mutex_);
+    for (auto& [bytes_cached, block] : cache_) std::free(block);
+    cache_.clear();
+    cached_bytes_ = 0;
   }
   void* p = std::aligned_alloc(64, size);
   if (!p) fail("cpu: out of memory allocating {} bytes", bytes);

@@ -3,6 +3,7 @@
 // there is a single matrix: inside the batch-parallel region it runs single-threaded, so the
 // cores are not oversubscribed.
 #include <Eigen/Cholesky>
+#include <algorithm>
 #include <cmath>
 #include <Eigen/Dense>
 
@@ -42,27 +43,47 @@ void CpuBackend::gemm(const GemmArgs& g) {
   });
 }
 
-void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, void* a, std::int64_t stride,
-                          std::int32_t* info) {
+namespace {
+
+// A = U^T U on column-major storage, right-looking in panels of 32: a row-major buffer seen
+// column-major holds A^T, whose upper triangle is A's lower one and whose U is A's L. Returns the
+// failing column, or -1.
+template <class M>
+Eigen::Index cholesky_upper(M& a) {
+  using T = typename M::Scalar;
+  constexpr Eigen::Index panel = 32;
+  const Eigen::Index n = a.rows();
+  for (Eigen::Index k = 0; k < n; k += panel) {
+    const Eigen::Index b = std::min(panel, n - k), rest = n - k - b;
+    auto a11 = a.block(k, k, b, b);
+    const Eigen::Index failed = Eigen::internal::llt_inplace<T, Eigen::Upper>::unblocked(a11);
+    if (failed >= 0) return k + failed;
+    if (rest == 0) continue;
+    auto a12 = a.block(k, k + b, b, rest);
+    a11.template triangularView<Eigen::Upper>().transpose().solveInPlace(a12);
+    a.block(k + b, k + b, rest, rest).template selfadjointView<Eigen::Upper>().rankUpdate(a12.transpose(), T(-1));
+  }
+  return -1;
+}
+
+}  // namespace
+
+void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a,
+                          void* l, std::int64_t stride_l, std::int32_t* info) {
   visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
-    T* base = static_cast<T*>(a);
 #pragma omp parallel for schedule(dynamic) if (count > 1)
     for (std::int64_t i = 0; i < count; ++i) {
-      // Eigen's LLT is fastest column-major: transpose in place (cheap, in cache), factor the
-      // column-major lower triangle (the row-major lower triangle of A), transpose back.
-      MapMat<T> A(base + i * stride, n, n);
-      A.transposeInPlace();
-      Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> C(base + i * stride, n, n);
-      // Eigen's blocked in-place LLT reports the column where the factorization broke down, which
-      // LLT::info() does not; that index is the order of the failing leading minor minus one.
-      Eigen::Index failed = Eigen::internal::llt_inplace<T, Eigen::Lower>::blocked(C);
-      // NaN passes Eigen's positivity test; report the first non-finite pivot the same way.
+      const T* src = static_cast<const T*>(a) + i * stride_a;
+      T* dst = static_cast<T*>(l) + i * stride_l;
+      if (src != dst) std::copy(src, src + n * n, dst);
+      Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> c(dst, n, n);  // = A^T
+      Eigen::Index failed = cholesky_upper(c);
+      // NaN passes the positivity test; report the first non-finite pivot the same way.
       for (Eigen::Index j = 0; failed < 0 && j < n; ++j)
-        if (!std::isfinite(C(j, j))) failed = j;
+        if (!std::isfinite(c(j, j))) failed = j;
       info[i] = failed < 0 ? 0 : static_cast<std::int32_t>(failed + 1);
-      A.transposeInPlace();
-      A.template triangularView<Eigen::StrictlyUpper>().setZero();
+      c.template triangularView<Eigen::StrictlyLower>().setZero();  // A's strict upper triangle
     }
   });
 }
