@@ -29,11 +29,12 @@ struct Options {
   std::string pars, grad_out, device = "cpu";
 };
 
+constexpr const char* usage_text =
+    "usage: seed_cholesky_grad [--nbatch 16,32,...] [--nobs N] [--ngp M] [--reps R] [--json]\n"
+    "                          [--pars FILE.npy [--grad-out FILE.npy]] [--device cpu]\n";
+
 [[noreturn]] void usage(const std::string& problem) {
-  fmt::print(stderr,
-             "seed_cholesky_grad: {}\nusage: seed_cholesky_grad [--nbatch 16,32,...] [--nobs N] [--ngp M] [--reps R] "
-             "[--json] [--pars FILE.npy [--grad-out FILE.npy]] [--device cpu]\n",
-             problem);
+  fmt::print(stderr, "seed_cholesky_grad: {}\n{}", problem, usage_text);
   std::exit(2);
 }
 
@@ -55,7 +56,10 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) usage(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--nbatch") {
+    if (a == "--help" || a == "-h") {
+      fmt::print("{}", usage_text);
+      std::exit(0);
+    } else if (a == "--nbatch") {
       o.nbatch.clear();
       std::stringstream list(value());
       for (std::string item; std::getline(list, item, ',');) o.nbatch.push_back(positive("--nbatch", item));
