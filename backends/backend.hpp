@@ -47,10 +47,13 @@ struct GemmArgs {
 };
 
 // Solves op(T_i) X_i = B_i in place for count row-major systems; T_i is n x n, B_i is n x nrhs.
+// With `then_transposed`, solves op(T_i)^T Z_i = X_i next, in the same pass over T_i: a Cholesky
+// solve (L L^T)^-1 B reads each factor once.
 struct TrsmArgs {
   DType dtype;
   std::int64_t count, n, nrhs;
   bool lower, transpose;
+  bool then_transposed;
   const void* t; std::int64_t stride_t;
   void* b; std::int64_t stride_b;
 };

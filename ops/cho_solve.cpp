@@ -18,10 +18,9 @@ void cho_solve_forward(const KernelArgs& k) {
   const SolveLayout s = solve_layout(k, 1, 2);
   std::shared_ptr<Storage> scratch;
   const MatrixOperand l = matrix_operand(k.backend, k.in[1], s.batch, s.n, s.n, scratch);
-  TrsmArgs args{k.out.dtype, numel(s.batch), s.n, s.k, true, false, l.data, l.stride, s.x.data, s.n * s.k};
-  k.backend.trsm(args);  // L y = b
-  args.transpose = true;
-  k.backend.trsm(args);  // L^T x = y
+  // L y = b, then L^T x = y, in one pass over the factors.
+  k.backend.trsm(TrsmArgs{k.out.dtype, numel(s.batch), s.n, s.k, true, false, true, l.data, l.stride, s.x.data,
+                          s.n * s.k});
 }
 
 Tensor cho_solve_raw(const Tensor& a, const Tensor& l, const Tensor& b);

@@ -97,10 +97,14 @@ void CpuBackend::trsm(const TrsmArgs& s) {
     for (std::int64_t i = 0; i < s.count; ++i) {
       ConstMapMat<T> L(t + i * s.stride_t, s.n, s.n);
       MapMat<T> B(b + i * s.stride_b, s.n, s.nrhs);
-      if (s.lower && !s.transpose) L.template triangularView<Eigen::Lower>().solveInPlace(B);
-      else if (s.lower) L.transpose().template triangularView<Eigen::Upper>().solveInPlace(B);
-      else if (!s.transpose) L.template triangularView<Eigen::Upper>().solveInPlace(B);
-      else L.transpose().template triangularView<Eigen::Lower>().solveInPlace(B);
+      auto solve = [&](bool transpose) {
+        if (s.lower && !transpose) L.template triangularView<Eigen::Lower>().solveInPlace(B);
+        else if (s.lower) L.transpose().template triangularView<Eigen::Upper>().solveInPlace(B);
+        else if (!transpose) L.template triangularView<Eigen::Upper>().solveInPlace(B);
+        else L.transpose().template triangularView<Eigen::Lower>().solveInPlace(B);
+      };
+      solve(s.transpose);
+      if (s.then_transposed) solve(!s.transpose);
     }
   });
 }
