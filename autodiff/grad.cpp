@@ -48,10 +48,14 @@ std::vector<Tensor> topological_order(const std::vector<Tensor>& outputs) {
 
 thread_local bool differentiable_sweep = true;
 
-// A cotangent batched like its primal: an unbatched input used by every example receives the sum
-// of their cotangents; a batched input whose cotangent is the same for every example gets copies.
-Tensor match_batching(const Tensor& g, const Tensor& primal) {
-  if (g.is_batched() && !primal.is_batched()) return batch_sum(g);
+thread_local int open_transforms = 0;
+
+// A cotangent batched like its primal. A batched primal whose cotangent is the same for every
+// example gets copies. An unbatched primal used by every example receives the sum of their
+// cotangents when the differentiated outputs are unbatched (a loss over the batch); when they are
+// per example (grad inside vmap), each example keeps its own cotangent.
+Tensor match_batching(const Tensor& g, const Tensor& primal, bool per_example_outputs) {
+  if (g.is_batched() && !primal.is_batched() && !per_example_outputs) return batch_sum(g);
   if (!g.is_batched() && primal.is_batched()) return broadcast_to_batch(g, primal);
   return g;
 }
@@ -66,6 +70,8 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
   } mode;
   differentiable_sweep = differentiable;
   PerExampleScope per_example;  // adjoints are per example, like the ops they differentiate
+  bool per_example_outputs = false;
+  for (const Tensor& o : outputs) per_example_outputs |= o.is_batched();
   if (!cotangents.empty() && cotangents.size() != outputs.size())
     fail("backward: {} cotangents for {} outputs", cotangents.size(), outputs.size());
   const std::vector<Tensor> order = topological_order(outputs);
@@ -95,7 +101,7 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
     if (seed.dtype() != outputs[i].dtype())
       fail("vjp: cotangent dtype {} does not match the output dtype {}", name_of(seed.dtype()),
            name_of(outputs[i].dtype()));
-    accumulate(outputs[i], seed);
+    accumulate(outputs[i], match_batching(seed, outputs[i], per_example_outputs));
   }
 
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
@@ -112,14 +118,15 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
       if (grads[i].shape() != node.inputs[i].shape())
         fail("{}: internal error, adjoint gives shape {} for input {} of shape {}", node.op->name,
              to_string(grads[i].shape()), i, to_string(node.inputs[i].shape()));
-      accumulate(node.inputs[i], match_batching(grads[i], node.inputs[i]));
+      accumulate(node.inputs[i], match_batching(grads[i], node.inputs[i], per_example_outputs));
     }
   }
 
   std::vector<Tensor> result;
   for (const Tensor& w : wrt) {
     const auto found = cot.find(w.impl_ptr().get());
-    result.push_back(match_batching(found != cot.end() ? found->second : zeros(w.shape(), w.dtype()), w));
+    result.push_back(
+        match_batching(found != cot.end() ? found->second : zeros(w.shape(), w.dtype()), w, per_example_outputs));
   }
   return result;
 }
@@ -132,6 +139,9 @@ Tensor stop_gradient(const Tensor& x) {
 namespace detail {
 
 bool backward_is_differentiable() { return differentiable_sweep; }
+
+TransformScope::TransformScope() : nested(open_transforms > 0) { ++open_transforms; }
+TransformScope::~TransformScope() { --open_transforms; }
 
 Tensor watch(const Tensor& x) {
   Tensor w = apply(identity_op, {x});

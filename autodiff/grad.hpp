@@ -29,6 +29,15 @@ Tensor stop_gradient(const Tensor& x);
 namespace detail {
 // True inside a reverse sweep whose result an outer transform differentiates.
 bool backward_is_differentiable();
+// Marks a differentiating transform (grad, vjp) as running on this thread. `nested`: another one
+// was already running, so it may differentiate this one's results through captured variables.
+struct TransformScope {
+  TransformScope();
+  ~TransformScope();
+  TransformScope(const TransformScope&) = delete;
+  TransformScope& operator=(const TransformScope&) = delete;
+  const bool nested;
+};
 // x marked as a variable of a new transform (connected to x's own history when an outer
 // transform watches x).
 Tensor watch(const Tensor& x);
@@ -46,7 +55,8 @@ auto value_and_grad(F f, std::vector<int> argnums) {
     std::array<Tensor, sizeof...(args)> in{Tensor(args)...};
     const std::vector<int> nums = detail::check_argnums(argnums, in.size(), "value_and_grad");
     std::vector<Tensor> wrt;
-    bool outer = false;
+    detail::TransformScope scope;
+    bool outer = scope.nested;
     for (int i : nums) {
       outer |= in[i].impl().tracked;
       in[i] = detail::watch(in[i]);
@@ -84,7 +94,8 @@ auto grad(F f, std::vector<int> argnums) {
 template <class F, class... Args>
 auto vjp(F f, const Args&... primals) {
   std::array<Tensor, sizeof...(Args)> in{Tensor(primals)...};
-  bool outer = false;
+  detail::TransformScope scope;
+  bool outer = scope.nested;
   for (Tensor& x : in) {
     outer |= x.impl().tracked;
     x = detail::watch(x);
@@ -92,8 +103,10 @@ auto vjp(F f, const Args&... primals) {
   const Tensor out = std::apply(f, in);
   std::vector<Tensor> wrt(in.begin(), in.end());
   std::function<std::vector<Tensor>(const Tensor&)> pullback = [out, wrt, outer](const Tensor& cotangent) {
-    std::vector<Tensor> grads = backward({out}, {cotangent}, wrt, outer || cotangent.impl().tracked);
-    for (Tensor& g : grads) g = detail::release(g, outer || cotangent.impl().tracked);
+    detail::TransformScope pull;
+    const bool keep = outer || pull.nested || cotangent.impl().tracked;
+    std::vector<Tensor> grads = backward({out}, {cotangent}, wrt, keep);
+    for (Tensor& g : grads) g = detail::release(g, keep);
     return grads;
   };
   return std::pair{detail::release(out, true), pullback};

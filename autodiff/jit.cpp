@@ -137,7 +137,7 @@ void reassociate_matmuls(Plan& plan) {
       const int inner = s.in[static_cast<std::size_t>(side)];
       const PlanValue& iv = plan.values[static_cast<std::size_t>(inner)];
       if (iv.kind != PlanValue::Kind::computed || readers[static_cast<std::size_t>(inner)] != 1) continue;
-      const PlanStep& m1 = plan.steps[static_cast<std::size_t>(iv.producer)];
+      const PlanStep m1 = steps[static_cast<std::size_t>(iv.producer)];  // producers index the new list
       if (!is_plain_matmul(plan, m1)) continue;
       const int other = s.in[static_cast<std::size_t>(1 - side)];
       const Shape& p = plan.values[static_cast<std::size_t>(m1.in[0])].shape;
@@ -246,32 +246,43 @@ void plan_memory(Plan& plan) {
   }
   Arena batched, fixed;
   auto in_arena = [&](const PlanValue& v) { return v.kind == PlanValue::Kind::computed && !v.output_buffer; };
-  auto release = [&](PlanValue& v) { (v.batched ? batched : fixed).release(v.offset, aligned(v.bytes())); };
+  // The buffers to free after each step: their last read, or their making when never read.
+  std::vector<std::vector<int>> dies_after(plan.steps.size());
+  for (std::size_t v = 0; v < plan.values.size(); ++v) {
+    const PlanValue& pv = plan.values[v];
+    if (static_cast<int>(v) != pv.root || !in_arena(pv)) continue;
+    const int step = last_read[v] >= 0 ? last_read[v] : pv.producer;
+    if (step >= 0) dies_after[static_cast<std::size_t>(step)].push_back(static_cast<int>(v));
+  }
+  std::vector<bool> handed_over(plan.values.size(), false);
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& s = plan.steps[i];
     PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
-    bool reused = false;
     if (!s.op->aliases_input && in_arena(out)) {
-      // In place: the output takes input 0's buffer when input 0 dies here.
+      // In place: the output takes input 0's buffer when input 0 dies here and is read exactly as
+      // the output is written (same shape, dtype and batching; no other input reads it differently).
+      bool reused = false;
       if (s.op->in_place) {
-        PlanValue& in0 = plan.values[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(s.in[0])].root)];
-        if (in_arena(in0) && last_read[static_cast<std::size_t>(in0.root)] == static_cast<int>(i) &&
-            in0.batched == out.batched && aligned(in0.bytes()) == aligned(out.bytes())) {
+        const PlanValue& first = plan.values[static_cast<std::size_t>(s.in[0])];
+        PlanValue& in0 = plan.values[static_cast<std::size_t>(first.root)];
+        bool same_reads = first.shape == out.shape && first.dtype == out.dtype && first.batched == out.batched;
+        for (std::size_t k = 1; k < s.in.size(); ++k) {
+          const PlanValue& other = plan.values[static_cast<std::size_t>(s.in[k])];
+          if (other.root == first.root) same_reads &= other.shape == out.shape && other.batched == out.batched;
+        }
+        if (same_reads && in_arena(in0) && last_read[static_cast<std::size_t>(first.root)] == static_cast<int>(i) &&
+            aligned(in0.bytes()) == aligned(out.bytes()) && in0.batched == out.batched) {
           out.offset = in0.offset;
-          last_read[static_cast<std::size_t>(in0.root)] = -2;  // handed over, not freed
+          handed_over[static_cast<std::size_t>(first.root)] = true;
           reused = true;
         }
       }
       if (!reused) out.offset = (out.batched ? batched : fixed).allocate(aligned(out.bytes()));
     }
-    for (std::size_t v = 0; v < plan.values.size(); ++v) {
-      PlanValue& pv = plan.values[v];
-      if (static_cast<int>(v) != pv.root || !in_arena(pv) || pv.offset < 0) continue;
-      const bool made_here = pv.producer == static_cast<int>(i);
-      if (last_read[v] == static_cast<int>(i) || (made_here && last_read[v] == -1)) {
-        release(pv);
-        last_read[v] = -3;  // freed
-      }
+    for (int v : dies_after[i]) {
+      PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+      if (handed_over[static_cast<std::size_t>(v)] || pv.offset < 0) continue;
+      (pv.batched ? batched : fixed).release(pv.offset, aligned(pv.bytes()));
     }
   }
   plan.arena_batched = batched.size();
@@ -370,7 +381,7 @@ std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs
 namespace {
 
 std::string key_of(const std::vector<Tensor>& inputs) {
-  std::string key;
+  std::string key = PerExampleScope::active() ? "per-example;" : "";
   for (const Tensor& t : inputs) {
     if (!t.defined()) fail("jit: argument is an undefined tensor");
     key += fmt::format("{}:{}:{}:{};", name_of(t.dtype()), to_string(t.device()), t.is_batched() ? "b" : "u",

@@ -89,6 +89,10 @@ class Jitted {
   auto operator()(const Args&... args) const {
     using R = decltype(f_(Tensor(args)...));
     const std::vector<Tensor> in{Tensor(args)...};
+    // An enclosing grad or vjp differentiates through this call: run the function itself, so that
+    // its ops are recorded (a plan's results carry no tape).
+    for (const Tensor& t : in)
+      if (t.defined() && t.impl().tracked) return f_(args...);
     const auto entry = lookup<R, sizeof...(Args)>(in, true);
     return detail::rebuild(detail::run_plan(*entry->plan, in), std::any_cast<const R&>(entry->skeleton));
   }

@@ -4,6 +4,16 @@
 
 namespace vt::detail {
 
+namespace {
+thread_local bool in_vmap_body = false;
+}
+
+VmapBody::VmapBody() {
+  if (in_vmap_body) fail("vmap: nested vmap is not supported (vmap was called inside a vmapped function)");
+  in_vmap_body = true;
+}
+VmapBody::~VmapBody() { in_vmap_body = false; }
+
 Tensor map_axis(const Tensor& x, std::int64_t axis, std::size_t arg) {
   if (x.is_batched()) {
     if (axis != 0)

@@ -9,7 +9,8 @@
 //
 // in_axes: one entry per argument, the axis to map over, or vt::not_mapped; empty maps axis 0 of
 // every argument. An argument that is already batched is mapped over its batch (in_axes 0).
-// Nested vmap (mapping a batched tensor over another axis) is refused with an error.
+// Nested vmap (vmap inside a vmap body, or mapping a batched tensor over another axis) is refused
+// with an error.
 #include <optional>
 #include <vector>
 
@@ -26,6 +27,14 @@ using InAxes = std::vector<std::optional<std::int64_t>>;
 inline constexpr std::int64_t batched_out = -1;
 
 namespace detail {
+// Marks a vmap body running on this thread; vmap refuses to start inside one (no nested vmap).
+struct VmapBody {
+  VmapBody();
+  ~VmapBody();
+  VmapBody(const VmapBody&) = delete;
+  VmapBody& operator=(const VmapBody&) = delete;
+  PerExampleScope per_example;
+};
 // x with `axis` made its batch (a no-op for axis 0 of a batched tensor).
 Tensor map_axis(const Tensor& x, std::int64_t axis, std::size_t arg);
 // A result of the mapped function, made batched (copies for results that ignore the batch) and
@@ -51,7 +60,7 @@ auto vmap(F f, InAxes in_axes = {}, std::int64_t out_axes = batched_out) {
     }
     if (!like.defined()) fail("vmap: no argument is mapped");
     auto result = [&] {
-      PerExampleScope scope;
+      detail::VmapBody body;
       return std::apply(f, in);
     }();
     std::vector<Tensor> flat = detail::flatten(result);

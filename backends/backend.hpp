@@ -88,8 +88,8 @@ class Backend {
   virtual void trsm(const TrsmArgs& args) = 0;
   // Reverse mode of the factorization, in place (Murray 2016, blocked): g holds the cotangent of
   // each lower factor L_i on entry and the symmetric cotangent of A_i on exit.
-  virtual void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, void* g,
-                                 std::int64_t stride) = 0;
+  virtual void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l,
+                                 std::int64_t stride_l, void* g, std::int64_t stride_g) = 0;
 };
 
 Backend& backend_for(Device device);

@@ -63,8 +63,8 @@ const OpDef cholesky_backward_op{"cholesky_backward",
                                    const Shape batch(k.out.shape.begin(), k.out.shape.end() - 2);
                                    std::shared_ptr<Storage> scratch;
                                    const MatrixOperand l = matrix_operand(k.backend, k.in[0], batch, n, n, scratch);
-                                   if (l.stride == 0 && numel(batch) > 1) fail("cholesky_backward: internal error, broadcast factor");
-                                   k.backend.cholesky_backward(k.out.dtype, numel(batch), n, l.data, k.out.data, n * n);
+                                   k.backend.cholesky_backward(k.out.dtype, numel(batch), n, l.data, l.stride, k.out.data,
+                                                               n * n);
                                  },
                                  nullptr};
 

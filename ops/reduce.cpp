@@ -95,6 +95,9 @@ Tensor max(const Tensor& x, const Axes& axes, bool keepdims) {
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
+  if (x.ndim() < shape.size() || broadcast_shapes(shape, x.shape(), "sum_to") != x.shape())
+    fail("sum_to: shape {} does not broadcast to {}, so {} cannot be summed to it", to_string(shape),
+         to_string(x.shape()), to_string(x.shape()));
   const std::size_t extra = x.ndim() - shape.size();
   Axes axes;
   for (std::size_t d = 0; d < x.ndim(); ++d)

@@ -69,3 +69,8 @@ TEST_CASE("misuse of tensors is an error, not a crash", "[errors]") {
   CHECK_THAT(error_of([] { mean(ones({0})); }), Catch::Contains("mean"));
   CHECK_THAT(error_of([] { max(ones({0})); }), Catch::Contains("max"));
 }
+
+TEST_CASE("sum_to names itself and both shapes when they do not broadcast", "[errors]") {
+  CHECK_THAT(error_of([] { sum_to(ones({3}), {2, 3}); }), Catch::Contains("sum_to") && Catch::Contains("[2, 3]"));
+  CHECK_THAT(error_of([] { sum_to(ones({2, 3}), {4}); }), Catch::Contains("sum_to"));
+}

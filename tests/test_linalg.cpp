@@ -301,3 +301,9 @@ TEST_CASE("second derivatives through cholesky, cho_solve and logdet", "[linalg]
     check_gradients([&](auto& v) { return grad(loss)(v[0]); }, {spd({}, 7, 97)}, 1e-5, 1e-6);
   }
 }
+
+TEST_CASE("a non-finite pivot before a failing one is the one reported", "[linalg][cholesky]") {
+  const Tensor a = diag(Tensor::from_vector({std::numeric_limits<double>::infinity(), -1, 1}, {3}));
+  CHECK_THAT(error_of([&] { cholesky(a); }), Catch::Contains("order 1"));
+  require_close(cholesky_checked(a).info, {1});
+}

@@ -253,3 +253,64 @@ TEST_CASE("npy files round-trip and bad files are clear errors", "[npy]") {
   CHECK_THAT(error_of([&] { load_npy("/nonexistent/x.npy"); }), Catch::Contains("cannot open"));
   std::remove(path.c_str());
 }
+
+// ---------------------------------------------------------------- regressions found in review
+TEST_CASE("jit: several reassociated matmul chains in one plan", "[jit]") {
+  const std::int64_t n = 40, k = 2;
+  auto g = [](const Tensor& P, const Tensor& Q, const Tensor& Y, const Tensor& R, const Tensor& S, const Tensor& U,
+              const Tensor& V) { return std::pair{matmul(matmul(P, Q), Y), matmul(matmul(R, S), matmul(U, V))}; };
+  const Tensor P = randn({n, k}, 1), Q = randn({k, n}, 2), Y = randn({n, 3}, 3), R = randn({n, k}, 4),
+               S = randn({k, n}, 5), U = randn({n, k}, 6), V = randn({k, n}, 7);
+  auto j = jit(g);
+  CHECK(j.compile(P, Q, Y, R, S, U, V).reassociated >= 2);
+  const auto [a, b] = j(P, Q, Y, R, S, U, V);
+  const auto [ea, eb] = g(P, Q, Y, R, S, U, V);
+  require_close(a, ea, 1e-12);
+  require_close(b, eb, 1e-12);
+}
+
+TEST_CASE("jit: in-place reuse never overwrites an input that is still broadcast", "[jit]") {
+  const Tensor v = Tensor::from_vector({1, 2, 3, 4}, {4});
+  auto f = [&](const Tensor& p) { return sum(square(exp(sum(p)) * v), {0}); };
+  const Tensor X = as_batch(randn({3, 2}, 8) * 0.3);
+  require_close(unbatch(jit(vmap(f))(X)), unbatch(vmap(f)(X)), 1e-12);
+  auto g = [](const Tensor& x, const Tensor& y) { return x * 2.0 + y; };
+  const Tensor x = Tensor::from_vector({1, 2}, {2, 1}), y = Tensor::from_vector({10, 20}, {1, 2});
+  require_close(jit(g)(x, y), g(x, y), 0.0);
+}
+
+TEST_CASE("per-example gradients with respect to an unmapped argument stay per example", "[vmap][grad]") {
+  const Tensor P = randn({3, 4}, 9), F = randn({4}, 10);
+  auto f = [](const Tensor& p, const Tensor& w) { return sum(p * w * w); };
+  const auto g = vmap(grad(f, {0, 1}), {0, not_mapped})(P, F);
+  for (std::int64_t i = 0; i < 3; ++i) {
+    const auto gi = grad(f, {0, 1})(row(P, i), F);
+    require_close(row(unbatch(g[0]), i), gi[0], 1e-14);
+    require_close(row(unbatch(g[1]), i), gi[1], 1e-14);
+  }
+}
+
+TEST_CASE("grad of grad through a captured variable", "[autodiff]") {
+  const Tensor two = Tensor::scalar(2.0);
+  auto inner = [&](const Tensor& s) { return grad([&](const Tensor& x) { return x * x * s; })(two); };
+  CHECK(grad(inner)(Tensor::scalar(3.0)).item() == 4.0);  // d/ds (2 x s at x = 2) = 4
+}
+
+TEST_CASE("jit inside grad and inside vmap behaves like the function", "[jit][vmap][grad]") {
+  auto j = jit([](const Tensor& x) { return sum(log1p(x * x)); });
+  const Tensor x = Tensor::from_vector({1, 2, 3}, {3});
+  require_close(grad([&](const Tensor& a) { return j(a); })(x), grad([](const Tensor& a) { return sum(log1p(a * a)); })(x), 1e-14);
+  const Tensor X = randn({3, 2}, 11);
+  j(as_batch(X));  // a plan where the reduction includes the batch...
+  const Tensor per_example = vmap([&](const Tensor& p) { return j(p); })(X);  // ...is not reused per example
+  for (std::int64_t i = 0; i < 3; ++i)
+    CHECK(per_example.to_vector<double>()[static_cast<std::size_t>(i)] == Approx(sum(log1p(square(row(X, i)))).item()));
+}
+
+TEST_CASE("nested vmap and unmatched seeds", "[vmap][errors]") {
+  const Tensor X = randn({2, 3, 4}, 12);
+  CHECK_THAT(error_of([&] { vmap([](const Tensor& a) { return vmap([](const Tensor& b) { return sum(b); })(a); })(X); }),
+             Catch::Contains("nested vmap"));
+  auto [out, pullback] = vjp([](const Tensor& a) { return vmap([](const Tensor& p) { return sum(p); })(a); }, randn({2, 3}, 13));
+  require_close(pullback(ones({}))[0], ones({2, 3}), 0.0);  // an unbatched cotangent is the same for every example
+}

@@ -25,8 +25,8 @@ class CpuBackend final : public Backend {
   void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
                 std::int64_t stride_l, std::int32_t* info) override;
   void trsm(const TrsmArgs& args) override;
-  void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, void* g,
-                         std::int64_t stride) override;
+  void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
+                         void* g, std::int64_t stride_g) override;
   ~CpuBackend() override;
 
  private:

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include <Eigen/Core>
+
 #include "../../core/error.hpp"
 #include "cpu_backend.hpp"
 #include "strided.hpp"
@@ -16,30 +18,52 @@ namespace {
 template <class T>
 T* ptr(const View& v) { return static_cast<T*>(v.data); }
 
+// Rows as Eigen arrays, so that contiguous rows use Eigen's vectorised math (exp, log, ...);
+// strided rows fall back to strided maps of the same expressions.
+template <class T>
+using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T>
+using ConstRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+template <class T>
+using StridedRow = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>, 0, Eigen::InnerStride<>>;
+template <class T>
+using ConstStridedRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, 0, Eigen::InnerStride<>>;
+
+// y = fn(x) elementwise, fn an expression on Eigen arrays.
 template <class T, class Fn>
 void map1(const View& in, const View& out, Fn fn) {
   const T* x = ptr<T>(in);
   T* y = ptr<T>(out);
   for_each_row<2>(out.shape, {&in.strides, &out.strides}, [&](auto off, std::int64_t len, auto inner) {
-    const T* xr = x + off[0];
-    T* yr = y + off[1];
-    for (std::int64_t i = 0; i < len; ++i) yr[i * inner[1]] = fn(xr[i * inner[0]]);
+    if (inner[0] == 1 && inner[1] == 1) {
+      Row<T>(y + off[1], len) = fn(ConstRow<T>(x + off[0], len));
+    } else if (inner[0] == 0) {  // one input value for the whole row
+      StridedRow<T>(y + off[1], len, Eigen::InnerStride<>(inner[1])) =
+          fn(Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, x[off[0]]));
+    } else {
+      StridedRow<T>(y + off[1], len, Eigen::InnerStride<>(inner[1])) =
+          fn(ConstStridedRow<T>(x + off[0], len, Eigen::InnerStride<>(inner[0])));
+    }
   });
 }
 
+// y = fn(a, b) elementwise; an operand constant along the row is passed as a scalar.
 template <class T, class Fn>
 void map2(const View& a, const View& b, const View& out, Fn fn) {
   const T* x = ptr<T>(a);
   const T* z = ptr<T>(b);
   T* y = ptr<T>(out);
   for_each_row<3>(out.shape, {&a.strides, &b.strides, &out.strides}, [&](auto off, std::int64_t len, auto inner) {
-    const T* xr = x + off[0];
-    const T* zr = z + off[1];
-    T* yr = y + off[2];
-    if (inner[0] == 1 && inner[1] == 1 && inner[2] == 1) {
-      for (std::int64_t i = 0; i < len; ++i) yr[i] = fn(xr[i], zr[i]);
+    if (inner[2] == 1 && inner[0] == 1 && inner[1] == 1) {
+      Row<T>(y + off[2], len) = fn(ConstRow<T>(x + off[0], len), ConstRow<T>(z + off[1], len));
+    } else if (inner[2] == 1 && inner[0] == 1 && inner[1] == 0) {
+      Row<T>(y + off[2], len) = fn(ConstRow<T>(x + off[0], len), Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, z[off[1]]));
+    } else if (inner[2] == 1 && inner[0] == 0 && inner[1] == 1) {
+      Row<T>(y + off[2], len) = fn(Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, x[off[0]]), ConstRow<T>(z + off[1], len));
     } else {
-      for (std::int64_t i = 0; i < len; ++i) yr[i * inner[2]] = fn(xr[i * inner[0]], zr[i * inner[1]]);
+      auto stride = [](std::int64_t s) { return Eigen::InnerStride<>(s); };
+      StridedRow<T>(y + off[2], len, stride(inner[2])) =
+          fn(ConstStridedRow<T>(x + off[0], len, stride(inner[0])), ConstStridedRow<T>(z + off[1], len, stride(inner[1])));
     }
   });
 }
@@ -135,17 +159,18 @@ void CpuBackend::unary(UnaryKind kind, const View& in, const View& out) {
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
     switch (kind) {
-      case UnaryKind::neg: return map1<T>(in, out, [](T x) { return -x; });
-      case UnaryKind::exp: return map1<T>(in, out, [](T x) { return std::exp(x); });
-      case UnaryKind::log: return map1<T>(in, out, [](T x) { return std::log(x); });
-      case UnaryKind::log1p: return map1<T>(in, out, [](T x) { return std::log1p(x); });
-      case UnaryKind::sqrt: return map1<T>(in, out, [](T x) { return std::sqrt(x); });
-      case UnaryKind::square: return map1<T>(in, out, [](T x) { return x * x; });
-      case UnaryKind::sin: return map1<T>(in, out, [](T x) { return std::sin(x); });
-      case UnaryKind::cos: return map1<T>(in, out, [](T x) { return std::cos(x); });
-      case UnaryKind::tanh: return map1<T>(in, out, [](T x) { return std::tanh(x); });
-      case UnaryKind::abs: return map1<T>(in, out, [](T x) { return std::abs(x); });
-      case UnaryKind::sign: return map1<T>(in, out, [](T x) { return static_cast<T>((x > 0) - (x < 0)); });
+      case UnaryKind::neg: return map1<T>(in, out, [](const auto& x) { return -x; });
+      case UnaryKind::exp: return map1<T>(in, out, [](const auto& x) { return x.exp(); });
+      case UnaryKind::log: return map1<T>(in, out, [](const auto& x) { return x.log(); });
+      case UnaryKind::log1p: return map1<T>(in, out, [](const auto& x) { return x.log1p(); });
+      case UnaryKind::sqrt: return map1<T>(in, out, [](const auto& x) { return x.sqrt(); });
+      case UnaryKind::square: return map1<T>(in, out, [](const auto& x) { return x.square(); });
+      case UnaryKind::sin: return map1<T>(in, out, [](const auto& x) { return x.sin(); });
+      case UnaryKind::cos: return map1<T>(in, out, [](const auto& x) { return x.cos(); });
+      case UnaryKind::tanh: return map1<T>(in, out, [](const auto& x) { return x.tanh(); });
+      case UnaryKind::abs: return map1<T>(in, out, [](const auto& x) { return x.abs(); });
+      case UnaryKind::sign:
+        return map1<T>(in, out, [](const auto& x) { return x.unaryExpr([](T v) { return static_cast<T>((v > 0) - (v < 0)); }); });
     }
   });
 }
@@ -156,15 +181,21 @@ void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const Vie
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
     switch (kind) {
-      case BinaryKind::add: return map2<T>(a, b, out, [](T x, T y) { return x + y; });
-      case BinaryKind::sub: return map2<T>(a, b, out, [](T x, T y) { return x - y; });
-      case BinaryKind::mul: return map2<T>(a, b, out, [](T x, T y) { return x * y; });
-      case BinaryKind::div: return map2<T>(a, b, out, [](T x, T y) { return x / y; });
-      case BinaryKind::pow: return map2<T>(a, b, out, [](T x, T y) { return std::pow(x, y); });
-      case BinaryKind::maximum: return map2<T>(a, b, out, [](T x, T y) { return x > y || std::isnan(x) ? x : y; });
-      case BinaryKind::less: return map2<T>(a, b, out, [](T x, T y) { return static_cast<T>(x < y); });
-      case BinaryKind::greater: return map2<T>(a, b, out, [](T x, T y) { return static_cast<T>(x > y); });
-      case BinaryKind::equal: return map2<T>(a, b, out, [](T x, T y) { return static_cast<T>(x == y); });
+      case BinaryKind::add: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x + y; });
+      case BinaryKind::sub: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x - y; });
+      case BinaryKind::mul: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x * y; });
+      case BinaryKind::div: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x / y; });
+      case BinaryKind::pow: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x.pow(y); });
+      case BinaryKind::maximum:
+        return map2<T>(a, b, out, [](const auto& x, const auto& y) {
+          return x.binaryExpr(y, [](T u, T v) { return u > v || std::isnan(u) ? u : v; });
+        });
+      case BinaryKind::less:
+        return map2<T>(a, b, out, [](const auto& x, const auto& y) { return (x < y).template cast<T>(); });
+      case BinaryKind::greater:
+        return map2<T>(a, b, out, [](const auto& x, const auto& y) { return (x > y).template cast<T>(); });
+      case BinaryKind::equal:
+        return map2<T>(a, b, out, [](const auto& x, const auto& y) { return (x == y).template cast<T>(); });
     }
   });
 }

@@ -79,9 +79,13 @@ void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const
       if (src != dst) std::copy(src, src + n * n, dst);
       Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> c(dst, n, n);  // = A^T
       Eigen::Index failed = cholesky_upper(c);
-      // NaN passes the positivity test; report the first non-finite pivot the same way.
-      for (Eigen::Index j = 0; failed < 0 && j < n; ++j)
-        if (!std::isfinite(c(j, j))) failed = j;
+      // NaN passes the positivity test: report the first non-finite pivot the same way, or the
+      // failure, whichever comes first.
+      for (Eigen::Index j = 0; j < (failed < 0 ? n : failed); ++j)
+        if (!std::isfinite(c(j, j))) {
+          failed = j;
+          break;
+        }
       info[i] = failed < 0 ? 0 : static_cast<std::int32_t>(failed + 1);
       c.template triangularView<Eigen::StrictlyLower>().setZero();  // A's strict upper triangle
     }
@@ -173,15 +177,15 @@ void cholesky_backward_one(const ConstMapMat<T>& l, MapMat<T>& g, Eigen::Index n
 
 }  // namespace
 
-void CpuBackend::cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, void* g,
-                                   std::int64_t stride) {
+void CpuBackend::cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l,
+                                   std::int64_t stride_l, void* g, std::int64_t stride_g) {
   visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     const Eigen::Index nb = n > 64 ? 64 : std::max<Eigen::Index>(n, 1);
 #pragma omp parallel for schedule(dynamic) if (count > 1)
     for (std::int64_t i = 0; i < count; ++i) {
-      ConstMapMat<T> li(static_cast<const T*>(l) + i * stride, n, n);
-      MapMat<T> gi(static_cast<T*>(g) + i * stride, n, n);
+      ConstMapMat<T> li(static_cast<const T*>(l) + i * stride_l, n, n);
+      MapMat<T> gi(static_cast<T*>(g) + i * stride_g, n, n);
       cholesky_backward_one<T>(li, gi, nb);
     }
   });

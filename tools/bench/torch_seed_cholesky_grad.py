@@ -6,11 +6,13 @@ with torch.linalg.cholesky and torch.cholesky_solve on the batched tensor and au
 
     /usr/bin/python3 tools/bench/torch_seed_cholesky_grad.py --nbatch 256 --threads 2 --reps 5
 
-Prints one JSON object: {"torch": version, "threads": ..., "runs": [{"nbatch", "run_ms", "value"}]}.
+Prints one JSON object: {"torch": version, "threads": ..., "runs": [{"nbatch", "run_ms", "value", "peak_rss_mib"}]};
+peak_rss_mib is this process's peak so far.
 """
 import argparse
 import json
 import math
+import resource
 import time
 
 import torch
@@ -26,7 +28,7 @@ def fourier(nobs, ngp):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nbatch", default="256")
     ap.add_argument("--nobs", type=int, default=256)
     ap.add_argument("--ngp", type=int, default=64)
@@ -57,7 +59,8 @@ def main():
             value, _ = value_and_grad(P)
             times.append((time.perf_counter() - t0) * 1e3)
         times.sort()
-        runs.append({"nbatch": b, "run_ms": times[len(times) // 2], "value": value})
+        runs.append({"nbatch": b, "run_ms": times[len(times) // 2], "value": value,
+                     "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
     print(json.dumps({"torch": torch.__version__, "threads": args.threads, "runs": runs}))
 
 
