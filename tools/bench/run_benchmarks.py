@@ -31,8 +31,8 @@ def log(msg):
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def run_json(cmd, env=None):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+def run_json(cmd, env=None, timeout=None):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, timeout=timeout).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -71,6 +71,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--max-call-seconds", type=float, default=20.0,
                     help="stop JAX or PyTorch after the first batch size whose calls take longer than this")
+    ap.add_argument("--peer-timeout", type=float, default=300.0,
+                    help="give up on a JAX or PyTorch process (compile and all its calls) after this many seconds")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs"))
     ap.add_argument("--skip-build", action="store_true")
     args = ap.parse_args()
@@ -103,15 +105,20 @@ def main():
                 continue
             log(f"B={b}: {name}")
             try:
-                r = run_json(cmd + ["--nbatch", str(b), "--reps", str(min(args.reps, 3))])
+                r = run_json(cmd + ["--nbatch", str(b), "--reps", str(min(args.reps, 3))], timeout=args.peer_timeout)
+            except subprocess.TimeoutExpired:
+                stopped[name] = f"did not finish B = {b} within {args.peer_timeout:.0f} s (compile and calls) and was stopped"
+                log(f"{name}: {stopped[name]}")
+                continue
             except (subprocess.CalledProcessError, FileNotFoundError, json.JSONDecodeError) as e:
                 log(f"{name} failed: {e}")
-                stopped[name] = f"failed at B = {b}"
+                stopped[name] = f"failed at B = {b} ({type(e).__name__})"
                 continue
             results["versions"][name] = r[name]
             results[name].append(r["runs"][0])
             if r["runs"][0]["run_ms"] / 1e3 > args.max_call_seconds:
-                stopped[name] = f"stopped after B = {b}: {r['runs'][0]['run_ms'] / 1e3:.1f} s a call"
+                stopped[name] = (f"stopped after B = {b}: {r['runs'][0]['run_ms'] / 1e3:.1f} s a call, over the "
+                                 f"{args.max_call_seconds:.0f} s limit that keeps the run to a sane time")
                 log(f"{name}: {stopped[name]}")
     results["stopped"] = stopped
     with open(os.path.join(args.out, "benchmarks.json"), "w") as f:
@@ -176,7 +183,7 @@ def report(res, out, command):
         lines[-1] += (f"{j['run_ms'] / vt[b]['run_ms']:.2f} | " if j else "- | ")
         lines[-1] += (f"{t['run_ms'] / vt[b]['run_ms']:.1f} |" if t else "- |")
     for name, why in res.get("stopped", {}).items():
-        lines += ["", f"{'JAX' if name == 'jax' else 'PyTorch'} {why} (the limit per call keeps the run to a sane time)."]
+        lines += ["", f"{'JAX' if name == 'jax' else 'PyTorch'} {why}."]
     lines += ["", "![run time](bench_run.png)", "", "## Peak resident memory (MiB, whole process)", "",
               "| B | vtape | JAX | PyTorch |", "| ---: | ---: | ---: | ---: |"]
     for b in sorted(vt):
