@@ -142,7 +142,8 @@ template <class T>
 void cholesky_backward_one(const ConstMapMat<T>& l, MapMat<T>& g, Eigen::Index nb) {
   const Eigen::Index n = l.rows();
   g.template triangularView<Eigen::StrictlyUpper>().setZero();
-  RowMat<T> sym(nb, nb);
+  thread_local RowMat<T> sym;  // workspace, allocated once per thread, not per matrix
+  sym.resize(nb, nb);
   for (Eigen::Index k = n; k > 0; k -= nb) {
     const Eigen::Index j = std::max<Eigen::Index>(0, k - nb), w = k - j, rest = n - k;
     auto r = l.block(j, 0, w, j);
