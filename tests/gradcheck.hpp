@@ -101,6 +101,17 @@ inline void require_close(const Tensor& a, const std::vector<double>& expected, 
   }
 }
 
+// The message of the vt::Error that f raises, or "no error".
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const vt::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 inline void require_close(const Tensor& a, const Tensor& b, double tol = 1e-12) {
   REQUIRE(a.shape() == b.shape());
   require_close(a, b.to_vector<double>(), tol);

@@ -2,18 +2,7 @@
 #include "gradcheck.hpp"
 
 using namespace vt;
-
-namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const vt::Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-}  // namespace
+using vt::testing::error_of;
 
 TEST_CASE("shape mismatches name the op and both shapes", "[errors]") {
   const std::string add_error = error_of([] { add(ones({2, 3}), ones({4})); });

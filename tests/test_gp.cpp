@@ -7,19 +7,11 @@
 #include "gradcheck.hpp"
 
 using namespace vt;
+using vt::testing::error_of;
 using vt::testing::check_gradients;
 using vt::testing::require_close;
 
 namespace {
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const vt::Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 gp::Series co2() { return gp::read_csv(std::string(VTAPE_EXAMPLE_DATA) + "/co2_monthly.csv"); }
 }  // namespace

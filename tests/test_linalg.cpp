@@ -6,6 +6,7 @@
 #include "gradcheck.hpp"
 
 using namespace vt;
+using vt::testing::error_of;
 using vt::testing::check_directional;
 using vt::testing::check_gradients;
 using vt::testing::Fn;
@@ -42,15 +43,6 @@ double max_abs(const Tensor& x) { return max(abs(x)).item(); }
 
 Tensor load(const std::string& name) { return load_npy(std::string(VTAPE_TEST_DATA) + "/linalg/" + name + ".npy"); }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const vt::Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 }  // namespace
 

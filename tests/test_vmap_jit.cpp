@@ -6,6 +6,7 @@
 #include "gradcheck.hpp"
 
 using namespace vt;
+using vt::testing::error_of;
 using vt::testing::check_gradients;
 using vt::testing::require_close;
 
@@ -32,15 +33,6 @@ Tensor gp_func(const Tensor& p, const Tensor& F) {  // the JAX-issue likelihood,
   return mean(cho_solve(cho_factor(A), ones({F.shape(0)})));
 }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const vt::Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 }  // namespace
 
