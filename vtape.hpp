@@ -13,3 +13,4 @@
 #include "ops/linalg.hpp"
 #include "ops/matmul.hpp"
 #include "ops/reduce.hpp"
+#include "ops/transfer.hpp"

@@ -94,7 +94,7 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
     if (!fresh) it->second = add(it->second, g);
   };
   for (std::size_t i = 0; i < outputs.size(); ++i) {
-    const Tensor seed = cotangents.empty() ? ones(outputs[i].shape(), outputs[i].dtype()) : cotangents[i];
+    const Tensor seed = cotangents.empty() ? ones(outputs[i].shape(), outputs[i].dtype(), outputs[i].device()) : cotangents[i];
     if (seed.shape() != outputs[i].shape())
       fail("vjp: cotangent of shape {} for an output of shape {}", to_string(seed.shape()),
            to_string(outputs[i].shape()));
@@ -126,7 +126,7 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
   for (const Tensor& w : wrt) {
     const auto found = cot.find(w.impl_ptr().get());
     result.push_back(
-        match_batching(found != cot.end() ? found->second : zeros(w.shape(), w.dtype()), w, per_example_outputs));
+        match_batching(found != cot.end() ? found->second : zeros(w.shape(), w.dtype(), w.device()), w, per_example_outputs));
   }
   return result;
 }

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "../core/dtype.hpp"
 #include "../core/shape.hpp"
@@ -17,9 +18,18 @@ enum class DeviceKind { cpu, cuda };
 struct Device {
   DeviceKind kind = DeviceKind::cpu;
   int index = 0;
+  static Device cpu() { return {}; }
+  static Device cuda(int index = 0) { return {DeviceKind::cuda, index}; }
   friend bool operator==(const Device&, const Device&) = default;
 };
 std::string to_string(Device d);  // "cpu", "cuda:0"
+// "cpu", "cuda" (= cuda:0) or "cuda:N"; raises vt::Error on anything else.
+Device parse_device(std::string_view text);
+
+// Whether this build has the CUDA backend, and how many CUDA devices the process can use (0 when
+// the build has no CUDA, no driver is loaded or no device is present; never raises).
+bool built_with_cuda();
+int cuda_device_count();
 
 // A strided window over device memory, in elements. A stride of 0 broadcasts.
 struct View {
@@ -92,6 +102,13 @@ class Backend {
                                  std::int64_t stride_l, void* g, std::int64_t stride_g) = 0;
 };
 
+// The backend that owns a device's memory and kernels. Raises vt::Error, naming the device, when it
+// is not available (a build without CUDA, no driver, no such device).
 Backend& backend_for(Device device);
+
+// Routes a device to another backend from now on (nullptr restores the built-in one). The tests
+// use it to run the device-placement logic on CPUs through a stand-in whose memory the host
+// cannot read; it is not meant to be called while other threads run ops.
+void register_backend(Device device, Backend* backend);
 
 }  // namespace vt

@@ -92,7 +92,9 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
   impl->shape = out.shape;
   impl->batched = out.batched;
   impl->batch = out.batched ? batch : 0;
-  impl->device = inputs.empty() ? Device{} : inputs[0].device();
+  impl->device = op.moves_device ? Device{static_cast<DeviceKind>(attrs.ints[0]), static_cast<int>(attrs.ints[1])}
+                 : inputs.empty()  ? Device{}
+                                   : inputs[0].device();
   impl->tracked = tracked && op.adjoint != nullptr;
 
   if (!symbolic && op.aliases_input) {

@@ -67,6 +67,9 @@ struct OpDef {
   // Bit i set: the forward never reads input i's data (it is there for the adjoint or the type),
   // so a plan need not keep that buffer alive for this use.
   std::uint32_t handle_inputs = 0;
+  // The output lives on the device given by attrs.ints[0] (kind) and ints[1] (index), not on the
+  // inputs' device (to_device); the forward gets that device's backend.
+  bool moves_device = false;
 };
 
 struct Node {

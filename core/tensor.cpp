@@ -6,6 +6,7 @@
 
 #include "../ops/elementwise.hpp"
 #include "../ops/layout.hpp"
+#include "../ops/transfer.hpp"
 
 namespace vt {
 
@@ -61,15 +62,15 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
-Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, DType dtype) {
+Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, DType dtype, Device device) {
   if (static_cast<std::int64_t>(values.size()) != vt::numel(shape))
     fail("from_vector: {} values do not fill shape {}", values.size(), to_string(shape));
   Tensor src = Tensor::from_blob(const_cast<double*>(values.data()), shape, DType::f64);
   Tensor out = Tensor::empty(shape, dtype);
   backend_for(Device{}).copy(view_of(src), view_of(out));
-  return out;
+  return device == Device{} ? out : to_device(out, device);
 }
-Tensor Tensor::scalar(double value, DType dtype) { return full({}, value, dtype); }
+Tensor Tensor::scalar(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
 
 Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner) {
   auto impl = std::make_shared<TensorImpl>();
@@ -87,9 +88,10 @@ std::vector<T> Tensor::to_vector() const {
   Tensor host = from_blob(out.data(), v.shape, dtype_of<T>());
   if (device().kind == DeviceKind::cpu) {
     backend_for(device()).copy(v, view_of(host));
-  } else {
-    Tensor same = dtype() == dtype_of<T>() ? *this : astype(dtype_of<T>());
-    backend_for(device()).to_host(out.data(), same.raw_data(), out.size() * sizeof(T));
+  } else {  // converted on the device, then one copy to the host
+    const Storage same(device(), out.size() * sizeof(T));
+    backend_for(device()).copy(v, View{dtype_of<T>(), same.data, v.shape, v.strides});
+    backend_for(device()).to_host(out.data(), same.data, out.size() * sizeof(T));
   }
   return out;
 }
@@ -115,13 +117,15 @@ T Tensor::at(std::initializer_list<std::int64_t> index) const {
     if (k < 0 || k >= shape()[i]) fail("at: index {} out of range for axis {} of shape {}", k, i, to_string(shape()));
     flat += k * strides[i++];
   }
-  T value;
-  Tensor one = from_blob(&value, {}, dtype_of<T>());
+  // One element on the tensor's device, converted there, then copied to the host.
+  Tensor one = Tensor::empty({}, dtype_of<T>(), device());
   View src = view_of(*this);
   src.data = static_cast<char*>(src.data) + flat * size_of(dtype());
   src.shape = {};
   src.strides = {};
   backend_for(device()).copy(src, view_of(one));
+  T value;
+  backend_for(device()).to_host(&value, one.raw_data(), sizeof(T));
   return value;
 }
 template float Tensor::at<float>(std::initializer_list<std::int64_t>) const;
@@ -134,56 +138,57 @@ Tensor Tensor::t() const {
 Tensor Tensor::operator-() const { return neg(*this); }
 Tensor Tensor::astype(DType d) const { return vt::astype(*this, d); }
 Tensor Tensor::reshape(const Shape& s) const { return vt::reshape(*this, s); }
+Tensor Tensor::to(Device d) const { return to_device(*this, d); }
 
 // ------------------------------------------------------------------ creation
-Tensor full(const Shape& shape, double value, DType dtype) {
-  Tensor out = Tensor::empty(shape, dtype);
-  backend_for(out.device()).fill(view_of(out), value);
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor out = Tensor::empty(shape, dtype, device);
+  backend_for(device).fill(view_of(out), value);
   return out;
 }
-Tensor zeros(const Shape& shape, DType dtype) { return full(shape, 0.0, dtype); }
-Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
 
-Tensor eye(std::int64_t n, DType dtype) {
+Tensor eye(std::int64_t n, DType dtype, Device device) {
   if (n < 0) fail("eye: negative size {}", n);
-  Tensor out = zeros({n, n}, dtype);
+  Tensor out = zeros({n, n}, dtype, device);
   View diagonal = view_of(out);
   diagonal.shape = {n};
   diagonal.strides = {n + 1};
-  backend_for(out.device()).fill(diagonal, 1.0);
+  backend_for(device).fill(diagonal, 1.0);
   return out;
 }
 
-Tensor arange(double start, double stop, double step, DType dtype) {
+Tensor arange(double start, double stop, double step, DType dtype, Device device) {
   if (step == 0) fail("arange: step must be nonzero");
   const auto n = static_cast<std::int64_t>(std::max(0.0, std::ceil((stop - start) / step)));
   std::vector<double> v(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * step;
-  return Tensor::from_vector(v, {n}, dtype);
+  return Tensor::from_vector(v, {n}, dtype, device);
 }
 
-Tensor linspace(double start, double stop, std::int64_t num, DType dtype) {
+Tensor linspace(double start, double stop, std::int64_t num, DType dtype, Device device) {
   if (num < 0) fail("linspace: negative number of samples {}", num);
   std::vector<double> v(static_cast<std::size_t>(num));
   for (std::int64_t i = 0; i < num; ++i)
     v[i] = num == 1 ? start : start + (stop - start) * static_cast<double>(i) / static_cast<double>(num - 1);
-  return Tensor::from_vector(v, {num}, dtype);
+  return Tensor::from_vector(v, {num}, dtype, device);
 }
 
-Tensor randn(const Shape& shape, std::uint64_t seed, DType dtype) {
+Tensor randn(const Shape& shape, std::uint64_t seed, DType dtype, Device device) {
   std::mt19937_64 gen(seed);
   std::normal_distribution<double> dist;
   std::vector<double> v(static_cast<std::size_t>(vt::numel(shape)));
   for (auto& x : v) x = dist(gen);
-  return Tensor::from_vector(v, shape, dtype);
+  return Tensor::from_vector(v, shape, dtype, device);
 }
 
-Tensor rand(const Shape& shape, std::uint64_t seed, DType dtype) {
+Tensor rand(const Shape& shape, std::uint64_t seed, DType dtype, Device device) {
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<double> dist;
   std::vector<double> v(static_cast<std::size_t>(vt::numel(shape)));
   for (auto& x : v) x = dist(gen);
-  return Tensor::from_vector(v, shape, dtype);
+  return Tensor::from_vector(v, shape, dtype, device);
 }
 
 }  // namespace vt

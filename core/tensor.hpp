@@ -55,10 +55,11 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  // ---- creation (float64 unless a dtype is given)
+  // ---- creation (float64 on the CPU unless a dtype or device is given)
   static Tensor empty(const Shape& shape, DType dtype = DType::f64, Device device = {});
-  static Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f64);
-  static Tensor scalar(double value, DType dtype = DType::f64);
+  static Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f64,
+                            Device device = {});
+  static Tensor scalar(double value, DType dtype = DType::f64, Device device = {});
   // Copies any Eigen matrix or vector (column vectors become rank 1).
   template <class Derived>
   static Tensor from_eigen(const Eigen::MatrixBase<Derived>& m);
@@ -78,7 +79,7 @@ class Tensor {
   std::int64_t batch_size() const;  // B of a batched tensor
   bool is_symbolic() const { return impl().storage == nullptr; }
 
-  // ---- element access (copies to the host; for tests and small results)
+  // ---- element access (copies to the host from any device; for tests and small results)
   template <class T = double> T item() const;                       // a one-element tensor
   template <class T = double> T at(std::initializer_list<std::int64_t> index) const;
   template <class T = double> std::vector<T> to_vector() const;     // every element, row-major, batch first
@@ -86,7 +87,8 @@ class Tensor {
   template <class T>
   Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> as_eigen() const;
 
-  // Raw pointer to the first element (contiguous row-major), for backends and interop.
+  // Raw pointer to the first element (contiguous row-major) in the memory of the tensor's device,
+  // for backends and interop.
   const void* raw_data() const;
   template <class T> const T* data() const;
 
@@ -95,6 +97,7 @@ class Tensor {
   Tensor operator-() const;
   Tensor astype(DType dtype) const;
   Tensor reshape(const Shape& shape) const;
+  Tensor to(Device device) const;  // vt::to_device
 
   TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
@@ -103,16 +106,17 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
-// Creation ops; every one takes an optional dtype (float64 by default).
-Tensor zeros(const Shape& shape, DType dtype = DType::f64);
-Tensor ones(const Shape& shape, DType dtype = DType::f64);
-Tensor full(const Shape& shape, double value, DType dtype = DType::f64);
-Tensor eye(std::int64_t n, DType dtype = DType::f64);
-Tensor arange(double start, double stop, double step = 1.0, DType dtype = DType::f64);
-Tensor linspace(double start, double stop, std::int64_t num, DType dtype = DType::f64);
-// Standard normal / uniform [0, 1) samples from a seeded generator (reproducible across runs).
-Tensor randn(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64);
-Tensor rand(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64);
+// Creation ops; every one takes an optional dtype (float64 by default) and device (the CPU).
+Tensor zeros(const Shape& shape, DType dtype = DType::f64, Device device = {});
+Tensor ones(const Shape& shape, DType dtype = DType::f64, Device device = {});
+Tensor full(const Shape& shape, double value, DType dtype = DType::f64, Device device = {});
+Tensor eye(std::int64_t n, DType dtype = DType::f64, Device device = {});
+Tensor arange(double start, double stop, double step = 1.0, DType dtype = DType::f64, Device device = {});
+Tensor linspace(double start, double stop, std::int64_t num, DType dtype = DType::f64, Device device = {});
+// Standard normal / uniform [0, 1) samples from a seeded generator (reproducible across runs and
+// devices: they are drawn on the host).
+Tensor randn(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64, Device device = {});
+Tensor rand(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64, Device device = {});
 
 // The physical view of a tensor's data as [B, ...shape] when batched, else shape.
 View view_of(const Tensor& t);

@@ -17,7 +17,7 @@ namespace {
 void cho_solve_forward(const KernelArgs& k) {
   const SolveLayout s = solve_layout(k, 1, 2);
   std::shared_ptr<Storage> scratch;
-  const MatrixOperand l = matrix_operand(k.backend, k.in[1], s.batch, s.n, s.n, scratch);
+  const MatrixOperand l = matrix_operand(k.backend, k.in[1], s.batch, s.n, s.n, scratch, k.batched);
   // L y = b, then L^T x = y, in one pass over the factors.
   k.backend.trsm(TrsmArgs{k.out.dtype, numel(s.batch), s.n, s.k, true, false, true, l.data, l.stride, s.x.data,
                           s.n * s.k});

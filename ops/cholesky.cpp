@@ -62,7 +62,7 @@ const OpDef cholesky_backward_op{"cholesky_backward",
                                    const std::int64_t n = k.out.shape.back();
                                    const Shape batch(k.out.shape.begin(), k.out.shape.end() - 2);
                                    std::shared_ptr<Storage> scratch;
-                                   const MatrixOperand l = matrix_operand(k.backend, k.in[0], batch, n, n, scratch);
+                                   const MatrixOperand l = matrix_operand(k.backend, k.in[0], batch, n, n, scratch, k.batched);
                                    k.backend.cholesky_backward(k.out.dtype, numel(batch), n, l.data, l.stride, k.out.data,
                                                                n * n);
                                  },
@@ -74,7 +74,7 @@ const OpDef cholesky_backward_op{"cholesky_backward",
 std::vector<Tensor> cholesky_adjoint(const Node&, const Tensor& l, const Tensor& g, const std::vector<bool>&) {
   if (!detail::backward_is_differentiable()) return {apply(cholesky_backward_op, {l, g})};
   const Tensor m = matmul(swapaxes(l, -1, -2), g);
-  const Tensor phi = tril(m) - m * eye(l.shape(-1), l.dtype()) * 0.5;
+  const Tensor phi = tril(m) - m * eye(l.shape(-1), l.dtype(), l.device()) * 0.5;
   const Tensor z = triangular_solve(l, phi, /*lower=*/true, /*transpose=*/true);                 // L^-T Phi
   const Tensor a_bar = swapaxes(triangular_solve(l, swapaxes(z, -1, -2), true, true), -1, -2);  // (L^-T Phi) L^-1
   return {(a_bar + swapaxes(a_bar, -1, -2)) * 0.5};
@@ -110,7 +110,7 @@ CheckedCholesky cholesky_checked(const Tensor& a) {
   const Tensor d = stop_gradient(diagonal(l));
   const Tensor failed = sum(1.0 - equal(d, d), {-1});
   const double n = static_cast<double>(a.shape(-1));
-  return {l, where(greater(failed, zeros({}, a.dtype())), (n + 1.0) - failed, zeros({}, a.dtype()))};
+  return {l, where(greater(failed, zeros({}, a.dtype(), a.device())), (n + 1.0) - failed, zeros({}, a.dtype(), a.device()))};
 }
 
 }  // namespace vt

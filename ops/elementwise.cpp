@@ -113,9 +113,9 @@ const OpDef pow_op = in_place({pow_name, broadcast_type<pow_name>, binary_forwar
                      if (needs[0]) ga = to_input(n, 0, g * b * pow(a, b - 1.0));
                      if (needs[1]) {
                        // d/db a^b = a^b log a; at a == 0 the limit of the product is 0.
-                       const Tensor zero = zeros({}, a.dtype());
+                       const Tensor zero = zeros({}, a.dtype(), a.device());
                        const Tensor is_zero = equal(a, zero);
-                       gb = to_input(n, 1, g * y * log(where(is_zero, ones({}, a.dtype()), a)));
+                       gb = to_input(n, 1, g * y * log(where(is_zero, ones({}, a.dtype(), a.device()), a)));
                      }
                      return std::vector<Tensor>{ga, gb};
                    }});
@@ -137,7 +137,7 @@ const OpDef where_op = in_place({where_name, broadcast_type<where_name>,
                                         expand_view(k.in[2], k.out, k.batched), k.out);
                      },
                      [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
-                       const Tensor zero = zeros({}, g.dtype());
+                       const Tensor zero = zeros({}, g.dtype(), g.device());
                        const Tensor& c = n.inputs[0];
                        return std::vector<Tensor>{Tensor(), needs[1] ? to_input(n, 1, where(c, g, zero)) : Tensor(),
                                                   needs[2] ? to_input(n, 2, where(c, zero, g)) : Tensor()};
@@ -182,11 +182,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return apply(where_op, {astype(cond, d), astype(a, d), astype(b, d)});
 }
 
-Tensor add(const Tensor& a, double b) { return add(a, Tensor::scalar(b, a.dtype())); }
-Tensor sub(const Tensor& a, double b) { return sub(a, Tensor::scalar(b, a.dtype())); }
-Tensor mul(const Tensor& a, double b) { return mul(a, Tensor::scalar(b, a.dtype())); }
-Tensor div(const Tensor& a, double b) { return div(a, Tensor::scalar(b, a.dtype())); }
-Tensor pow(const Tensor& a, double b) { return pow(a, Tensor::scalar(b, a.dtype())); }
+Tensor add(const Tensor& a, double b) { return add(a, Tensor::scalar(b, a.dtype(), a.device())); }
+Tensor sub(const Tensor& a, double b) { return sub(a, Tensor::scalar(b, a.dtype(), a.device())); }
+Tensor mul(const Tensor& a, double b) { return mul(a, Tensor::scalar(b, a.dtype(), a.device())); }
+Tensor div(const Tensor& a, double b) { return div(a, Tensor::scalar(b, a.dtype(), a.device())); }
+Tensor pow(const Tensor& a, double b) { return pow(a, Tensor::scalar(b, a.dtype(), a.device())); }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -196,9 +196,9 @@ Tensor operator+(const Tensor& a, double b) { return add(a, b); }
 Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, double b) { return div(a, b); }
-Tensor operator+(double a, const Tensor& b) { return add(Tensor::scalar(a, b.dtype()), b); }
-Tensor operator-(double a, const Tensor& b) { return sub(Tensor::scalar(a, b.dtype()), b); }
-Tensor operator*(double a, const Tensor& b) { return mul(Tensor::scalar(a, b.dtype()), b); }
-Tensor operator/(double a, const Tensor& b) { return div(Tensor::scalar(a, b.dtype()), b); }
+Tensor operator+(double a, const Tensor& b) { return add(Tensor::scalar(a, b.dtype(), b.device()), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(Tensor::scalar(a, b.dtype(), b.device()), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(Tensor::scalar(a, b.dtype(), b.device()), b); }
+Tensor operator/(double a, const Tensor& b) { return div(Tensor::scalar(a, b.dtype(), b.device()), b); }
 
 }  // namespace vt

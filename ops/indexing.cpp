@@ -137,16 +137,16 @@ const OpDef diag_embed_op{"diag_embed",
                           }};
 
 // 1 on and below (lower) or above (upper) the k-th diagonal, else 0.
-Tensor triangle_mask(std::int64_t rows, std::int64_t cols, std::int64_t k, bool lower, DType dtype) {
+Tensor triangle_mask(std::int64_t rows, std::int64_t cols, std::int64_t k, bool lower, DType dtype, Device device) {
   std::vector<double> m(static_cast<std::size_t>(rows * cols));
   for (std::int64_t i = 0; i < rows; ++i)
     for (std::int64_t j = 0; j < cols; ++j) m[static_cast<std::size_t>(i * cols + j)] = lower ? j - i <= k : j - i >= k;
-  return Tensor::from_vector(m, {rows, cols}, dtype);
+  return Tensor::from_vector(m, {rows, cols}, dtype, device);
 }
 
 Tensor triangle(const Tensor& x, std::int64_t k, bool lower, const char* op) {
   if (x.ndim() < 2) fail("{}: needs a tensor of rank >= 2, got shape {}", op, to_string(x.shape()));
-  return x * triangle_mask(x.shape(-2), x.shape(-1), k, lower, x.dtype());
+  return x * triangle_mask(x.shape(-2), x.shape(-1), k, lower, x.dtype(), x.device());
 }
 
 Tensor diag_embed(const Tensor& v, std::int64_t rows, std::int64_t cols) {

@@ -31,7 +31,7 @@ void logdet_forward(const KernelArgs& k) {
 std::vector<Tensor> logdet_adjoint(const Node& node, const Tensor&, const Tensor& g, const std::vector<bool>&) {
   const Tensor& a = node.inputs[0];
   const std::int64_t n = a.shape(-1);
-  const Tensor inverse = cho_solve(CholeskyFactor{a, node.inputs[1]}, eye(n, a.dtype()));
+  const Tensor inverse = cho_solve(CholeskyFactor{a, node.inputs[1]}, eye(n, a.dtype(), a.device()));
   Shape gs = g.shape();
   gs.push_back(1);
   gs.push_back(1);

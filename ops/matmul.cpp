@@ -48,11 +48,13 @@ void matmul_forward(const KernelArgs& k) {
   vb.shape = b;
   if (a_vec) va.strides.insert(va.strides.end() - 1, kk);
   if (b_vec) vb.strides.push_back(1);
-  Shape out_batch = broadcast_shapes(batch_axes(a), batch_axes(b), "matmul");
-  if (k.batched) out_batch[0] = k.batch;
+  // The per-example batch axes broadcast numpy-style; the vmap axis stays in front.
+  const auto per_example = [&](const Shape& s) { return Shape(s.begin() + static_cast<std::ptrdiff_t>(lead), s.end() - 2); };
+  Shape out_batch = broadcast_shapes(per_example(a), per_example(b), "matmul");
+  if (k.batched) out_batch.insert(out_batch.begin(), k.batch);
   std::shared_ptr<Storage> scratch_a, scratch_b;
-  const MatrixOperand pa = matrix_operand(k.backend, va, out_batch, m, kk, scratch_a);
-  const MatrixOperand pb = matrix_operand(k.backend, vb, out_batch, kk, n, scratch_b);
+  const MatrixOperand pa = matrix_operand(k.backend, va, out_batch, m, kk, scratch_a, k.batched);
+  const MatrixOperand pb = matrix_operand(k.backend, vb, out_batch, kk, n, scratch_b, k.batched);
   k.backend.gemm(GemmArgs{k.out.dtype, numel(out_batch), m, n, kk, false, false, 1.0, 0.0, pa.data, pa.stride,
                           pb.data, pb.stride, k.out.data, m * n});
 }

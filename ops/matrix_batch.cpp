@@ -5,11 +5,14 @@
 namespace vt {
 
 MatrixOperand matrix_operand(Backend& be, const View& v, const Shape& batch, std::int64_t rows, std::int64_t cols,
-                             std::shared_ptr<Storage>& scratch) {
-  // v's leading axes right-aligned against batch, then the matrix axes.
+                             std::shared_ptr<Storage>& scratch, bool lead) {
+  // v's leading axes right-aligned against batch (after the vmap axis, when `lead`), then the
+  // matrix axes.
   Shape shape = batch, strides(batch.size(), 0);
+  const std::size_t first = lead ? 1 : 0;
+  if (lead) strides[0] = v.strides[0];
   const std::size_t vb = v.shape.size() - 2;
-  for (std::size_t i = 0; i < vb; ++i) {
+  for (std::size_t i = first; i < vb; ++i) {
     const std::size_t d = batch.size() - vb + i;
     strides[d] = v.shape[i] == batch[d] ? v.strides[i] : 0;
   }

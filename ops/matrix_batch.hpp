@@ -13,10 +13,12 @@ struct MatrixOperand {
 };
 
 // `v` is a view whose last two axes are a row-major rows x cols matrix and whose leading axes
-// broadcast to `batch`. A fully broadcast operand reads one matrix (stride 0), a full one is used
-// in place; one that broadcasts only partly is copied into `scratch`.
+// broadcast to `batch`. With `lead` (a batched kernel), axis 0 of both is the vmap batch axis and
+// is matched as it is; the other leading axes are right-aligned, numpy-style. A fully broadcast
+// operand reads one matrix (stride 0), a full one is used in place; one that broadcasts only partly
+// is copied into `scratch`.
 MatrixOperand matrix_operand(Backend& backend, const View& v, const Shape& batch, std::int64_t rows, std::int64_t cols,
-                             std::shared_ptr<Storage>& scratch);
+                             std::shared_ptr<Storage>& scratch, bool lead);
 
 // The leading (batch) axes of a matrix shape.
 inline Shape batch_axes(const Shape& s) { return Shape(s.begin(), s.end() - 2); }

@@ -15,7 +15,7 @@ namespace {
 void triangular_solve_forward(const KernelArgs& k) {
   const SolveLayout s = solve_layout(k, 0, 1);
   std::shared_ptr<Storage> scratch;
-  const MatrixOperand t = matrix_operand(k.backend, k.in[0], s.batch, s.n, s.n, scratch);
+  const MatrixOperand t = matrix_operand(k.backend, k.in[0], s.batch, s.n, s.n, scratch, k.batched);
   k.backend.trsm(TrsmArgs{k.out.dtype, numel(s.batch), s.n, s.k, k.attrs.ints[0] != 0, k.attrs.ints[1] != 0, false,
                           t.data, t.stride, s.x.data, s.n * s.k});
 }

@@ -306,3 +306,17 @@ TEST_CASE("nested vmap and unmatched seeds", "[vmap][errors]") {
   auto [out, pullback] = vjp([](const Tensor& a) { return vmap([](const Tensor& p) { return sum(p); })(a); }, randn({2, 3}, 13));
   require_close(pullback(ones({}))[0], ones({2, 3}), 0.0);  // an unbatched cotangent is the same for every example
 }
+
+TEST_CASE("batched matrix ops align per-example batch axes after the vmap axis", "[vmap]") {
+  // Regression: the vmap axis used to be broadcast against the per-example batch axes of the other
+  // operand ([B, 2, 3, 4] @ [B, 4, 5] failed, or paired the wrong matrices).
+  const Tensor a = randn({3, 2, 3, 4}, 1), b = randn({3, 4, 5}, 2);
+  const Tensor l = tril(randn({3, 4, 4}, 3)) * 0.2 + eye(4) * 2.0, r = randn({3, 2, 4, 2}, 4);
+  const Tensor prod = unbatch(matmul(as_batch(a), as_batch(b)));
+  const Tensor solved = unbatch(triangular_solve(as_batch(l), as_batch(r)));
+  for (std::int64_t i = 0; i < 3; ++i) {
+    const auto at = [i](const Tensor& x) { return slice(x, 0, i, i + 1).reshape(Shape(x.shape().begin() + 1, x.shape().end())); };
+    vt::testing::require_close(at(prod), matmul(at(a), at(b)).to_vector<double>(), 1e-12);
+    vt::testing::require_close(at(solved), triangular_solve(at(l), at(r)).to_vector<double>(), 1e-12);
+  }
+}

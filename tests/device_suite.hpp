@@ -1,0 +1,190 @@
+#pragma once
+// Every op and every gradient on a device against the same computation on the CPU backend.
+// Shared by the GPU tests (tests/gpu/, the real CUDA device) and by test_device.cpp, which runs it
+// on CPU-only machines through a stand-in device whose memory the host cannot read.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "gradcheck.hpp"
+
+namespace vt::testing {
+
+enum class Input { general, positive, spd, lower, upper };
+
+struct DeviceCase {
+  std::string name;
+  std::vector<Shape> shapes;  // per example
+  std::vector<Input> kinds;   // one per input
+  Fn fn;
+  bool differentiable = true;
+  bool needs_batch = false;   // batch-family ops: only run with batched inputs
+};
+
+// A test input on the CPU: [batch, ...shape] marked batched when batch > 0.
+inline Tensor make_input(Input kind, const Shape& shape, std::int64_t batch, std::uint64_t seed, DType dtype) {
+  Shape full = shape;
+  if (batch > 0) full.insert(full.begin(), batch);
+  Tensor x = randn(full, seed);
+  switch (kind) {
+    case Input::general: break;
+    case Input::positive: x = rand(full, seed) + 0.5; break;
+    case Input::spd: {
+      const double n = static_cast<double>(shape.back());
+      x = matmul(x, swapaxes(x, -1, -2)) / n + eye(shape.back());
+      break;
+    }
+    case Input::lower: x = tril(x) * 0.3 + eye(shape.back()) * 2.0; break;
+    case Input::upper: x = triu(x) * 0.3 + eye(shape.back()) * 2.0; break;
+  }
+  x = x.astype(dtype);
+  return batch > 0 ? as_batch(x) : x;
+}
+
+inline std::vector<DeviceCase> device_cases() {
+  using V = const std::vector<Tensor>&;
+  const Input G = Input::general, P = Input::positive, S = Input::spd, L = Input::lower, U = Input::upper;
+  std::vector<DeviceCase> c;
+  auto add = [&](std::string name, std::vector<Shape> shapes, std::vector<Input> kinds, Fn fn, bool diff = true,
+                 bool needs_batch = false) {
+    c.push_back({std::move(name), std::move(shapes), std::move(kinds), std::move(fn), diff, needs_batch});
+  };
+  // elementwise
+  add("neg", {{3, 4}}, {G}, [](V a) { return neg(a[0]); });
+  add("exp", {{3, 4}}, {G}, [](V a) { return exp(a[0]); });
+  add("log", {{3, 4}}, {P}, [](V a) { return log(a[0]); });
+  add("log1p", {{7}}, {P}, [](V a) { return log1p(a[0]); });
+  add("sqrt", {{3, 4}}, {P}, [](V a) { return sqrt(a[0]); });
+  add("square", {{3, 4}}, {G}, [](V a) { return square(a[0]); });
+  add("sin cos", {{3, 4}}, {G}, [](V a) { return sin(a[0]) * cos(a[0]); });
+  add("tanh", {{5}}, {G}, [](V a) { return tanh(a[0]); });
+  add("abs", {{3, 4}}, {G}, [](V a) { return abs(a[0]); });
+  add("sign", {{3, 4}}, {G}, [](V a) { return sign(a[0]); }, false);
+  add("add broadcast", {{3, 4}, {4}}, {G, G}, [](V a) { return a[0] + a[1]; });
+  add("sub outer broadcast", {{3, 1}, {1, 4}}, {G, G}, [](V a) { return a[0] - a[1]; });
+  add("mul", {{3, 4}, {3, 4}}, {G, G}, [](V a) { return a[0] * a[1]; });
+  add("div", {{3, 4}, {4}}, {G, P}, [](V a) { return a[0] / a[1]; });
+  add("pow", {{3, 4}, {3, 4}}, {P, G}, [](V a) { return pow(a[0], a[1]); });
+  add("maximum", {{3, 4}, {3, 4}}, {G, G}, [](V a) { return maximum(a[0], a[1]); });
+  add("comparisons", {{3, 4}, {4}}, {G, G},
+      [](V a) { return less(a[0], a[1]) + greater(a[0], a[1]) * 2.0 + equal(a[0], a[0]) * 4.0; }, false);
+  add("where", {{3, 4}, {3, 4}}, {G, G}, [](V a) { return where(greater(a[0], a[1]), a[0] * a[1], a[1]); });
+  add("scalars", {{6}}, {P}, [](V a) { return 2.0 / a[0] + a[0] * 2.5 - 1.0 + pow(a[0], 1.5); });
+  add("astype round trip", {{3, 4}}, {G}, [](V a) {
+    const DType other = a[0].dtype() == DType::f64 ? DType::f32 : DType::f64;
+    return a[0].astype(other).astype(a[0].dtype()) * a[0];
+  });
+  // reductions
+  add("sum all", {{3, 4}}, {G}, [](V a) { return sum(a[0]); });
+  add("sum large", {{64, 513}}, {G}, [](V a) { return sum(a[0], {1}) + sum(square(a[0])); });
+  add("sum axis 0", {{5, 3, 4}}, {G}, [](V a) { return sum(a[0], {0}); });
+  add("mean keepdims", {{3, 40}}, {G}, [](V a) { return mean(a[0], {1}, true); });
+  add("max", {{3, 50}}, {G}, [](V a) { return max(a[0], {-1}); });
+  add("max all", {{3, 4}}, {G}, [](V a) { return max(a[0]); });
+  add("sum_to", {{3, 4}}, {G}, [](V a) { return sum_to(a[0], {1, 4}); });
+  // layout and indexing
+  add("reshape transpose", {{2, 3, 4}}, {G}, [](V a) { return transpose(a[0].reshape({4, 6}) * 1.0); });
+  add("transpose perm", {{2, 3, 4}}, {G}, [](V a) { return transpose(a[0], {2, 0, 1}) * 1.0; });
+  add("swapaxes", {{2, 3, 4}}, {G}, [](V a) { return swapaxes(a[0], 0, 2) * 1.0; });
+  add("broadcast_to", {{3, 1}}, {G}, [](V a) { return broadcast_to(a[0], {2, 3, 5}) * 1.0; });
+  add("slice", {{7, 4}}, {G}, [](V a) { return slice(a[0], 0, 1, 7, 2) * 1.0; });
+  add("concatenate stack", {{3, 4}, {2, 4}}, {G, G},
+      [](V a) { return stack({concatenate({a[0], a[1]}, 0), concatenate({a[1], a[0]}, 0)}, 1); });
+  add("diag vector", {{5}}, {G}, [](V a) { return diag(a[0]); });
+  add("diagonal", {{2, 5, 5}}, {G}, [](V a) { return diagonal(a[0]); });
+  add("tril triu", {{5, 6}}, {G}, [](V a) { return tril(a[0]) + triu(a[0], 1) * 3.0; });
+  // matmul
+  add("matmul", {{3, 4}, {4, 5}}, {G, G}, [](V a) { return matmul(a[0], a[1]); });
+  add("matmul transposed", {{4, 3}, {5, 4}}, {G, G}, [](V a) { return matmul(a[0].t(), a[1].t()); });
+  add("matmul broadcast batch", {{2, 3, 4}, {4, 5}}, {G, G}, [](V a) { return matmul(a[0], a[1]); });
+  add("matvec dot", {{3, 4}, {4}}, {G, G}, [](V a) { return sum(matmul(a[0], a[1])) + matmul(a[1], a[1]); });
+  add("matmul large", {{70, 90}, {90, 33}}, {G, G}, [](V a) { return matmul(a[0], a[1]); });
+  // batch family (batched inputs only)
+  add("batch_sum", {{3, 4}}, {G}, [](V a) { return batch_sum(a[0]); }, true, true);
+  add("batch_mean", {{3, 4}}, {G}, [](V a) { return batch_mean(a[0]); }, true, true);
+  add("batch_max", {{3, 4}}, {G}, [](V a) { return batch_max(a[0]); }, true, true);
+  // linear algebra, at a tiny size, a small one and one past the CPU's blocking size
+  for (std::int64_t n : {1, 5, 70}) {
+    const std::string sz = " n=" + std::to_string(n);
+    add("cholesky" + sz, {{n, n}}, {S}, [](V a) { return cholesky(a[0]); });
+    add("cho_solve matrix" + sz, {{n, n}, {n, 3}}, {S, G}, [](V a) { return cho_solve(cho_factor(a[0]), a[1]); });
+    add("cho_solve vector" + sz, {{n, n}, {n}}, {S, G}, [](V a) { return cho_solve(cho_factor(a[0]), a[1]); });
+    add("logdet" + sz, {{n, n}}, {S}, [](V a) { return logdet(a[0]); });
+    add("solve" + sz, {{n, n}, {n, 2}}, {S, G}, [](V a) { return solve(a[0], a[1]); });
+  }
+  for (bool lower : {true, false})
+    for (bool transpose : {false, true})
+      for (bool left : {true, false}) {
+        const std::string name = std::string("triangular_solve ") + (lower ? "lower" : "upper") +
+                                 (transpose ? " transposed" : "") + (left ? " left" : " right");
+        const Shape b = left ? Shape{6, 3} : Shape{3, 6};
+        add(name, {{6, 6}, b}, {lower ? L : U, G},
+            [=](V a) { return triangular_solve(a[0], a[1], lower, transpose, left); });
+      }
+  add("cholesky_checked", {{6, 6}}, {S}, [](V a) {
+    const CheckedCholesky c = cholesky_checked(a[0]);
+    return c.l + sum(c.info);
+  });
+  add("grad of grad through cholesky", {{4, 4}}, {S}, [](V a) {
+    const Tensor g = grad([](const Tensor& x) { return sum(cholesky(x)) * 1.0; })(a[0]);
+    return g * g;
+  });
+  add("seed loss", {{8, 6}, {6}}, {G, G}, [](V a) {
+    const Tensor A = matmul(a[0] * square(a[1]), a[0].t()) + eye(8, a[0].dtype(), a[0].device());
+    return mean(cho_solve(cho_factor(A), ones({8}, a[0].dtype(), a[0].device())));
+  });
+  return c;
+}
+
+// Runs `c` on the CPU and on `device` (values and the reverse-mode gradient of a random weighting
+// of the output) and compares them. batch: 0 for unbatched inputs, else B (every input batched).
+inline void compare_on_device(const DeviceCase& c, Device device, std::int64_t batch, DType dtype, double tol) {
+  std::vector<Tensor> cpu_args, dev_args;
+  for (std::size_t i = 0; i < c.shapes.size(); ++i) {
+    cpu_args.push_back(make_input(c.kinds[i], c.shapes[i], batch, 17 + i, dtype));
+    dev_args.push_back(to_device(cpu_args.back(), device));
+    REQUIRE(dev_args.back().device() == device);
+  }
+  const Tensor want = c.fn(cpu_args);
+  const Tensor got = c.fn(dev_args);
+  REQUIRE(got.device() == device);
+  REQUIRE(got.shape() == want.shape());
+  REQUIRE(got.is_batched() == want.is_batched());
+  {
+    INFO("value");
+    require_close(got, want.to_vector<double>(), tol);
+  }
+  if (!c.differentiable || dtype != DType::f64) return;
+  // Reductions over all axes of a batched output include the batch, so the loss is a scalar.
+  const Fn loss = [&](const std::vector<Tensor>& a) {
+    const Tensor out = c.fn(a);
+    return sum(out * randn(out.shape(), 99, out.dtype(), out.device()));
+  };
+  const std::vector<Tensor> gw = reverse_gradients(loss, cpu_args);
+  const std::vector<Tensor> gd = reverse_gradients(loss, dev_args);
+  for (std::size_t i = 0; i < gw.size(); ++i) {
+    INFO("gradient of input " << i);
+    REQUIRE(gd[i].device() == device);
+    REQUIRE(gd[i].shape() == gw[i].shape());
+    require_close(gd[i], gw[i].to_vector<double>(), tol);
+  }
+}
+
+// The whole suite on `device`: unbatched, B = 1 and B = 3, float64 (values and gradients) and
+// float32 (values).
+inline void run_device_suite(Device device) {
+  for (const DeviceCase& c : device_cases()) {
+    for (std::int64_t batch : {0, 1, 3}) {
+      if (c.needs_batch && batch == 0) continue;
+      for (DType dtype : {DType::f64, DType::f32}) {
+        // float32 rounds differently on another backend; the larger factorizations amplify it.
+        const double tol = dtype == DType::f64 ? 1e-9 : 2e-3;
+        DYNAMIC_SECTION(c.name << ", batch " << batch << ", " << name_of(dtype)) {
+          compare_on_device(c, device, batch, dtype, tol);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace vt::testing
