@@ -1,24 +1,67 @@
 #include <charconv>
+#include <cstdlib>
 #include <map>
+#include <mutex>
 
 #include "../core/error.hpp"
 #include "backend.hpp"
 #include "cpu/cpu_backend.hpp"
 
-namespace vt {
-
 #ifdef VTAPE_WITH_CUDA
-namespace cuda {
-Backend& backend(int index);  // backends/cuda: raises when the device is not usable
-int device_count();           // never raises
-}  // namespace cuda
+#include <dlfcn.h>
 #endif
 
+namespace vt {
+
 namespace {
+
 std::map<std::pair<DeviceKind, int>, Backend*>& registered() {
   static auto* map = new std::map<std::pair<DeviceKind, int>, Backend*>;
   return *map;
 }
+
+#ifdef VTAPE_WITH_CUDA
+// The CUDA backend lives in a module loaded on first use (see backends/cuda/cuda_backend.hpp).
+// Looked for at $VTAPE_CUDA_MODULE, then where this build put it, where `cmake --install` puts it,
+// and finally by name through the dynamic loader's search path.
+struct CudaModule {
+  int (*device_count)() = nullptr;
+  Backend* (*backend)(int, char*, std::size_t) = nullptr;
+  std::string error;  // why it could not be loaded
+};
+
+const CudaModule& cuda_module() {
+  static const CudaModule module = [] {
+    CudaModule m;
+    std::vector<std::string> paths;
+    if (const char* env = std::getenv("VTAPE_CUDA_MODULE"); env && *env) paths.emplace_back(env);
+    paths.emplace_back(VTAPE_CUDA_MODULE_BUILD);
+    paths.emplace_back(VTAPE_CUDA_MODULE_INSTALL);
+    paths.emplace_back(VTAPE_CUDA_MODULE_NAME);
+    for (const std::string& path : paths) {
+      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!handle) {
+        const char* why = dlerror();
+        m.error += fmt::format("\n  {}: {}", path, why ? why : "cannot be loaded");
+        continue;
+      }
+      m.device_count = reinterpret_cast<int (*)()>(dlsym(handle, "vtape_cuda_device_count"));
+      m.backend = reinterpret_cast<Backend* (*)(int, char*, std::size_t)>(dlsym(handle, "vtape_cuda_backend"));
+      if (m.device_count && m.backend) {
+        m.error.clear();
+        return m;
+      }
+      m.error += fmt::format("\n  {}: not a vtape CUDA module", path);
+      m.device_count = nullptr;
+      m.backend = nullptr;
+    }
+    m.error = "vtape's CUDA module could not be loaded (set VTAPE_CUDA_MODULE to libvtape_cuda.so's path):" + m.error;
+    return m;
+  }();
+  return module;
+}
+#endif
+
 }  // namespace
 
 bool built_with_cuda() {
@@ -31,7 +74,8 @@ bool built_with_cuda() {
 
 int cuda_device_count() {
 #ifdef VTAPE_WITH_CUDA
-  return cuda::device_count();
+  const CudaModule& m = cuda_module();
+  return m.device_count ? m.device_count() : 0;
 #else
   return 0;
 #endif
@@ -67,7 +111,11 @@ Backend& backend_for(Device device) {
   }
   if (device.index < 0) fail("{} is not a device: negative index", to_string(device));
 #ifdef VTAPE_WITH_CUDA
-  return cuda::backend(device.index);
+  const CudaModule& m = cuda_module();
+  if (!m.backend) fail("{} is not available: {}", to_string(device), m.error);
+  char message[512] = {};
+  if (Backend* b = m.backend(device.index, message, sizeof message)) return *b;
+  throw Error(message);
 #else
   fail("{} is not available: vtape was built without CUDA (configure with -DVTAPE_CUDA=ON on a machine with the "
        "CUDA toolkit)",

@@ -3,11 +3,13 @@
 // with F the nobs x 2ngp Fourier design matrix, jitted once and run at every batch size.
 //
 //   seed_cholesky_grad [--nbatch 16,32,...] [--nobs 256] [--ngp 64] [--reps 5] [--json]
-//                      [--pars FILE.npy [--grad-out FILE.npy]]
+//                      [--pars FILE.npy [--grad-out FILE.npy]] [--device cpu|cuda|cuda:N]
 //
 // For each batch size B: a fresh jitted callable, whose trace-and-plan time (no execution) is
 // compile_ms; then run_ms, the median over `reps` calls on random parameters [B, 2ngp]. One more
-// jitted callable is reused across all batch sizes; its counters are `shared_cache`.
+// jitted callable is reused across all batch sizes; its counters are `shared_cache`. With --device
+// cuda, the data and parameters live on the GPU and every kernel of the plan runs there; run_ms
+// ends when the value has been copied back to the host, so it covers the whole GPU computation.
 #include <fmt/core.h>
 #include <sys/resource.h>
 
@@ -26,12 +28,13 @@ struct Options {
   std::int64_t nobs = 256, ngp = 64;
   int reps = 5;
   bool json = false;
-  std::string pars, grad_out, device = "cpu";
+  std::string pars, grad_out;
+  vt::Device device;
 };
 
 constexpr const char* usage_text =
     "usage: seed_cholesky_grad [--nbatch 16,32,...] [--nobs N] [--ngp M] [--reps R] [--json]\n"
-    "                          [--pars FILE.npy [--grad-out FILE.npy]] [--device cpu]\n";
+    "                          [--pars FILE.npy [--grad-out FILE.npy]] [--device cpu|cuda|cuda:N]\n";
 
 [[noreturn]] void usage(const std::string& problem) {
   fmt::print(stderr, "seed_cholesky_grad: {}\n{}", problem, usage_text);
@@ -76,8 +79,12 @@ Options parse(int argc, char** argv) {
     } else if (a == "--grad-out") {
       o.grad_out = value();
     } else if (a == "--device") {
-      o.device = value();
-      if (o.device != "cpu") usage("this build runs on --device cpu only");
+      const std::string name = value();
+      try {
+        o.device = vt::parse_device(name);
+      } catch (const vt::Error& e) {
+        usage(e.what());
+      }
     } else {
       usage("unknown argument " + a);
     }
@@ -87,7 +94,7 @@ Options parse(int argc, char** argv) {
 }
 
 // F[:, 2j] = sin(2 pi (j+1) t), F[:, 2j+1] = cos(2 pi (j+1) t), t = linspace(0, 1, nobs).
-vt::Tensor fourier_basis(std::int64_t nobs, std::int64_t ngp) {
+vt::Tensor fourier_basis(std::int64_t nobs, std::int64_t ngp, vt::Device device) {
   std::vector<double> f(static_cast<std::size_t>(nobs * 2 * ngp));
   for (std::int64_t i = 0; i < nobs; ++i) {
     const double t = nobs == 1 ? 0.0 : static_cast<double>(i) / static_cast<double>(nobs - 1);
@@ -97,7 +104,7 @@ vt::Tensor fourier_basis(std::int64_t nobs, std::int64_t ngp) {
       f[static_cast<std::size_t>(i * 2 * ngp + 2 * j + 1)] = std::cos(w);
     }
   }
-  return vt::Tensor::from_vector(f, {nobs, 2 * ngp});
+  return vt::Tensor::from_vector(f, {nobs, 2 * ngp}, vt::DType::f64, device);
 }
 
 double peak_rss_mib() {
@@ -120,10 +127,10 @@ struct Run {
 
 int main(int argc, char** argv) try {
   const Options o = parse(argc, argv);
-  const vt::Tensor F = fourier_basis(o.nobs, o.ngp);
+  const vt::Tensor F = fourier_basis(o.nobs, o.ngp, o.device);
   const vt::Tensor Ft = F.t();
-  const vt::Tensor ones = vt::ones({o.nobs});
-  const vt::Tensor identity = vt::eye(o.nobs);
+  const vt::Tensor ones = vt::ones({o.nobs}, vt::DType::f64, o.device);
+  const vt::Tensor identity = vt::eye(o.nobs, vt::DType::f64, o.device);
 
   auto func = [&](const vt::Tensor& p) {  // one example: p is [2 ngp]
     const vt::Tensor A = vt::matmul(F * vt::square(p), Ft) + identity;
@@ -155,14 +162,14 @@ int main(int argc, char** argv) try {
     const vt::Tensor P = vt::load_npy(o.pars);
     if (P.ndim() != 2 || P.shape(1) != 2 * o.ngp)
       throw vt::Error(fmt::format("--pars: expected parameters of shape [B, {}], got {}", 2 * o.ngp, vt::to_string(P.shape())));
-    const vt::Tensor batch = vt::as_batch(P.astype(vt::DType::f64));
+    const vt::Tensor batch = vt::as_batch(P.astype(vt::DType::f64)).to(o.device);
     runs.push_back(measure(batch));
     if (!o.grad_out.empty()) vt::save_npy(o.grad_out, vt::unbatch(shared(batch).second));
   } else {
     for (std::size_t i = 0; i < o.nbatch.size(); ++i) {
       const std::int64_t b = o.nbatch[i];
       if (!o.json) fmt::print(stderr, "batch {} ...\n", b);
-      runs.push_back(measure(vt::as_batch(vt::randn({b, 2 * o.ngp}, 1000 + i))));
+      runs.push_back(measure(vt::as_batch(vt::randn({b, 2 * o.ngp}, 1000 + i, vt::DType::f64, o.device))));
     }
   }
 
@@ -176,10 +183,10 @@ int main(int argc, char** argv) try {
                            r.plan.kernels, r.plan.arena_bytes_per_example);
     fmt::print("{{\"device\": \"{}\", \"nobs\": {}, \"ngp\": {}, \"runs\": [{}], \"shared_cache\": {{\"traces\": {}, "
                "\"cache_hits\": {}}}}}\n",
-               o.device, o.nobs, o.ngp, items, c.traces, c.cache_hits);
+               vt::to_string(o.device), o.nobs, o.ngp, items, c.traces, c.cache_hits);
     return 0;
   }
-  fmt::print("jit(value_and_grad(mean(vmap(func)))) on {}: nobs = {}, ngp = {}, median of {} runs\n", o.device, o.nobs,
+  fmt::print("jit(value_and_grad(mean(vmap(func)))) on {}: nobs = {}, ngp = {}, median of {} runs\n", vt::to_string(o.device), o.nobs,
              o.ngp, o.reps);
   fmt::print("{:>7} {:>12} {:>12} {:>16} {:>12}\n", "nbatch", "compile_ms", "run_ms", "value", "peak MiB");
   for (const Run& r : runs)

@@ -187,4 +187,32 @@ inline void run_device_suite(Device device) {
   }
 }
 
+// Factorizations on `device` fail as on the CPU: the same exception, batch index and minor, and
+// the same per-example info from cholesky_checked; a NaN in the input is reported, not propagated.
+inline void check_factorization_errors(Device device) {
+  Tensor a = make_input(Input::spd, {4, 4}, 3, 1, DType::f64);
+  std::vector<double> v = unbatch(a).to_vector<double>();
+  v[2 * 16 + 2 * 4 + 2] = -5.0;  // example 2: its leading minor of order 3 is negative
+  a = as_batch(Tensor::from_vector(v, {3, 4, 4}));
+  for (const Tensor& x : {a, a.to(device)}) {
+    INFO("on " << to_string(x.device()));
+    try {
+      (void)cholesky(x);
+      FAIL("no error");
+    } catch (const NotPositiveDefinite& e) {
+      CHECK(e.batch_index == 2);
+      CHECK(e.minor == 3);
+      CHECK_THAT(std::string(e.what()), Catch::Contains("cholesky") && Catch::Contains("matrix 2"));
+    }
+    const CheckedCholesky c = cholesky_checked(x);
+    CHECK(c.info.to_vector<double>() == std::vector<double>{0, 0, 3});
+    CHECK(std::isnan(unbatch(c.l).to_vector<double>()[2 * 16 + 2 * 4 + 2]));
+    CHECK(unbatch(c.l).to_vector<double>()[0] > 0);  // example 0 factored
+  }
+  std::vector<double> w = make_input(Input::spd, {5, 5}, 0, 2, DType::f64).to_vector<double>();
+  w[3 * 5 + 1] = std::nan("");
+  const Tensor bad = Tensor::from_vector(w, {5, 5}).to(device);
+  CHECK_THAT(error_of([&] { (void)logdet(bad); }), Catch::Contains("not positive definite"));
+}
+
 }  // namespace vt::testing

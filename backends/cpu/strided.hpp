@@ -1,7 +1,7 @@
 #pragma once
 // Iteration over N strided views that share one shape: the loop every CPU map and copy kernel is
-// built on. Adjacent axes that are contiguous in every view are merged first, so a contiguous
-// tensor is walked as one row; large iterations are split across OpenMP threads.
+// built on. Axes are merged first (merged_axes.hpp); large iterations are split across OpenMP
+// threads.
 #include <omp.h>
 
 #include <array>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../../core/shape.hpp"
+#include "../merged_axes.hpp"
 
 namespace vt::cpu {
 
@@ -21,23 +22,10 @@ constexpr std::int64_t parallel_grain = 1 << 15;
 template <std::size_t N, class Row>
 void for_each_row(const Shape& shape_in, const std::array<const Shape*, N>& strides_in, Row&& row,
                   bool parallel = true) {
-  for (auto d : shape_in)
-    if (d == 0) return;
-  // Drop unit axes and merge axes that are contiguous in every view.
-  Shape shape;
-  std::array<Shape, N> strides;
-  for (std::size_t d = 0; d < shape_in.size(); ++d) {
-    if (shape_in[d] == 1) continue;
-    bool merge = !shape.empty();
-    for (std::size_t k = 0; k < N && merge; ++k) merge = strides[k].back() == (*strides_in[k])[d] * shape_in[d];
-    if (merge) {
-      shape.back() *= shape_in[d];
-      for (std::size_t k = 0; k < N; ++k) strides[k].back() = (*strides_in[k])[d];
-    } else {
-      shape.push_back(shape_in[d]);
-      for (std::size_t k = 0; k < N; ++k) strides[k].push_back((*strides_in[k])[d]);
-    }
-  }
+  const MergedAxes<N> merged = merge_axes<N>(shape_in, strides_in);
+  if (merged.empty) return;
+  const Shape& shape = merged.shape;
+  const std::array<Shape, N>& strides = merged.strides;
   std::array<std::int64_t, N> inner{};
   if (shape.empty()) {
     row(std::array<std::int64_t, N>{}, std::int64_t{1}, inner);

@@ -1,0 +1,387 @@
+// The CUDA backend's own kernels: strided maps, reductions, and the small matrix steps around
+// cuBLAS/cuSOLVER. Every kernel walks its work with a grid-stride loop, so any size runs with a
+// bounded grid, and indexes with 64-bit integers.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "kernels.hpp"
+
+namespace vt::cuda::kernels {
+
+namespace {
+
+constexpr int threads = 256;
+
+std::int64_t blocks_for(std::int64_t work) {
+  const std::int64_t b = (work + threads - 1) / threads;
+  return b < 1 ? 1 : (b > 65535 ? 65535 : b);
+}
+
+std::string launched(const char* kernel) {
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? std::string() : std::string(kernel) + ": " + cudaGetErrorString(e);
+}
+
+__device__ __forceinline__ std::int64_t grid_start() {
+  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ std::int64_t grid_step() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
+
+// Offsets (in elements) of the element with linear index i in each of the N operands.
+template <int N>
+__device__ __forceinline__ void offsets_of(const Layout<N>& l, std::int64_t i, std::int64_t (&off)[N]) {
+  for (int k = 0; k < N; ++k) off[k] = 0;
+  for (int d = l.rank - 1; d >= 0; --d) {
+    const std::int64_t idx = i % l.shape[d];
+    i /= l.shape[d];
+    for (int k = 0; k < N; ++k) off[k] += idx * l.stride[k][d];
+  }
+}
+
+// ---------------------------------------------------------------- maps
+template <class T>
+__global__ void fill_kernel(Layout<1> l, T* out, T value) {
+  for (std::int64_t i = grid_start(); i < l.total; i += grid_step()) {
+    std::int64_t off[1];
+    offsets_of(l, i, off);
+    out[off[0]] = value;
+  }
+}
+
+template <class In, class Out>
+__global__ void copy_kernel(Layout<2> l, const In* in, Out* out) {
+  for (std::int64_t i = grid_start(); i < l.total; i += grid_step()) {
+    std::int64_t off[2];
+    offsets_of(l, i, off);
+    out[off[1]] = static_cast<Out>(in[off[0]]);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ T apply_unary(UnaryKind kind, T x) {
+  constexpr bool f = std::is_same_v<T, float>;
+  switch (kind) {
+    case UnaryKind::neg: return -x;
+    case UnaryKind::exp: return f ? expf(x) : exp(x);
+    case UnaryKind::log: return f ? logf(x) : log(x);
+    case UnaryKind::log1p: return f ? log1pf(x) : log1p(x);
+    case UnaryKind::sqrt: return f ? sqrtf(x) : sqrt(x);
+    case UnaryKind::square: return x * x;
+    case UnaryKind::sin: return f ? sinf(x) : sin(x);
+    case UnaryKind::cos: return f ? cosf(x) : cos(x);
+    case UnaryKind::tanh: return f ? tanhf(x) : tanh(x);
+    case UnaryKind::abs: return f ? fabsf(x) : fabs(x);
+    case UnaryKind::sign: return static_cast<T>((x > T(0)) - (x < T(0)));
+  }
+  return x;
+}
+
+template <class T>
+__global__ void unary_kernel(UnaryKind kind, Layout<2> l, const T* in, T* out) {
+  for (std::int64_t i = grid_start(); i < l.total; i += grid_step()) {
+    std::int64_t off[2];
+    offsets_of(l, i, off);
+    out[off[1]] = apply_unary(kind, in[off[0]]);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ T apply_binary(BinaryKind kind, T x, T y) {
+  constexpr bool f = std::is_same_v<T, float>;
+  switch (kind) {
+    case BinaryKind::add: return x + y;
+    case BinaryKind::sub: return x - y;
+    case BinaryKind::mul: return x * y;
+    case BinaryKind::div: return x / y;
+    case BinaryKind::pow: return f ? powf(x, y) : pow(x, y);
+    case BinaryKind::maximum: return x > y || isnan(x) ? x : y;  // NaN propagates, as on the CPU
+    case BinaryKind::less: return x < y ? T(1) : T(0);
+    case BinaryKind::greater: return x > y ? T(1) : T(0);
+    case BinaryKind::equal: return x == y ? T(1) : T(0);
+  }
+  return x;
+}
+
+template <class T>
+__global__ void binary_kernel(BinaryKind kind, Layout<3> l, const T* a, const T* b, T* out) {
+  for (std::int64_t i = grid_start(); i < l.total; i += grid_step()) {
+    std::int64_t off[3];
+    offsets_of(l, i, off);
+    out[off[2]] = apply_binary(kind, a[off[0]], b[off[1]]);
+  }
+}
+
+template <class T>
+__global__ void select_kernel(Layout<4> l, const T* cond, const T* a, const T* b, T* out) {
+  for (std::int64_t i = grid_start(); i < l.total; i += grid_step()) {
+    std::int64_t off[4];
+    offsets_of(l, i, off);
+    out[off[3]] = cond[off[0]] != T(0) ? a[off[1]] : b[off[2]];
+  }
+}
+
+// ---------------------------------------------------------------- reductions
+// Sums accumulate in double; max keeps the first NaN it meets, as the CPU backend does.
+template <class T>
+struct Accumulate {
+  ReduceKind kind;
+  __device__ __forceinline__ double init() const { return kind == ReduceKind::sum ? 0.0 : -INFINITY; }
+  __device__ __forceinline__ double operator()(double a, double b) const {
+    if (kind == ReduceKind::sum) return a + b;
+    return b > a || isnan(b) ? b : a;
+  }
+};
+
+// One thread per output element: for many outputs over short reduced extents.
+template <class T>
+__global__ void reduce_by_thread(Accumulate<T> op, Layout<2> kept, Layout<1> reduced, const T* in, T* out) {
+  for (std::int64_t o = grid_start(); o < kept.total; o += grid_step()) {
+    std::int64_t base[2];
+    offsets_of(kept, o, base);
+    double acc = op.init();
+    for (std::int64_t r = 0; r < reduced.total; ++r) {
+      std::int64_t off[1];
+      offsets_of(reduced, r, off);
+      acc = op(acc, static_cast<double>(in[base[0] + off[0]]));
+    }
+    out[base[1]] = static_cast<T>(acc);
+  }
+}
+
+// One block per output element: threads share the reduced extent, then combine in shared memory.
+template <class T>
+__global__ void reduce_by_block(Accumulate<T> op, Layout<2> kept, Layout<1> reduced, const T* in, T* out) {
+  __shared__ double partial[threads];
+  for (std::int64_t o = blockIdx.x; o < kept.total; o += gridDim.x) {
+    std::int64_t base[2];
+    offsets_of(kept, o, base);
+    double acc = op.init();
+    for (std::int64_t r = threadIdx.x; r < reduced.total; r += blockDim.x) {
+      std::int64_t off[1];
+      offsets_of(reduced, r, off);
+      acc = op(acc, static_cast<double>(in[base[0] + off[0]]));
+    }
+    partial[threadIdx.x] = acc;
+    __syncthreads();
+    for (int width = threads / 2; width > 0; width /= 2) {
+      if (threadIdx.x < width) partial[threadIdx.x] = op(partial[threadIdx.x], partial[threadIdx.x + width]);
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) out[base[1]] = static_cast<T>(partial[0]);
+    __syncthreads();  // partial is reused by the next output
+  }
+}
+
+// ---------------------------------------------------------------- matrix steps
+__global__ void pointer_kernel(void** pointers, const char* base, std::int64_t stride_bytes, std::int64_t count) {
+  for (std::int64_t i = grid_start(); i < count; i += grid_step())
+    pointers[i] = const_cast<char*>(base) + i * stride_bytes;
+}
+
+// Work items (matrix, i, j) over count n x n matrices, linear index t.
+__device__ __forceinline__ void matrix_item(std::int64_t t, std::int64_t n, std::int64_t& m, std::int64_t& i,
+                                            std::int64_t& j) {
+  j = t % n;
+  t /= n;
+  i = t % n;
+  m = t / n;
+}
+
+template <class T>
+__global__ void mirror_lower_kernel(std::int64_t count, std::int64_t n, const T* a, std::int64_t sa, T* l,
+                                    std::int64_t sl) {
+  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) {
+    std::int64_t m, i, j;
+    matrix_item(t, n, m, i, j);
+    if (j >= i) l[m * sl + i * n + j] = a[m * sa + j * n + i];  // upper of l <- lower of a
+  }
+}
+
+template <class T>
+__global__ void finish_factor_kernel(std::int64_t count, std::int64_t n, T* l, std::int64_t sl) {
+  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) {
+    std::int64_t m, i, j;
+    matrix_item(t, n, m, i, j);
+    if (i > j) {  // one thread per pair: the factor's (i, j) sits at row-major (j, i)
+      T* base = l + m * sl;
+      base[i * n + j] = base[j * n + i];
+      base[j * n + i] = T(0);
+    }
+  }
+}
+
+template <class T>
+__global__ void check_diagonal_kernel(std::int64_t count, std::int64_t n, const T* l, std::int64_t sl,
+                                      std::int32_t* info) {
+  for (std::int64_t m = grid_start(); m < count; m += grid_step()) {
+    if (info[m] != 0) continue;
+    for (std::int64_t k = 0; k < n; ++k)
+      if (!isfinite(l[m * sl + k * n + k])) {
+        info[m] = static_cast<std::int32_t>(k + 1);
+        break;
+      }
+  }
+}
+
+template <class T>
+__global__ void phi_kernel(std::int64_t count, std::int64_t n, T* x, std::int64_t s) {
+  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) {
+    std::int64_t m, i, j;
+    matrix_item(t, n, m, i, j);
+    T& v = x[m * s + i * n + j];
+    if (j > i) v = T(0);
+    else if (j == i) v *= T(0.5);
+  }
+}
+
+template <class T>
+__global__ void transpose_kernel(std::int64_t count, std::int64_t n, const T* in, std::int64_t si, T* out,
+                                 std::int64_t so) {
+  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) {
+    std::int64_t m, i, j;
+    matrix_item(t, n, m, i, j);
+    out[m * so + i * n + j] = in[m * si + j * n + i];
+  }
+}
+
+template <class T>
+__global__ void symmetrize_kernel(std::int64_t count, std::int64_t n, T* x, std::int64_t s) {
+  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) {
+    std::int64_t m, i, j;
+    matrix_item(t, n, m, i, j);
+    if (i > j) {  // one thread per pair
+      T* base = x + m * s;
+      const T v = (base[i * n + j] + base[j * n + i]) * T(0.5);
+      base[i * n + j] = v;
+      base[j * n + i] = v;
+    }
+  }
+}
+
+cudaStream_t st(Stream s) { return static_cast<cudaStream_t>(s); }
+
+template <class Fn>
+void with_type(DType d, Fn&& fn) {
+  if (d == DType::f32) fn(float{});
+  else fn(double{});
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- launchers
+std::string fill(Stream s, DType dtype, const Layout<1>& l, void* out, double value) {
+  if (l.total == 0) return {};
+  with_type(dtype, [&](auto z) {
+    using T = decltype(z);
+    fill_kernel<T><<<blocks_for(l.total), threads, 0, st(s)>>>(l, static_cast<T*>(out), static_cast<T>(value));
+  });
+  return launched("fill");
+}
+
+std::string copy(Stream s, DType in_dtype, DType out_dtype, const Layout<2>& l, const void* in, void* out) {
+  if (l.total == 0) return {};
+  with_type(in_dtype, [&](auto zi) {
+    using In = decltype(zi);
+    with_type(out_dtype, [&](auto zo) {
+      using Out = decltype(zo);
+      copy_kernel<In, Out><<<blocks_for(l.total), threads, 0, st(s)>>>(l, static_cast<const In*>(in), static_cast<Out*>(out));
+    });
+  });
+  return launched("copy");
+}
+
+std::string unary(Stream s, UnaryKind kind, DType dtype, const Layout<2>& l, const void* in, void* out) {
+  if (l.total == 0) return {};
+  with_type(dtype, [&](auto z) {
+    using T = decltype(z);
+    unary_kernel<T><<<blocks_for(l.total), threads, 0, st(s)>>>(kind, l, static_cast<const T*>(in), static_cast<T*>(out));
+  });
+  return launched("unary");
+}
+
+std::string binary(Stream s, BinaryKind kind, DType dtype, const Layout<3>& l, const void* a, const void* b, void* out) {
+  if (l.total == 0) return {};
+  with_type(dtype, [&](auto z) {
+    using T = decltype(z);
+    binary_kernel<T><<<blocks_for(l.total), threads, 0, st(s)>>>(kind, l, static_cast<const T*>(a),
+                                                                   static_cast<const T*>(b), static_cast<T*>(out));
+  });
+  return launched("binary");
+}
+
+std::string select(Stream s, DType dtype, const Layout<4>& l, const void* cond, const void* a, const void* b, void* out) {
+  if (l.total == 0) return {};
+  with_type(dtype, [&](auto z) {
+    using T = decltype(z);
+    select_kernel<T><<<blocks_for(l.total), threads, 0, st(s)>>>(l, static_cast<const T*>(cond), static_cast<const T*>(a),
+                                                                 static_cast<const T*>(b), static_cast<T*>(out));
+  });
+  return launched("select");
+}
+
+std::string reduce(Stream s, ReduceKind kind, DType dtype, const Layout<2>& kept, const Layout<1>& reduced,
+                   const void* in, void* out) {
+  if (kept.total == 0) return {};
+  with_type(dtype, [&](auto z) {
+    using T = decltype(z);
+    const Accumulate<T> op{kind};
+    // Long reductions get a block each; short ones a thread each, so that both keep the GPU busy.
+    if (reduced.total >= 64)
+      reduce_by_block<T><<<kept.total < 65535 ? kept.total : 65535, threads, 0, st(s)>>>(
+          op, kept, reduced, static_cast<const T*>(in), static_cast<T*>(out));
+    else
+      reduce_by_thread<T><<<blocks_for(kept.total), threads, 0, st(s)>>>(op, kept, reduced, static_cast<const T*>(in),
+                                                                        static_cast<T*>(out));
+  });
+  return launched("reduce");
+}
+
+std::string pointer_array(Stream s, void** pointers, const void* base, std::int64_t stride_bytes, std::int64_t count) {
+  if (count == 0) return {};
+  pointer_kernel<<<blocks_for(count), threads, 0, st(s)>>>(pointers, static_cast<const char*>(base), stride_bytes, count);
+  return launched("pointer_array");
+}
+
+#define VTAPE_MATRIX_LAUNCH(kernel, ...)                                                                         \
+  do {                                                                                                           \
+    if (count == 0 || n == 0) return {};                                                                         \
+    with_type(dtype, [&](auto z) {                                                                               \
+      using T = decltype(z);                                                                                     \
+      kernel<T><<<blocks_for(count * n * n), threads, 0, st(s)>>>(__VA_ARGS__);                                  \
+    });                                                                                                          \
+    return launched(#kernel);                                                                                    \
+  } while (0)
+
+std::string mirror_lower(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t sa,
+                         void* l, std::int64_t sl) {
+  VTAPE_MATRIX_LAUNCH(mirror_lower_kernel, count, n, static_cast<const T*>(a), sa, static_cast<T*>(l), sl);
+}
+std::string finish_factor(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* l, std::int64_t sl) {
+  VTAPE_MATRIX_LAUNCH(finish_factor_kernel, count, n, static_cast<T*>(l), sl);
+}
+std::string phi(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* m, std::int64_t stride) {
+  VTAPE_MATRIX_LAUNCH(phi_kernel, count, n, static_cast<T*>(m), stride);
+}
+std::string transpose(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* in, std::int64_t si,
+                      void* out, std::int64_t so) {
+  VTAPE_MATRIX_LAUNCH(transpose_kernel, count, n, static_cast<const T*>(in), si, static_cast<T*>(out), so);
+}
+std::string symmetrize(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* m, std::int64_t stride) {
+  VTAPE_MATRIX_LAUNCH(symmetrize_kernel, count, n, static_cast<T*>(m), stride);
+}
+#undef VTAPE_MATRIX_LAUNCH
+
+std::string check_factor_diagonal(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* l,
+                                  std::int64_t sl, std::int32_t* info) {
+  if (count == 0 || n == 0) return {};
+  with_type(dtype, [&](auto z) {
+    using T = decltype(z);
+    check_diagonal_kernel<T><<<blocks_for(count), threads, 0, st(s)>>>(count, n, static_cast<const T*>(l), sl, info);
+  });
+  return launched("check_factor_diagonal");
+}
+
+}  // namespace vt::cuda::kernels

@@ -1,0 +1,60 @@
+#pragma once
+// The CUDA backend's own kernels (kernels.cu), behind plain C++ declarations so that the rest of
+// the backend compiles with the host compiler. Every launcher enqueues on `stream` and returns
+// without waiting; launch errors come back as a message (empty on success).
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "../../core/dtype.hpp"
+#include "../backend.hpp"
+
+namespace vt::cuda::kernels {
+
+using Stream = void*;  // a cudaStream_t
+
+// Kernels take at most this many axes after merging contiguous ones (merged_axes.hpp).
+constexpr int max_rank = 8;
+
+// N strided operands of one shape, flattened for a kernel argument.
+template <int N>
+struct Layout {
+  int rank = 0;
+  std::int64_t total = 1;  // elements visited
+  std::int64_t shape[max_rank] = {};
+  std::int64_t stride[N][max_rank] = {};
+};
+
+std::string fill(Stream s, DType dtype, const Layout<1>& layout, void* out, double value);
+std::string copy(Stream s, DType in_dtype, DType out_dtype, const Layout<2>& layout, const void* in, void* out);
+std::string unary(Stream s, UnaryKind kind, DType dtype, const Layout<2>& layout, const void* in, void* out);
+std::string binary(Stream s, BinaryKind kind, DType dtype, const Layout<3>& layout, const void* a, const void* b,
+                   void* out);
+std::string select(Stream s, DType dtype, const Layout<4>& layout, const void* cond, const void* a, const void* b,
+                   void* out);
+// out[o] = reduce over r of in[kept(o) + reduced(r)]: `kept` walks (in, out) over the output's
+// elements, `reduced` walks in over the reduced axes.
+std::string reduce(Stream s, ReduceKind kind, DType dtype, const Layout<2>& kept, const Layout<1>& reduced,
+                   const void* in, void* out);
+
+// pointers[i] = base + i * stride_bytes, for the pointer-array (batched) cuBLAS/cuSOLVER calls.
+std::string pointer_array(Stream s, void** pointers, const void* base, std::int64_t stride_bytes, std::int64_t count);
+
+// Row-major n x n matrices at a stride. The Cholesky steps around cuSOLVER's column-major
+// potrfBatched (lower): `mirror_lower` writes a's lower triangle, transposed, into l's upper one
+// (so that l read column-major holds A's lower triangle; l may be a); `finish_factor` moves the
+// column-major factor into l's lower triangle (row-major) and zeroes the upper one;
+// `check_factor_diagonal` sets info[i] to the first non-finite pivot (1-based) where it is 0.
+std::string mirror_lower(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* a,
+                         std::int64_t stride_a, void* l, std::int64_t stride_l);
+std::string finish_factor(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* l, std::int64_t stride_l);
+std::string check_factor_diagonal(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* l,
+                                  std::int64_t stride_l, std::int32_t* info);
+// Steps of the Cholesky adjoint: `phi` keeps the lower triangle with the diagonal halved (upper 0);
+// `transpose` writes out_i = in_i^T; `symmetrize` sets m_i = (m_i + m_i^T) / 2 in place.
+std::string phi(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* m, std::int64_t stride);
+std::string transpose(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* in, std::int64_t stride_in,
+                      void* out, std::int64_t stride_out);
+std::string symmetrize(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* m, std::int64_t stride);
+
+}  // namespace vt::cuda::kernels
