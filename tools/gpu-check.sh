@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The GPU check, in one go: builds vtape with the CUDA backend, runs the gpu-labelled tests, then
+# runs seed_cholesky_grad on the GPU for B = 16..2048 (and on the CPU of the same machine, as the
+# baseline of the same run). Everything it measures goes to OUT_DIR:
+#   device.txt        nvidia-smi's view of the GPU (when nvidia-smi exists)
+#   gpu-tests.log     ctest output;  gpu-tests.xml  the same as JUnit
+#   seed_cuda.json    seed_cholesky_grad --device cuda --json (compile_ms, run_ms per B)
+#   seed_cpu.json     the same on the CPU
+#   summary.json      exit codes, skipped/failed counts, seconds per phase
+# Exits 0 only when every gpu test ran and passed and both seed runs finished. Sized to finish in
+# under 4 minutes on one H200 with 16 cores, build included.
+#
+# usage: tools/gpu-check.sh OUT_DIR      (VTAPE_GPU_BUILD_DIR: build folder, default build-gpu/)
+set -uo pipefail
+out=${1:?usage: tools/gpu-check.sh OUT_DIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${VTAPE_GPU_BUILD_DIR:-$root/build-gpu}
+jobs=$(nproc)
+t0=$(date +%s)
+phase() { echo "[gpu-check $(($(date +%s) - t0)) s] $*" >&2; }
+
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/device.txt" 2>&1
+
+phase "configure and build (CUDA on, $jobs jobs)"
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+build_rc=0
+{ [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" "${generator[@]}" -DVTAPE_CUDA=ON \
+    -DVTAPE_BUILD_TOOLS=OFF >"$out/build.log" 2>&1; } &&
+  cmake --build "$build" -j "$jobs" --target vtape_gpu_tests seed_cholesky_grad >>"$out/build.log" 2>&1 || build_rc=$?
+t_build=$(($(date +%s) - t0))
+
+tests_rc=-1 skipped=-1 failed=-1 cuda_rc=-1 cpu_rc=-1
+if [ "$build_rc" -eq 0 ]; then
+  phase "gpu tests"
+  (cd "$build" && ctest -L gpu --output-on-failure --timeout 120 --output-junit "$out/gpu-tests.xml") >"$out/gpu-tests.log" 2>&1
+  tests_rc=$?
+  skipped=$(grep -c "(Skipped)" "$out/gpu-tests.log")
+  failed=$(grep -cE "\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception)\)" "$out/gpu-tests.log")
+  tail -5 "$out/gpu-tests.log" >&2
+  phase "seed_cholesky_grad on cuda:0"
+  timeout 120 "$build/examples/seed_cholesky_grad" --device cuda --json --reps 5 >"$out/seed_cuda.json" 2>"$out/seed_cuda.err"
+  cuda_rc=$?
+  phase "seed_cholesky_grad on the CPU (baseline)"
+  timeout 90 "$build/examples/seed_cholesky_grad" --device cpu --json --reps 3 >"$out/seed_cpu.json" 2>"$out/seed_cpu.err"
+  cpu_rc=$?
+fi
+elapsed=$(($(date +%s) - t0))
+cat >"$out/summary.json" <<JSON
+{"build_rc": $build_rc, "build_s": $t_build, "gpu_tests_rc": $tests_rc, "gpu_tests_skipped": $skipped,
+ "gpu_tests_failed": $failed, "seed_cuda_rc": $cuda_rc, "seed_cpu_rc": $cpu_rc, "elapsed_s": $elapsed}
+JSON
+phase "done: $(tr -d '\n' <"$out/summary.json")"
+[ "$build_rc" -eq 0 ] && [ "$tests_rc" -eq 0 ] && [ "$skipped" -eq 0 ] && [ "$cuda_rc" -eq 0 ] && [ "$cpu_rc" -eq 0 ]
