@@ -31,7 +31,8 @@ struct CudaModule {
 };
 
 const CudaModule& cuda_module() {
-  static const CudaModule module = [] {
+  // Never destroyed: device tensors in static storage are freed through it at exit.
+  static const CudaModule& module = *new CudaModule([] {
     CudaModule m;
     std::vector<std::string> paths;
     if (const char* env = std::getenv("VTAPE_CUDA_MODULE"); env && *env) paths.emplace_back(env);
@@ -57,7 +58,7 @@ const CudaModule& cuda_module() {
     }
     m.error = "vtape's CUDA module could not be loaded (set VTAPE_CUDA_MODULE to libvtape_cuda.so's path):" + m.error;
     return m;
-  }();
+  }());
   return module;
 }
 #endif

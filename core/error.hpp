@@ -8,7 +8,9 @@
 
 namespace vt {
 
-class Error : public std::runtime_error {
+// Default visibility: the CUDA backend module (built with hidden symbols) throws these too, and
+// callers catch them by type.
+class __attribute__((visibility("default"))) Error : public std::runtime_error {
  public:
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
@@ -16,7 +18,7 @@ class Error : public std::runtime_error {
 // Raised when a factorization meets a matrix that is not positive definite. `batch_index` is the
 // example of a batched call that failed (0 when unbatched), `minor` the order of the failing
 // leading minor (1-based, as LAPACK's info).
-class NotPositiveDefinite : public Error {
+class __attribute__((visibility("default"))) NotPositiveDefinite : public Error {
  public:
   NotPositiveDefinite(const std::string& what, long batch_index, long minor)
       : Error(what), batch_index(batch_index), minor(minor) {}

@@ -73,7 +73,9 @@ const OpDef cholesky_backward_op{"cholesky_backward",
 // ops (triangular solves, never an explicit inverse); otherwise the blocked kernel runs.
 std::vector<Tensor> cholesky_adjoint(const Node&, const Tensor& l, const Tensor& g, const std::vector<bool>&) {
   if (!detail::backward_is_differentiable()) return {apply(cholesky_backward_op, {l, g})};
-  const Tensor m = matmul(swapaxes(l, -1, -2), g);
+  // Only Lbar's lower triangle enters (tril(L^T Lbar) reads no other); selecting it first keeps an
+  // Inf in its upper triangle from meeting L's zeros.
+  const Tensor m = matmul(swapaxes(l, -1, -2), tril(g));
   const Tensor phi = tril(m) - m * eye(l.shape(-1), l.dtype(), l.device()) * 0.5;
   const Tensor z = triangular_solve(l, phi, /*lower=*/true, /*transpose=*/true);                 // L^-T Phi
   const Tensor a_bar = swapaxes(triangular_solve(l, swapaxes(z, -1, -2), true, true), -1, -2);  // (L^-T Phi) L^-1

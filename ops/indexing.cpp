@@ -146,7 +146,9 @@ Tensor triangle_mask(std::int64_t rows, std::int64_t cols, std::int64_t k, bool 
 
 Tensor triangle(const Tensor& x, std::int64_t k, bool lower, const char* op) {
   if (x.ndim() < 2) fail("{}: needs a tensor of rank >= 2, got shape {}", op, to_string(x.shape()));
-  return x * triangle_mask(x.shape(-2), x.shape(-1), k, lower, x.dtype(), x.device());
+  // Selected, not multiplied: an Inf or NaN outside the triangle gives 0, as in numpy.
+  return where(triangle_mask(x.shape(-2), x.shape(-1), k, lower, x.dtype(), x.device()), x,
+               zeros({}, x.dtype(), x.device()));
 }
 
 Tensor diag_embed(const Tensor& v, std::int64_t rows, std::int64_t cols) {

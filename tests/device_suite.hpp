@@ -121,6 +121,12 @@ inline std::vector<DeviceCase> device_cases() {
         add(name, {{6, 6}, b}, {lower ? L : U, G},
             [=](V a) { return triangular_solve(a[0], a[1], lower, transpose, left); });
       }
+  add("cholesky adjoint with an infinite cotangent above the diagonal", {{5, 5}}, {S}, [](V a) {
+    // As a downstream sqrt would give at L's structural zeros: it must not reach Abar.
+    auto [l, pullback] = vjp([](const Tensor& y) { return cholesky(y); }, a[0]);
+    const Tensor w = randn({5, 5}, 23, l.dtype(), l.device());
+    return pullback(where(tril(ones({5, 5}, l.dtype(), l.device())), w, full({5, 5}, INFINITY, l.dtype(), l.device())))[0];
+  }, false);
   add("cholesky_checked", {{6, 6}}, {S}, [](V a) {
     const CheckedCholesky c = cholesky_checked(a[0]);
     return c.l + sum(c.info);

@@ -299,3 +299,22 @@ TEST_CASE("a non-finite pivot before a failing one is the one reported", "[linal
   CHECK_THAT(error_of([&] { cholesky(a); }), Catch::Contains("order 1"));
   require_close(cholesky_checked(a).info, {1});
 }
+
+TEST_CASE("cholesky's adjoint ignores the cotangent above the diagonal, even when infinite", "[linalg]") {
+  const Tensor m = randn({5, 5}, 21);
+  const Tensor a = matmul(m, m.t()) / 5.0 + eye(5);
+  const Tensor w = randn({5, 5}, 22);
+  // A downstream op with an infinite derivative at L's structural zeros (sqrt, say) gives this.
+  const Tensor inf_above = where(tril(ones({5, 5})), w, full({5, 5}, INFINITY));
+  auto adjoint = [](const Tensor& x, const Tensor& cotangent) {
+    auto [l, pullback] = vjp([](const Tensor& y) { return cholesky(y); }, x);
+    return pullback(cotangent)[0];
+  };
+  const Tensor g = adjoint(a, inf_above);
+  for (double v : g.to_vector<double>()) CHECK(std::isfinite(v));
+  require_close(g, adjoint(a, tril(w)).to_vector<double>(), 1e-12);
+  // the same through the differentiable form of the adjoint, taken when an outer grad needs it
+  const Tensor gg = grad([&](const Tensor& x) { return sum(square(adjoint(x, inf_above))); })(a);
+  for (double v : gg.to_vector<double>()) CHECK(std::isfinite(v));
+  require_close(gg, grad([&](const Tensor& x) { return sum(square(adjoint(x, tril(w)))); })(a).to_vector<double>(), 1e-10);
+}

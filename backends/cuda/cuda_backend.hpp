@@ -15,6 +15,27 @@
 
 namespace vt::cuda {
 
+// Device memory from a backend's pool, returned to it (stream-ordered) when this goes away.
+class Scratch {
+ public:
+  Scratch(Backend& backend, std::size_t bytes) : backend_(&backend), bytes_(bytes), data_(backend.allocate(bytes)) {}
+  Scratch(Scratch&& other) noexcept : backend_(other.backend_), bytes_(other.bytes_), data_(other.data_) {
+    other.data_ = nullptr;
+  }
+  ~Scratch() {
+    if (data_) backend_->deallocate(data_, bytes_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  Scratch& operator=(Scratch&&) = delete;
+  void* data() const { return data_; }
+
+ private:
+  Backend* backend_;
+  std::size_t bytes_;
+  void* data_;
+};
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int index);
@@ -37,6 +58,7 @@ class CudaBackend final : public Backend {
                          void* g, std::int64_t stride_g) override;
 
  private:
+  void initialize();  // the constructor's work: stream, handles, memory pool
   // Makes this backend's device current on the calling thread and serialises use of the handles.
   std::unique_lock<std::recursive_mutex> enter();
   // Raises vt::Error naming the device and the step when a CUDA, cuBLAS or cuSOLVER call failed.
@@ -44,8 +66,9 @@ class CudaBackend final : public Backend {
   void check(cublasStatus_t status, const char* what) const;
   void check(cusolverStatus_t status, const char* what) const;
   void check(const std::string& launch_error) const;
-  // A device array of count pointers base + i * stride (stride in elements of `dtype`).
-  void** pointers(DType dtype, const void* base, std::int64_t stride, std::int64_t count);
+  // A device array of count pointers base + i * stride (stride in elements of `dtype`), for the
+  // pointer-array (batched) cuBLAS/cuSOLVER calls.
+  Scratch pointers(DType dtype, const void* base, std::int64_t stride, std::int64_t count);
 
   int index_;
   cudaStream_t stream_ = nullptr;

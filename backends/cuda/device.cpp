@@ -73,13 +73,25 @@ Backend& backend(int index) {
 }  // namespace
 
 CudaBackend::CudaBackend(int index) : index_(index) {
-  check(cudaSetDevice(index), "selecting the device");
+  try {
+    initialize();
+  } catch (...) {  // release what was created before the failure
+    if (solver_) cusolverDnDestroy(solver_);
+    if (blas_) cublasDestroy(blas_);
+    if (stream_) cudaStreamDestroy(stream_);
+    (void)cudaGetLastError();
+    throw;
+  }
+}
+
+void CudaBackend::initialize() {
+  check(cudaSetDevice(index_), "selecting the device");
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
   check(cublasCreate(&blas_), "creating the cuBLAS handle");
   check(cublasSetStream(blas_, stream_), "setting the cuBLAS stream");
   check(cusolverDnCreate(&solver_), "creating the cuSOLVER handle");
   check(cusolverDnSetStream(solver_, stream_), "setting the cuSOLVER stream");
-  check(cudaDeviceGetDefaultMemPool(&pool_, index), "getting the memory pool");
+  check(cudaDeviceGetDefaultMemPool(&pool_, index_), "getting the memory pool");
   // Keep freed memory in the pool instead of returning it to the driver at every synchronisation:
   // a plan allocates the same sizes call after call.
   std::uint64_t keep = UINT64_MAX;
@@ -89,7 +101,8 @@ CudaBackend::CudaBackend(int index) : index_(index) {
 std::unique_lock<std::recursive_mutex> CudaBackend::enter() {
   std::unique_lock lock(mutex_);
   int current = -1;
-  if (cudaGetDevice(&current) != cudaSuccess || current != index_) check(cudaSetDevice(index_), "selecting the device");
+  if (cudaGetDevice(&current) != cudaSuccess) (void)cudaGetLastError();
+  if (current != index_) check(cudaSetDevice(index_), "selecting the device");
   return lock;
 }
 
@@ -124,7 +137,7 @@ void* CudaBackend::allocate(std::size_t bytes) {
   if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     std::size_t free = 0, total = 0;
-    (void)cudaMemGetInfo(&free, &total);
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) (void)cudaGetLastError();
     fail("cuda:{}: out of device memory allocating {} ({} of {} free)", index_, gib(bytes), gib(free), gib(total));
   }
   check(e, "allocating device memory");
@@ -138,6 +151,7 @@ void CudaBackend::deallocate(void* p, std::size_t) {
   int current = -1;
   if (cudaGetDevice(&current) == cudaSuccess && current != index_) (void)cudaSetDevice(index_);
   if (cudaFreeAsync(p, stream_) != cudaSuccess) (void)cudaGetLastError();
+  (void)cudaGetLastError();  // whatever failed here must not be blamed on the next kernel
 }
 
 void CudaBackend::to_host(void* host, const void* src, std::size_t bytes) {

@@ -217,8 +217,10 @@ template <class T>
 __global__ void check_diagonal_kernel(std::int64_t count, std::int64_t n, const T* l, std::int64_t sl,
                                       std::int32_t* info) {
   for (std::int64_t m = grid_start(); m < count; m += grid_step()) {
-    if (info[m] != 0) continue;
-    for (std::int64_t k = 0; k < n; ++k)
+    // Pivots before a minor cuSOLVER found failing are final: a non-finite one among them is the
+    // first failure, as the CPU reports it.
+    const std::int64_t limit = info[m] != 0 ? info[m] - 1 : n;
+    for (std::int64_t k = 0; k < limit; ++k)
       if (!isfinite(l[m * sl + k * n + k])) {
         info[m] = static_cast<std::int32_t>(k + 1);
         break;
@@ -227,13 +229,13 @@ __global__ void check_diagonal_kernel(std::int64_t count, std::int64_t n, const 
 }
 
 template <class T>
-__global__ void phi_kernel(std::int64_t count, std::int64_t n, T* x, std::int64_t s) {
+__global__ void lower_triangle_kernel(std::int64_t count, std::int64_t n, T* x, std::int64_t s, T diagonal_scale) {
   for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) {
     std::int64_t m, i, j;
     matrix_item(t, n, m, i, j);
     T& v = x[m * s + i * n + j];
-    if (j > i) v = T(0);
-    else if (j == i) v *= T(0.5);
+    if (j > i) v = T(0);  // assigned, not multiplied: an Inf or NaN there must not survive
+    else if (j == i) v *= diagonal_scale;
   }
 }
 
@@ -362,8 +364,9 @@ std::string mirror_lower(Stream s, DType dtype, std::int64_t count, std::int64_t
 std::string finish_factor(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* l, std::int64_t sl) {
   VTAPE_MATRIX_LAUNCH(finish_factor_kernel, count, n, static_cast<T*>(l), sl);
 }
-std::string phi(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* m, std::int64_t stride) {
-  VTAPE_MATRIX_LAUNCH(phi_kernel, count, n, static_cast<T*>(m), stride);
+std::string lower_triangle(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* m, std::int64_t stride,
+                           double diagonal_scale) {
+  VTAPE_MATRIX_LAUNCH(lower_triangle_kernel, count, n, static_cast<T*>(m), stride, static_cast<T>(diagonal_scale));
 }
 std::string transpose(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* in, std::int64_t si,
                       void* out, std::int64_t so) {

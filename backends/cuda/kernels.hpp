@@ -44,15 +44,18 @@ std::string pointer_array(Stream s, void** pointers, const void* base, std::int6
 // potrfBatched (lower): `mirror_lower` writes a's lower triangle, transposed, into l's upper one
 // (so that l read column-major holds A's lower triangle; l may be a); `finish_factor` moves the
 // column-major factor into l's lower triangle (row-major) and zeroes the upper one;
-// `check_factor_diagonal` sets info[i] to the first non-finite pivot (1-based) where it is 0.
+// `check_factor_diagonal` sets info[i] to the first non-finite pivot (1-based) if that comes before
+// the minor cuSOLVER reported (or it reported none).
 std::string mirror_lower(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* a,
                          std::int64_t stride_a, void* l, std::int64_t stride_l);
 std::string finish_factor(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* l, std::int64_t stride_l);
 std::string check_factor_diagonal(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* l,
                                   std::int64_t stride_l, std::int32_t* info);
-// Steps of the Cholesky adjoint: `phi` keeps the lower triangle with the diagonal halved (upper 0);
-// `transpose` writes out_i = in_i^T; `symmetrize` sets m_i = (m_i + m_i^T) / 2 in place.
-std::string phi(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* m, std::int64_t stride);
+// Steps of the Cholesky adjoint: `lower_triangle` zeroes the strict upper triangle and scales the
+// diagonal (by 1/2 for Phi); `transpose` writes out_i = in_i^T; `symmetrize` sets
+// m_i = (m_i + m_i^T) / 2 in place.
+std::string lower_triangle(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* m, std::int64_t stride,
+                           double diagonal_scale);
 std::string transpose(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* in, std::int64_t stride_in,
                       void* out, std::int64_t stride_out);
 std::string symmetrize(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* m, std::int64_t stride);

@@ -19,32 +19,24 @@ int narrow(std::int64_t v, const char* what) {
 
 cublasOperation_t op(bool transpose) { return transpose ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
-// Device memory from the backend's pool, returned to it (stream-ordered) when this goes away.
-class Scratch {
- public:
-  Scratch(Backend& backend, std::size_t bytes) : backend_(backend), bytes_(bytes), data_(backend.allocate(bytes)) {}
-  ~Scratch() { backend_.deallocate(data_, bytes_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  void* data() const { return data_; }
-
- private:
-  Backend& backend_;
-  std::size_t bytes_;
-  void* data_;
-};
-
 }  // namespace
 
-void** CudaBackend::pointers(DType dtype, const void* base, std::int64_t stride, std::int64_t count) {
-  void** array = static_cast<void**>(allocate(static_cast<std::size_t>(count) * sizeof(void*)));
-  check(kernels::pointer_array(stream_, array, base, stride * static_cast<std::int64_t>(size_of(dtype)), count));
+Scratch CudaBackend::pointers(DType dtype, const void* base, std::int64_t stride, std::int64_t count) {
+  Scratch array(*this, static_cast<std::size_t>(count) * sizeof(void*));
+  check(kernels::pointer_array(stream_, static_cast<void**>(array.data()), base,
+                               stride * static_cast<std::int64_t>(size_of(dtype)), count));
   return array;
 }
 
 void CudaBackend::gemm(const GemmArgs& g) {
   if (g.count == 0 || g.m == 0 || g.n == 0) return;
   auto lock = enter();
+  if (g.k == 0) {  // an empty sum: C = beta C, without relying on cuBLAS for the degenerate case
+    if (g.beta != 0) fail("cuda gemm: k = 0 with beta != 0 is not supported");
+    const Shape shape{g.count, g.m, g.n}, strides{g.stride_c, g.n, 1};
+    fill(View{g.dtype, g.c, shape, strides}, 0.0);
+    return;
+  }
   const ColumnMajorGemm c = column_major(g);
   const int rows = narrow(c.rows, "gemm rows"), cols = narrow(c.cols, "gemm columns"), inner = narrow(c.inner, "gemm k");
   const int count = narrow(g.count, "gemm batch count");
@@ -79,16 +71,13 @@ void CudaBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, cons
   const int batch = narrow(count, "cholesky batch count"), order = narrow(n, "cholesky order");
   check(kernels::mirror_lower(stream_, dtype, count, n, a, stride_a, l, stride_l));
   Scratch info_device(*this, static_cast<std::size_t>(count) * sizeof(std::int32_t));
-  void** array = pointers(dtype, l, stride_l, count);
+  const Scratch array = pointers(dtype, l, stride_l, count);
   auto* device_info = static_cast<int*>(info_device.data());
-  const cusolverStatus_t status =
-      dtype == DType::f64
-          ? cusolverDnDpotrfBatched(solver_, CUBLAS_FILL_MODE_LOWER, order, reinterpret_cast<double**>(array), order,
-                                    device_info, batch)
-          : cusolverDnSpotrfBatched(solver_, CUBLAS_FILL_MODE_LOWER, order, reinterpret_cast<float**>(array), order,
-                                    device_info, batch);
-  deallocate(array, static_cast<std::size_t>(count) * sizeof(void*));
-  check(status, "potrfBatched");
+  check(dtype == DType::f64 ? cusolverDnDpotrfBatched(solver_, CUBLAS_FILL_MODE_LOWER, order,
+                                                      static_cast<double**>(array.data()), order, device_info, batch)
+                            : cusolverDnSpotrfBatched(solver_, CUBLAS_FILL_MODE_LOWER, order,
+                                                      static_cast<float**>(array.data()), order, device_info, batch),
+        "potrfBatched");
   check(kernels::finish_factor(stream_, dtype, count, n, l, stride_l));
   check(kernels::check_factor_diagonal(stream_, dtype, count, n, l, stride_l, device_info));
   // The one host synchronisation inside a plan: whether to raise depends on info.
@@ -102,8 +91,10 @@ void CudaBackend::trsm(const TrsmArgs& t) {
   if (t.count == 0 || t.n == 0 || t.nrhs == 0) return;
   auto lock = enter();
   const int batch = narrow(t.count, "trsm batch count");
-  void** tri = pointers(t.dtype, t.t, t.stride_t, t.count);
-  void** rhs = pointers(t.dtype, t.b, t.stride_b, t.count);
+  const Scratch tri_array = pointers(t.dtype, t.t, t.stride_t, t.count);
+  const Scratch rhs_array = pointers(t.dtype, t.b, t.stride_b, t.count);
+  void* const* tri = static_cast<void* const*>(tri_array.data());
+  void* const* rhs = static_cast<void* const*>(rhs_array.data());
   auto solve = [&](bool transpose) {
     const ColumnMajorTrsm c = column_major(t, transpose);
     const cublasSideMode_t side = c.right_side ? CUBLAS_SIDE_RIGHT : CUBLAS_SIDE_LEFT;
@@ -121,11 +112,8 @@ void CudaBackend::trsm(const TrsmArgs& t) {
                               reinterpret_cast<const float* const*>(tri), ldt, reinterpret_cast<float* const*>(rhs), ldb,
                               batch);
   };
-  cublasStatus_t status = solve(t.transpose);
-  if (status == CUBLAS_STATUS_SUCCESS && t.then_transposed) status = solve(!t.transpose);
-  deallocate(tri, static_cast<std::size_t>(t.count) * sizeof(void*));
-  deallocate(rhs, static_cast<std::size_t>(t.count) * sizeof(void*));
-  check(status, "trsmBatched");
+  check(solve(t.transpose), "trsmBatched");
+  if (t.then_transposed) check(solve(!t.transpose), "trsmBatched");
 }
 
 // Abar = sym(L^-T Phi(L^T Lbar) L^-1) from batched GEMM and triangular solves: one product and two
@@ -137,8 +125,11 @@ void CudaBackend::cholesky_backward(DType dtype, std::int64_t count, std::int64_
   auto lock = enter();
   const std::int64_t nn = n * n;
   Scratch p(*this, static_cast<std::size_t>(count * nn) * size_of(dtype));
+  // Lbar's strict upper triangle does not enter the result (L^T Lbar's lower triangle reads only
+  // Lbar's lower one), but multiplied by L's zeros an Inf there would make NaN: clear it first.
+  check(kernels::lower_triangle(stream_, dtype, count, n, g, stride_g, 1.0));
   gemm(GemmArgs{dtype, count, n, n, n, true, false, 1.0, 0.0, l, stride_l, g, stride_g, p.data(), nn});  // L^T Lbar
-  check(kernels::phi(stream_, dtype, count, n, p.data(), nn));
+  check(kernels::lower_triangle(stream_, dtype, count, n, p.data(), nn, 0.5));                           // Phi
   trsm(TrsmArgs{dtype, count, n, n, true, true, false, l, stride_l, p.data(), nn});  // P = L^-T Phi
   check(kernels::transpose(stream_, dtype, count, n, p.data(), nn, g, stride_g));    // g = P^T
   trsm(TrsmArgs{dtype, count, n, n, true, true, false, l, stride_l, g, stride_g});   // g = L^-T P^T
