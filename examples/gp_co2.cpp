@@ -8,6 +8,7 @@
 //
 //   gp_co2 [--data PATH] [--starts K] [--json]        fit, report the best start
 //   gp_co2 --theta t1,...,t11 --eval                  lml and its gradient at theta (JSON)
+//   --device cpu|cuda|cuda:N                          where the likelihoods are computed (cpu)
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -25,8 +26,8 @@ extern "C" void setulb_(const int* n, const int* m, double* x, const double* l, 
 namespace {
 
 constexpr const char* usage_text =
-    "usage: gp_co2 [--data PATH] [--starts K] [--json]\n"
-    "       gp_co2 [--data PATH] --theta t1,...,t11 --eval\n";
+    "usage: gp_co2 [--data PATH] [--starts K] [--json] [--device cpu|cuda|cuda:N]\n"
+    "       gp_co2 [--data PATH] --theta t1,...,t11 --eval [--device cpu|cuda|cuda:N]\n";
 
 [[noreturn]] void usage(const std::string& problem) {
   fmt::print(stderr, "gp_co2: {}\n{}", problem, usage_text);
@@ -110,6 +111,7 @@ int main(int argc, char** argv) try {
   std::string data = VTAPE_CO2_DATA, theta_text;
   int starts = 8;
   bool json = false, eval = false;
+  vt::Device device;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -131,6 +133,13 @@ int main(int argc, char** argv) try {
       theta_text = value();
     } else if (a == "--eval") {
       eval = true;
+    } else if (a == "--device") {
+      const std::string name = value();
+      try {
+        device = vt::parse_device(name);
+      } catch (const vt::Error& e) {
+        usage(e.what());
+      }
     } else {
       usage("unknown argument " + a);
     }
@@ -143,8 +152,8 @@ int main(int argc, char** argv) try {
   for (double v : series.y) mean += v / static_cast<double>(n);
   std::vector<double> centred;
   for (double v : series.y) centred.push_back(v - mean);
-  const gp::Inputs inputs(series.t);
-  const vt::Tensor y = vt::Tensor::from_vector(centred, {n});
+  const gp::Inputs inputs(series.t, device);
+  const vt::Tensor y = vt::Tensor::from_vector(centred, {n}, vt::DType::f64, device);
 
   // One theta -> -lml; a batch of thetas -> their values and gradients, as one jitted call.
   auto nll = [&](const vt::Tensor& theta) { return vt::neg(gp::log_marginal_likelihood(theta, inputs, y)); };
@@ -152,7 +161,7 @@ int main(int argc, char** argv) try {
 
   if (eval) {
     const std::vector<double> theta = parse_theta(theta_text);
-    const auto [v, g] = evaluate(vt::as_batch(vt::Tensor::from_vector(theta, {1, gp::n_theta})));
+    const auto [v, g] = evaluate(vt::as_batch(vt::Tensor::from_vector(theta, {1, gp::n_theta}, vt::DType::f64, device)));
     std::vector<double> grad = g.to_vector<double>();
     for (double& x : grad) x = -x;
     fmt::print("{{\"n\": {}, \"theta\": {}, \"lml\": {:.10g}, \"grad\": {}}}\n", n, json_list(theta), -v.item(),
@@ -184,7 +193,7 @@ int main(int argc, char** argv) try {
       }
     if (asking.empty()) break;
     const auto b = static_cast<std::int64_t>(asking.size());
-    const auto [values, grads] = evaluate(vt::as_batch(vt::Tensor::from_vector(thetas, {b, gp::n_theta})));
+    const auto [values, grads] = evaluate(vt::as_batch(vt::Tensor::from_vector(thetas, {b, gp::n_theta}, vt::DType::f64, device)));
     const std::vector<double> f = values.to_vector<double>(), g = grads.to_vector<double>();
     for (std::size_t i = 0; i < asking.size(); ++i) {
       best = std::max(best, -f[i]);
@@ -203,7 +212,7 @@ int main(int argc, char** argv) try {
   std::size_t arg = 0;
   double lml = -1e300;
   for (std::size_t k = 0; k < runs.size(); ++k) {
-    const auto [v, g] = evaluate(vt::as_batch(vt::Tensor::from_vector(runs[k].x(), {1, gp::n_theta})));
+    const auto [v, g] = evaluate(vt::as_batch(vt::Tensor::from_vector(runs[k].x(), {1, gp::n_theta}, vt::DType::f64, device)));
     if (-v.item() > lml) {
       lml = -v.item();
       arg = k;
@@ -213,13 +222,14 @@ int main(int argc, char** argv) try {
   const vt::JitCounters c = evaluate.counters();
   if (json) {
     fmt::print("{{\"n\": {}, \"lml\": {:.10g}, \"theta\": {}, \"kernel\": \"{}\", \"starts\": {}, \"evaluations\": {}, "
-               "\"rounds\": {}, \"fit_seconds\": {:.3f}, \"traces\": {}, \"best_start\": {}, \"status\": \"{}\"}}\n",
+               "\"rounds\": {}, \"fit_seconds\": {:.3f}, \"traces\": {}, \"best_start\": {}, \"status\": \"{}\", "
+               "\"device\": \"{}\"}}\n",
                n, lml, json_list(theta), gp::sklearn_notation(theta), starts, evaluations, rounds, seconds, c.traces,
-               arg, runs[arg].status());
+               arg, runs[arg].status(), vt::to_string(device));
     return 0;
   }
-  fmt::print("Mauna Loa CO2, {} months; {} starts, {} evaluations in {} batched rounds, {:.2f} s ({} trace)\n", n, starts,
-             evaluations, rounds, seconds, c.traces);
+  fmt::print("Mauna Loa CO2, {} months; {} starts, {} evaluations in {} batched rounds, {:.2f} s ({} trace) on {}\n", n,
+             starts, evaluations, rounds, seconds, c.traces, vt::to_string(device));
   fmt::print("best start {} ({}), log marginal likelihood {:.3f}\n", arg, runs[arg].status(), lml);
   fmt::print("kernel: {}\n", gp::sklearn_notation(theta));
   return 0;

@@ -63,7 +63,7 @@ struct Inputs {
   vt::Tensor sq;     // (t_i - t_j)^2
   vt::Tensor sin2;   // sin^2(pi (t_i - t_j) / periodicity), periodicity fixed at 1
   vt::Tensor eye;
-  explicit Inputs(const std::vector<double>& t) {
+  explicit Inputs(const std::vector<double>& t, vt::Device device = {}) {
     const auto n = static_cast<std::int64_t>(t.size());
     std::vector<double> sq(static_cast<std::size_t>(n * n)), s2(sq.size());
     for (std::int64_t i = 0; i < n; ++i)
@@ -73,9 +73,9 @@ struct Inputs {
         const double s = std::sin(std::numbers::pi * d);
         s2[static_cast<std::size_t>(i * n + j)] = s * s;
       }
-    this->sq = vt::Tensor::from_vector(sq, {n, n});
-    this->sin2 = vt::Tensor::from_vector(s2, {n, n});
-    eye = vt::eye(n);
+    this->sq = vt::Tensor::from_vector(sq, {n, n}, vt::DType::f64, device);
+    this->sin2 = vt::Tensor::from_vector(s2, {n, n}, vt::DType::f64, device);
+    eye = vt::eye(n, vt::DType::f64, device);
   }
 };
 

@@ -6,6 +6,9 @@
 #   gpu-tests.log     ctest output;  gpu-tests.xml  the same as JUnit
 #   seed_cuda.json    seed_cholesky_grad --device cuda --json (compile_ms, run_ms per B)
 #   seed_cpu.json     the same on the CPU
+#   gp_co2_eval.json  the CO2 likelihood and gradient on the GPU at scikit-learn's optimum
+#                     (lml must be -115.0516349, as on the CPU and in scikit-learn)
+#   gp_co2_cuda.json  the CO2 fit (8 starts) on the GPU, when gp_co2 is built (liblbfgsb present)
 #   summary.json      exit codes, skipped/failed counts, seconds per phase
 # Exits 0 only when every gpu test ran and passed and both seed runs finished. Sized to finish in
 # under 4 minutes on one H200 with 16 cores, build included.
@@ -30,9 +33,12 @@ build_rc=0
 { [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" "${generator[@]}" -DVTAPE_CUDA=ON \
     -DVTAPE_BUILD_TOOLS=OFF >"$out/build.log" 2>&1; } &&
   cmake --build "$build" -j "$jobs" --target vtape_gpu_tests seed_cholesky_grad >>"$out/build.log" 2>&1 || build_rc=$?
+# gp_co2 needs liblbfgsb: built when the configure step found it.
+co2_target=0
+[ "$build_rc" -eq 0 ] && cmake --build "$build" -j "$jobs" --target gp_co2 >>"$out/build.log" 2>&1 && co2_target=1
 t_build=$(($(date +%s) - t0))
 
-tests_rc=-1 skipped=-1 failed=-1 cuda_rc=-1 cpu_rc=-1
+tests_rc=-1 skipped=-1 failed=-1 cuda_rc=-1 cpu_rc=-1 eval_rc=-1 fit_rc=-1
 if [ "$build_rc" -eq 0 ]; then
   phase "gpu tests"
   (cd "$build" && ctest -L gpu --output-on-failure --timeout 120 --output-junit "$out/gpu-tests.xml") >"$out/gpu-tests.log" 2>&1
@@ -46,11 +52,23 @@ if [ "$build_rc" -eq 0 ]; then
   phase "seed_cholesky_grad on the CPU (baseline)"
   timeout 90 "$build/examples/seed_cholesky_grad" --device cpu --json --reps 3 >"$out/seed_cpu.json" 2>"$out/seed_cpu.err"
   cpu_rc=$?
+  if [ "$co2_target" -eq 1 ]; then
+    phase "gp_co2 on cuda:0: likelihood at scikit-learn's optimum, then the fit"
+    timeout 60 "$build/examples/gp_co2" --device cuda --eval --theta \
+      7.604416279,3.943521672,1.941557834,4.516338972,0.3920420878,-1.247242236,1.061256502,-0.03252319171,-3.342626632,-2.103734234,-3.304978524 \
+      >"$out/gp_co2_eval.json" 2>"$out/gp_co2_eval.err"
+    eval_rc=$?
+    grep -q '"lml": -115.05163' "$out/gp_co2_eval.json" || eval_rc=9
+    timeout 100 "$build/examples/gp_co2" --device cuda --json >"$out/gp_co2_cuda.json" 2>"$out/gp_co2_cuda.err"
+    fit_rc=$?
+  fi
 fi
 elapsed=$(($(date +%s) - t0))
 cat >"$out/summary.json" <<JSON
 {"build_rc": $build_rc, "build_s": $t_build, "gpu_tests_rc": $tests_rc, "gpu_tests_skipped": $skipped,
- "gpu_tests_failed": $failed, "seed_cuda_rc": $cuda_rc, "seed_cpu_rc": $cpu_rc, "elapsed_s": $elapsed}
+ "gpu_tests_failed": $failed, "seed_cuda_rc": $cuda_rc, "seed_cpu_rc": $cpu_rc, "gp_co2_eval_rc": $eval_rc,
+ "gp_co2_fit_rc": $fit_rc, "elapsed_s": $elapsed}
 JSON
 phase "done: $(tr -d '\n' <"$out/summary.json")"
-[ "$build_rc" -eq 0 ] && [ "$tests_rc" -eq 0 ] && [ "$skipped" -eq 0 ] && [ "$cuda_rc" -eq 0 ] && [ "$cpu_rc" -eq 0 ]
+[ "$build_rc" -eq 0 ] && [ "$tests_rc" -eq 0 ] && [ "$skipped" -eq 0 ] && [ "$cuda_rc" -eq 0 ] && [ "$cpu_rc" -eq 0 ] &&
+  { [ "$co2_target" -eq 0 ] || { [ "$eval_rc" -eq 0 ] && [ "$fit_rc" -eq 0 ]; }; }
