@@ -33,6 +33,10 @@ __device__ __forceinline__ std::int64_t grid_step() { return static_cast<std::in
 // Offsets (in elements) of the element with linear index i in each of the N operands.
 template <int N>
 __device__ __forceinline__ void offsets_of(const Layout<N>& l, std::int64_t i, std::int64_t (&off)[N]) {
+  if (l.rank == 1) {  // contiguous or evenly strided after merging: no 64-bit division
+    for (int k = 0; k < N; ++k) off[k] = i * l.stride[k][0];
+    return;
+  }
   for (int k = 0; k < N; ++k) off[k] = 0;
   for (int d = l.rank - 1; d >= 0; --d) {
     const std::int64_t idx = i % l.shape[d];
@@ -330,8 +334,12 @@ std::string reduce(Stream s, ReduceKind kind, DType dtype, const Layout<2>& kept
   with_type(dtype, [&](auto z) {
     using T = decltype(z);
     const Accumulate<T> op{kind};
-    // Long reductions get a block each; short ones a thread each, so that both keep the GPU busy.
-    if (reduced.total >= 64)
+    // A block per output when the reduced elements are adjacent in memory (its threads read them
+    // coalesced) or when there are too few outputs to occupy the GPU otherwise; else a thread per
+    // output, so that neighbouring threads read neighbouring outputs' elements (sums over a
+    // leading or the batch axis).
+    const bool reduced_contiguous = reduced.rank > 0 && reduced.stride[0][reduced.rank - 1] == 1;
+    if (reduced.total >= 64 && (reduced_contiguous || kept.total < 4096))
       reduce_by_block<T><<<kept.total < 65535 ? kept.total : 65535, threads, 0, st(s)>>>(
           op, kept, reduced, static_cast<const T*>(in), static_cast<T*>(out));
     else

@@ -36,11 +36,12 @@ TEST_CASE("large transfers round-trip exactly", "[gpu]") {
   const Tensor x = randn({1 << 20, 8}, 5);  // 64 MiB
   const Tensor back = x.to(gpu).to(Device::cpu());
   CHECK(back.to_vector<double>() == x.to_vector<double>());
-  CHECK(sum(x.to(gpu)).item() == Approx(sum(x).item()).epsilon(1e-12));
+  // 8M terms summed in another order: agreement to ~1e-9 relative is what double rounding allows.
+  CHECK(sum(x.to(gpu)).item() == Approx(sum(x).item()).epsilon(1e-8));
 }
 
 TEST_CASE("exhausted device memory and absent devices give errors, and the device stays usable", "[gpu]") {
-  const std::string oom = error_of([] { (void)Tensor::empty({std::int64_t{1} << 42}, DType::f64, gpu); });  // 32 TiB
+  const std::string oom = error_of([] { (void)Tensor::empty({std::int64_t{1} << 37}, DType::f64, gpu); });  // 1 TiB
   CHECK_THAT(oom, Catch::Contains("cuda:0") && Catch::Contains("out of device memory"));
   CHECK(sum(ones({10}, DType::f64, gpu)).item() == 10.0);
   const Device absent = Device::cuda(cuda_device_count());
