@@ -68,10 +68,17 @@ struct TrsmArgs {
   void* b; std::int64_t stride_b;
 };
 
+// Bytes of device memory a backend holds for tensors and plans now, and at most so far.
+struct MemoryStats {
+  bool known = false;  // false where the backend does not track it (the CPU: see the process RSS)
+  std::size_t in_use = 0, peak = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual Device device() const = 0;
+  virtual MemoryStats memory_stats() { return {}; }
 
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void deallocate(void* p, std::size_t bytes) = 0;
@@ -105,6 +112,9 @@ class Backend {
 // The backend that owns a device's memory and kernels. Raises vt::Error, naming the device, when it
 // is not available (a build without CUDA, no driver, no such device).
 Backend& backend_for(Device device);
+
+// backend_for(device).memory_stats(): on a GPU, the bytes its memory pool has handed out.
+inline MemoryStats memory_stats(Device device) { return backend_for(device).memory_stats(); }
 
 // Routes a device to another backend from now on (nullptr restores the built-in one). The tests
 // use it to run the device-placement logic on CPUs through a stand-in whose memory the host

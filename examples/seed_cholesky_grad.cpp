@@ -120,6 +120,7 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 struct Run {
   std::int64_t nbatch;
   double compile_ms, run_ms, value, peak_rss_mib;
+  double peak_device_mib;  // -1 on the CPU
   vt::PlanSummary plan;
 };
 
@@ -155,7 +156,9 @@ int main(int argc, char** argv) try {
     }
     std::sort(times.begin(), times.end());
     shared(P);
-    return Run{P.batch_size(), compile_ms, times[times.size() / 2], value, peak_rss_mib(), plan};
+    const vt::MemoryStats device_memory = vt::memory_stats(P.device());
+    const double device_mib = device_memory.known ? static_cast<double>(device_memory.peak) / (1 << 20) : -1.0;
+    return Run{P.batch_size(), compile_ms, times[times.size() / 2], value, peak_rss_mib(), device_mib, plan};
   };
 
   if (!o.pars.empty()) {
@@ -178,8 +181,10 @@ int main(int argc, char** argv) try {
     std::string items;
     for (const Run& r : runs)
       items += fmt::format("{}{{\"nbatch\": {}, \"compile_ms\": {:.4f}, \"run_ms\": {:.3f}, \"value\": {:.17g}, "
-                           "\"peak_rss_mib\": {:.1f}, \"plan_kernels\": {}, \"arena_bytes_per_example\": {}}}",
+                           "\"peak_rss_mib\": {:.1f}, \"peak_device_mib\": {:.1f}, \"plan_kernels\": {}, "
+                           "\"arena_bytes_per_example\": {}}}",
                            items.empty() ? "" : ", ", r.nbatch, r.compile_ms, r.run_ms, r.value, r.peak_rss_mib,
+                           r.peak_device_mib,
                            r.plan.kernels, r.plan.arena_bytes_per_example);
     fmt::print("{{\"device\": \"{}\", \"nobs\": {}, \"ngp\": {}, \"runs\": [{}], \"shared_cache\": {{\"traces\": {}, "
                "\"cache_hits\": {}}}}}\n",

@@ -53,6 +53,7 @@ TEST_CASE("unavailable devices give errors that name them", "[device]") {
   CHECK_THAT(error_of([] { (void)parse_device("gpu"); }), Catch::Contains("'gpu' is not a device"));
   CHECK_THAT(error_of([] { (void)parse_device("cuda:-1"); }), Catch::Contains("not a device"));
   if (!built_with_cuda()) CHECK(cuda_device_count() == 0);
+  CHECK_FALSE(memory_stats(Device::cpu()).known);  // the CPU backend does not count its bytes
 }
 
 TEST_CASE("gradients flow back across a transfer", "[device]") {

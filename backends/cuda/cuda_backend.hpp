@@ -40,6 +40,7 @@ class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int index);
   Device device() const override { return Device::cuda(index_); }
+  MemoryStats memory_stats() override;
   void* allocate(std::size_t bytes) override;
   void deallocate(void* p, std::size_t bytes) override;
   void to_host(void* host, const void* src, std::size_t bytes) override;

@@ -144,6 +144,14 @@ void* CudaBackend::allocate(std::size_t bytes) {
   return p;
 }
 
+MemoryStats CudaBackend::memory_stats() {
+  auto lock = enter();
+  std::uint64_t in_use = 0, peak = 0;
+  check(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemCurrent, &in_use), "reading the memory pool's use");
+  check(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &peak), "reading the memory pool's peak");
+  return {true, static_cast<std::size_t>(in_use), static_cast<std::size_t>(peak)};
+}
+
 void CudaBackend::deallocate(void* p, std::size_t) {
   // Called from destructors: never raises. Stream-ordered, so work already enqueued that reads p
   // finishes first. At process exit the runtime may already be gone; nothing is left to free then.

@@ -34,7 +34,12 @@ TEST_CASE("a jitted value_and_grad on cuda:0 traces once for every batch size an
 
 TEST_CASE("large transfers round-trip exactly", "[gpu]") {
   const Tensor x = randn({1 << 20, 8}, 5);  // 64 MiB
-  const Tensor back = x.to(gpu).to(Device::cpu());
+  const Tensor on_gpu = x.to(gpu);
+  const MemoryStats held = memory_stats(gpu);
+  CHECK(held.known);
+  CHECK(held.in_use >= std::size_t{64} << 20);
+  CHECK(held.peak >= held.in_use);
+  const Tensor back = on_gpu.to(Device::cpu());
   CHECK(back.to_vector<double>() == x.to_vector<double>());
   // 8M terms summed in another order: agreement to ~1e-9 relative is what double rounding allows.
   CHECK(sum(x.to(gpu)).item() == Approx(sum(x).item()).epsilon(1e-8));
