@@ -409,6 +409,23 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
     if (!out.defined()) fail("jit: the function returned an undefined tensor");
     plan->outputs.push_back(builder.value_of(out));
   }
+  // A plan runs every step on one backend: the arguments' and captured tensors' device. Ops
+  // already refuse mixed inputs; this catches parts of a function that never meet.
+  bool placed = !symbolic_inputs.empty();
+  for (const PlanValue& v : plan->values) {
+    if (v.kind != PlanValue::Kind::constant) continue;
+    if (!placed) plan->device = v.constant.device();
+    placed = true;
+    if (v.constant.device() != plan->device)
+      fail("jit: a plan runs on one device, but the function uses tensors on {} and on {}; move them with to_device "
+           "before calling it",
+           to_string(plan->device), to_string(v.constant.device()));
+  }
+  for (const Tensor& t : symbolic_inputs)
+    if (t.device() != plan->device)
+      fail("jit: a plan runs on one device, but the arguments are on {} and on {}; move them with to_device before "
+           "calling it",
+           to_string(plan->device), to_string(t.device()));
   reassociate_matmuls(*plan);
   eliminate_dead_steps(*plan);
   plan_memory(*plan);

@@ -100,6 +100,19 @@ TEST_CASE("a jitted function cannot move traced values between devices", "[devic
   CHECK_THAT(error_of([&] { (void)f(ones({3})); }), Catch::Contains("to_device") && Catch::Contains("one device"));
 }
 
+TEST_CASE("a jitted function whose arguments are on two devices is refused, not run on one", "[device]") {
+  OpaqueDevice device(stand_in);
+  auto f = jit([](const Tensor& x, const Tensor& y) { return std::pair{x * 2.0, y * 2.0}; });
+  const std::string message = error_of([&] { (void)f(ones({2}), ones({2}, DType::f64, stand_in)); });
+  CHECK_THAT(message, Catch::Contains("jit") && Catch::Contains("one device") && Catch::Contains("cuda:5"));
+  // A function of no arguments runs where the tensors it captures live.
+  const Tensor c = ones({3}, DType::f64, stand_in);
+  auto g = jit([&c]() { return sum(c * 2.0); });
+  const Tensor r = g();
+  CHECK(r.device() == stand_in);
+  CHECK(r.item() == 6.0);
+}
+
 TEST_CASE("vmap runs on the device", "[device]") {
   OpaqueDevice device(stand_in);
   const Tensor x = randn({4, 3, 3}, 8);
