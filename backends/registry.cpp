@@ -43,7 +43,7 @@ const CudaModule& cuda_module() {
       void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
       if (!handle) {
         const char* why = dlerror();
-        m.error += fmt::format("\n  {}: {}", path, why ? why : "cannot be loaded");
+        m.error += "\n  " + (why ? std::string(why) : path + ": cannot be loaded");  // dlerror names the path
         continue;
       }
       m.device_count = reinterpret_cast<int (*)()>(dlsym(handle, "vtape_cuda_device_count"));
