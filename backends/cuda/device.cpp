@@ -7,35 +7,13 @@
 #include "../merged_axes.hpp"
 #include "cuda_backend.hpp"
 #include "kernels.hpp"
+#include "layout_of.hpp"
 
 namespace vt::cuda {
-
-using kernels::Layout;
-using kernels::max_rank;
 
 namespace {
 
 std::string gib(std::size_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
-
-template <int N>
-Layout<N> layout_of(const char* kernel, const Shape& shape, const std::array<const Shape*, N>& strides) {
-  const MergedAxes<N> merged = merge_axes<N>(shape, strides);
-  Layout<N> l;
-  if (merged.empty) {
-    l.total = 0;
-    return l;
-  }
-  if (merged.shape.size() > static_cast<std::size_t>(max_rank))
-    fail("cuda {}: a view of shape {} has {} axes that cannot be merged; the CUDA kernels take at most {}", kernel,
-         to_string(shape), merged.shape.size(), max_rank);
-  l.rank = static_cast<int>(merged.shape.size());
-  l.total = numel(merged.shape);
-  for (int d = 0; d < l.rank; ++d) {
-    l.shape[d] = merged.shape[static_cast<std::size_t>(d)];
-    for (int k = 0; k < N; ++k) l.stride[k][d] = merged.strides[static_cast<std::size_t>(k)][static_cast<std::size_t>(d)];
-  }
-  return l;
-}
 
 void same_rank(const View& a, const View& b, const char* kernel) {
   if (a.shape.size() != b.shape.size()) fail("cuda {}: view ranks differ (internal error)", kernel);

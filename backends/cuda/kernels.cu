@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "element_steps.hpp"
 #include "kernels.hpp"
 
 namespace vt::cuda::kernels {
@@ -30,20 +31,7 @@ __device__ __forceinline__ std::int64_t grid_start() {
 }
 __device__ __forceinline__ std::int64_t grid_step() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
 
-// Offsets (in elements) of the element with linear index i in each of the N operands.
-template <int N>
-__device__ __forceinline__ void offsets_of(const Layout<N>& l, std::int64_t i, std::int64_t (&off)[N]) {
-  if (l.rank == 1) {  // contiguous or evenly strided after merging: no 64-bit division
-    for (int k = 0; k < N; ++k) off[k] = i * l.stride[k][0];
-    return;
-  }
-  for (int k = 0; k < N; ++k) off[k] = 0;
-  for (int d = l.rank - 1; d >= 0; --d) {
-    const std::int64_t idx = i % l.shape[d];
-    i /= l.shape[d];
-    for (int k = 0; k < N; ++k) off[k] += idx * l.stride[k][d];
-  }
-}
+using steps::offsets_of;
 
 // ---------------------------------------------------------------- maps
 template <class T>
@@ -185,86 +173,38 @@ __global__ void pointer_kernel(void** pointers, const char* base, std::int64_t s
     pointers[i] = const_cast<char*>(base) + i * stride_bytes;
 }
 
-// Work items (matrix, i, j) over count n x n matrices, linear index t.
-__device__ __forceinline__ void matrix_item(std::int64_t t, std::int64_t n, std::int64_t& m, std::int64_t& i,
-                                            std::int64_t& j) {
-  j = t % n;
-  t /= n;
-  i = t % n;
-  m = t / n;
-}
-
+// The matrix steps: one work item per thread (element_steps.hpp), over count n x n matrices.
 template <class T>
 __global__ void mirror_lower_kernel(std::int64_t count, std::int64_t n, const T* a, std::int64_t sa, T* l,
                                     std::int64_t sl) {
-  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) {
-    std::int64_t m, i, j;
-    matrix_item(t, n, m, i, j);
-    if (j >= i) l[m * sl + i * n + j] = a[m * sa + j * n + i];  // upper of l <- lower of a
-  }
+  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) steps::mirror_lower(t, n, a, sa, l, sl);
 }
 
 template <class T>
 __global__ void finish_factor_kernel(std::int64_t count, std::int64_t n, T* l, std::int64_t sl) {
-  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) {
-    std::int64_t m, i, j;
-    matrix_item(t, n, m, i, j);
-    if (i > j) {  // one thread per pair: the factor's (i, j) sits at row-major (j, i)
-      T* base = l + m * sl;
-      base[i * n + j] = base[j * n + i];
-      base[j * n + i] = T(0);
-    }
-  }
+  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) steps::finish_factor(t, n, l, sl);
 }
 
 template <class T>
 __global__ void check_diagonal_kernel(std::int64_t count, std::int64_t n, const T* l, std::int64_t sl,
                                       std::int32_t* info) {
-  for (std::int64_t m = grid_start(); m < count; m += grid_step()) {
-    // Pivots before a minor cuSOLVER found failing are final: a non-finite one among them is the
-    // first failure, as the CPU reports it.
-    const std::int64_t limit = info[m] != 0 ? info[m] - 1 : n;
-    for (std::int64_t k = 0; k < limit; ++k)
-      if (!isfinite(l[m * sl + k * n + k])) {
-        info[m] = static_cast<std::int32_t>(k + 1);
-        break;
-      }
-  }
+  for (std::int64_t m = grid_start(); m < count; m += grid_step()) steps::check_diagonal(m, n, l, sl, info);
 }
 
 template <class T>
 __global__ void lower_triangle_kernel(std::int64_t count, std::int64_t n, T* x, std::int64_t s, T diagonal_scale) {
-  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) {
-    std::int64_t m, i, j;
-    matrix_item(t, n, m, i, j);
-    T& v = x[m * s + i * n + j];
-    if (j > i) v = T(0);  // assigned, not multiplied: an Inf or NaN there must not survive
-    else if (j == i) v *= diagonal_scale;
-  }
+  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) steps::lower_triangle(t, n, x, s, diagonal_scale);
 }
 
 template <class T>
 __global__ void transpose_kernel(std::int64_t count, std::int64_t n, const T* in, std::int64_t si, T* out,
                                  std::int64_t so) {
-  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) {
-    std::int64_t m, i, j;
-    matrix_item(t, n, m, i, j);
-    out[m * so + i * n + j] = in[m * si + j * n + i];
-  }
+  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) steps::transpose(t, n, in, si, out, so);
 }
 
 template <class T>
 __global__ void symmetrize_kernel(std::int64_t count, std::int64_t n, T* x, std::int64_t s) {
-  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) {
-    std::int64_t m, i, j;
-    matrix_item(t, n, m, i, j);
-    if (i > j) {  // one thread per pair
-      T* base = x + m * s;
-      const T v = (base[i * n + j] + base[j * n + i]) * T(0.5);
-      base[i * n + j] = v;
-      base[j * n + i] = v;
-    }
-  }
+  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) steps::symmetrize(t, n, x, s);
 }
 
 cudaStream_t st(Stream s) { return static_cast<cudaStream_t>(s); }

@@ -1,0 +1,130 @@
+// The CUDA kernels' per-item steps (backends/cuda/element_steps.hpp) run on the host, item by
+// item: strided index arithmetic, and the steps that turn cuSOLVER's column-major lower Cholesky
+// factor into vtape's row-major one. No GPU needed; cuSOLVER's potrf is stood in for by Eigen on
+// the column-major view, touching only the triangle potrf may touch.
+#include <Eigen/Dense>
+#include <limits>
+#include <random>
+#include <vtape/backends/cuda/element_steps.hpp>
+#include <vtape/backends/cuda/layout_of.hpp>
+
+#include "gradcheck.hpp"
+
+using namespace vt;
+namespace steps = vt::cuda::steps;
+
+TEST_CASE("strided offsets after axis merging visit every element in row-major order", "[cuda-steps]") {
+  struct Case {
+    Shape shape;
+    Shape a, b;  // strides of two operands
+  };
+  const std::vector<Case> cases = {
+      {{4, 5, 6}, {30, 6, 1}, {30, 6, 1}},       // contiguous: merges to one axis
+      {{4, 5, 6}, {1, 4, 20}, {30, 6, 1}},       // transposed read
+      {{4, 1, 6}, {6, 0, 1}, {0, 0, 1}},         // unit axis and broadcasts
+      {{3, 4, 5, 2}, {40, 10, 2, 1}, {0, 5, 1, 0}},
+      {{2, 3, 2, 3, 2, 3, 2}, {216, 72, 36, 12, 6, 2, 1}, {1, 2, 6, 12, 36, 72, 216}},
+      {{7}, {3}, {0}},
+      {{}, {}, {}},
+  };
+  for (const Case& c : cases) {
+    const auto layout = cuda::layout_of<2>("test", c.shape, {&c.a, &c.b});
+    REQUIRE(layout.total == numel(c.shape));
+    const Shape row_major = contiguous_strides(c.shape);
+    for (std::int64_t i = 0; i < layout.total; ++i) {
+      std::int64_t off[2];
+      steps::offsets_of(layout, i, off);
+      std::int64_t want_a = 0, want_b = 0;
+      for (std::size_t d = 0; d < c.shape.size(); ++d) {
+        const std::int64_t idx = i / row_major[d] % c.shape[d];
+        want_a += idx * c.a[d];
+        want_b += idx * c.b[d];
+      }
+      INFO("shape " << to_string(c.shape) << ", element " << i);
+      REQUIRE(off[0] == want_a);
+      REQUIRE(off[1] == want_b);
+    }
+  }
+  const Shape deep(10, 2), strided = {19683, 6561, 2187, 729, 243, 81, 27, 9, 3, 1};  // no two axes merge
+  CHECK_THAT(vt::testing::error_of([&] { (void)cuda::layout_of<1>("copy", deep, {&strided}); }), Catch::Contains("at most 8"));
+}
+
+namespace {
+
+// cuSOLVER's potrf (lower, column-major, lda = n) on each matrix at l + m * stride: factors the
+// column-major lower triangle in place and leaves the other triangle as it was.
+void potrf_lower_column_major(std::int64_t count, std::int64_t n, double* l, std::int64_t stride) {
+  using ColMajor = Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>>;
+  for (std::int64_t m = 0; m < count; ++m) {
+    ColMajor a(l + m * stride, n, n);
+    const Eigen::MatrixXd lower = a.triangularView<Eigen::Lower>();
+    const Eigen::MatrixXd factor = Eigen::MatrixXd(lower.selfadjointView<Eigen::Lower>()).llt().matrixL();
+    a.triangularView<Eigen::Lower>() = factor;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("mirror, column-major potrf, finish: the row-major lower factor, in and out of place", "[cuda-steps]") {
+  const std::int64_t count = 3, n = 7, stride = n * n + 5;  // gaps between matrices
+  std::vector<double> a(static_cast<std::size_t>(count * stride), 99.0);
+  const Tensor spd = [&] {
+    const Tensor m = randn({count, n, n}, 31);
+    return matmul(m, swapaxes(m, -1, -2)) / 7.0 + eye(n);
+  }();
+  const std::vector<double> values = spd.to_vector<double>();
+  for (std::int64_t m = 0; m < count; ++m)
+    for (std::int64_t e = 0; e < n * n; ++e) {
+      const std::int64_t i = e / n, j = e % n;
+      // Only the lower triangle is meaningful: garbage above it must not matter.
+      a[static_cast<std::size_t>(m * stride + e)] = j <= i ? values[static_cast<std::size_t>(m * n * n + e)] : -1e300;
+    }
+  const std::vector<double> want = cholesky(spd).to_vector<double>();
+  for (bool in_place : {false, true}) {
+    std::vector<double> l = in_place ? a : std::vector<double>(a.size(), std::nan(""));
+    for (std::int64_t t = 0; t < count * n * n; ++t) steps::mirror_lower(t, n, a.data(), stride, l.data(), stride);
+    potrf_lower_column_major(count, n, l.data(), stride);
+    for (std::int64_t t = 0; t < count * n * n; ++t) steps::finish_factor(t, n, l.data(), stride);
+    for (std::int64_t m = 0; m < count; ++m)
+      for (std::int64_t e = 0; e < n * n; ++e) {
+        INFO((in_place ? "in place" : "out of place") << ", matrix " << m << ", element " << e);
+        CHECK(l[static_cast<std::size_t>(m * stride + e)] ==
+              Approx(want[static_cast<std::size_t>(m * n * n + e)]).margin(1e-12));
+      }
+  }
+}
+
+TEST_CASE("the factor's diagonal check reports the earliest non-finite pivot", "[cuda-steps]") {
+  const std::int64_t n = 4;
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  // Diagonals of four factors; cuSOLVER's info for each.
+  const std::vector<std::vector<double>> diagonals = {{1, 2, 3, 4}, {1, nan, 3, 4}, {inf, 2, 3, 4}, {1, 2, 3, nan}};
+  std::vector<std::int32_t> info = {0, 0, 4, 2};
+  std::vector<double> l(static_cast<std::size_t>(4 * n * n), 0.0);
+  for (std::int64_t m = 0; m < 4; ++m)
+    for (std::int64_t k = 0; k < n; ++k) l[static_cast<std::size_t>(m * n * n + k * n + k)] = diagonals[m][k];
+  for (std::int64_t m = 0; m < 4; ++m) steps::check_diagonal(m, n, l.data(), n * n, info.data());
+  CHECK(info == std::vector<std::int32_t>{0, 2, 1, 2});  // a NaN after cuSOLVER's failing minor is not earlier
+}
+
+TEST_CASE("the Cholesky adjoint's matrix steps", "[cuda-steps]") {
+  const std::int64_t n = 5, count = 2;
+  const std::vector<double> x = randn({count, n, n}, 41).to_vector<double>();
+  const auto at = [&](const std::vector<double>& v, std::int64_t m, std::int64_t i, std::int64_t j) {
+    return v[static_cast<std::size_t>(m * n * n + i * n + j)];
+  };
+  std::vector<double> lower = x, transposed(x.size()), symmetric = x;
+  lower[1] = std::numeric_limits<double>::infinity();  // above the diagonal: must become 0
+  for (std::int64_t t = 0; t < count * n * n; ++t) {
+    steps::lower_triangle(t, n, lower.data(), n * n, 0.5);
+    steps::transpose(t, n, x.data(), n * n, transposed.data(), n * n);
+    steps::symmetrize(t, n, symmetric.data(), n * n);
+  }
+  for (std::int64_t m = 0; m < count; ++m)
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        CHECK(at(lower, m, i, j) == (j > i ? 0.0 : j == i ? 0.5 * at(x, m, i, j) : at(x, m, i, j)));
+        CHECK(at(transposed, m, i, j) == at(x, m, j, i));
+        CHECK(at(symmetric, m, i, j) == Approx(0.5 * (at(x, m, i, j) + at(x, m, j, i))));
+      }
+}
