@@ -411,21 +411,16 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
   }
   // A plan runs every step on one backend: the arguments' and captured tensors' device. Ops
   // already refuse mixed inputs; this catches parts of a function that never meet.
-  bool placed = !symbolic_inputs.empty();
-  for (const PlanValue& v : plan->values) {
-    if (v.kind != PlanValue::Kind::constant) continue;
-    if (!placed) plan->device = v.constant.device();
-    placed = true;
-    if (v.constant.device() != plan->device)
-      fail("jit: a plan runs on one device, but the function uses tensors on {} and on {}; move them with to_device "
-           "before calling it",
-           to_string(plan->device), to_string(v.constant.device()));
-  }
-  for (const Tensor& t : symbolic_inputs)
-    if (t.device() != plan->device)
-      fail("jit: a plan runs on one device, but the arguments are on {} and on {}; move them with to_device before "
-           "calling it",
-           to_string(plan->device), to_string(t.device()));
+  std::vector<Device> used;
+  for (const Tensor& t : symbolic_inputs) used.push_back(t.device());
+  for (const PlanValue& v : plan->values)
+    if (v.kind == PlanValue::Kind::constant) used.push_back(v.constant.device());
+  if (!used.empty()) plan->device = used.front();
+  for (Device d : used)
+    if (d != plan->device)
+      fail("jit: a plan runs on one device, but the function's arguments and captured tensors are on {} and on {}; "
+           "move them with to_device before calling it",
+           to_string(plan->device), to_string(d));
   reassociate_matmuls(*plan);
   eliminate_dead_steps(*plan);
   plan_memory(*plan);

@@ -1,3 +1,5 @@
+#include <array>
+#include <atomic>
 #include <charconv>
 #include <cstdlib>
 #include <map>
@@ -112,11 +114,18 @@ Backend& backend_for(Device device) {
   }
   if (device.index < 0) fail("{} is not a device: negative index", to_string(device));
 #ifdef VTAPE_WITH_CUDA
+  // Every op and every allocation asks: the first devices' backends are kept here, lock-free.
+  static std::array<std::atomic<Backend*>, 16> known{};
+  const auto slot = static_cast<std::size_t>(device.index);
+  if (slot < known.size())
+    if (Backend* b = known[slot].load(std::memory_order_acquire)) return *b;
   const CudaModule& m = cuda_module();
   if (!m.backend) fail("{} is not available: {}", to_string(device), m.error);
   char message[512] = {};
-  if (Backend* b = m.backend(device.index, message, sizeof message)) return *b;
-  throw Error(message);
+  Backend* b = m.backend(device.index, message, sizeof message);
+  if (!b) throw Error(message);
+  if (slot < known.size()) known[slot].store(b, std::memory_order_release);
+  return *b;
 #else
   fail("{} is not available: vtape was built without CUDA (configure with -DVTAPE_CUDA=ON on a machine with the "
        "CUDA toolkit)",

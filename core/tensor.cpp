@@ -81,18 +81,29 @@ Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::share
   return Tensor(std::move(impl));
 }
 
+namespace {
+// The elements of `v` (on `device`) as T, row-major into host memory at `out`: converted by the
+// device's backend, then one copy to the host.
+template <class T>
+void read_to_host(Device device, const View& v, T* out) {
+  Backend& backend = backend_for(device);
+  const Shape strides = contiguous_strides(v.shape);
+  if (device.kind == DeviceKind::cpu) {
+    backend.copy(v, View{dtype_of<T>(), out, v.shape, strides});
+    return;
+  }
+  const std::size_t bytes = static_cast<std::size_t>(vt::numel(v.shape)) * sizeof(T);
+  const Storage staged(device, bytes);
+  backend.copy(v, View{dtype_of<T>(), staged.data, v.shape, strides});
+  backend.to_host(out, staged.data, bytes);
+}
+}  // namespace
+
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   const View v = view_of(*this);
   std::vector<T> out(static_cast<std::size_t>(vt::numel(v.shape)));
-  Tensor host = from_blob(out.data(), v.shape, dtype_of<T>());
-  if (device().kind == DeviceKind::cpu) {
-    backend_for(device()).copy(v, view_of(host));
-  } else {  // converted on the device, then one copy to the host
-    const Storage same(device(), out.size() * sizeof(T));
-    backend_for(device()).copy(v, View{dtype_of<T>(), same.data, v.shape, v.strides});
-    backend_for(device()).to_host(out.data(), same.data, out.size() * sizeof(T));
-  }
+  read_to_host(device(), v, out.data());
   return out;
 }
 template std::vector<float> Tensor::to_vector<float>() const;
@@ -117,15 +128,12 @@ T Tensor::at(std::initializer_list<std::int64_t> index) const {
     if (k < 0 || k >= shape()[i]) fail("at: index {} out of range for axis {} of shape {}", k, i, to_string(shape()));
     flat += k * strides[i++];
   }
-  // One element on the tensor's device, converted there, then copied to the host.
-  Tensor one = Tensor::empty({}, dtype_of<T>(), device());
-  View src = view_of(*this);
-  src.data = static_cast<char*>(src.data) + flat * size_of(dtype());
-  src.shape = {};
-  src.strides = {};
-  backend_for(device()).copy(src, view_of(one));
+  View element = view_of(*this);
+  element.data = static_cast<char*>(element.data) + flat * size_of(dtype());
+  element.shape = {};
+  element.strides = {};
   T value;
-  backend_for(device()).to_host(&value, one.raw_data(), sizeof(T));
+  read_to_host(device(), element, &value);
   return value;
 }
 template float Tensor::at<float>(std::initializer_list<std::int64_t>) const;
