@@ -14,6 +14,10 @@
 # under 4 minutes on one H200 with 16 cores, build included.
 #
 # usage: tools/gpu-check.sh OUT_DIR      (VTAPE_GPU_BUILD_DIR: build folder, default build-gpu/)
+#        VTAPE_GPU_PREBUILT=1 tools/gpu-check.sh OUT_DIR
+#   runs a build made elsewhere by tools/gpu-pack.sh (for a GPU machine without vtape's packages):
+#   nothing is compiled, the build's runtime-libs/ goes on the library path, and when the build
+#   folder was made under another path, that path is linked to this checkout (ctest's files name it).
 set -uo pipefail
 out=${1:?usage: tools/gpu-check.sh OUT_DIR}
 mkdir -p "$out"
@@ -26,16 +30,29 @@ phase() { echo "[gpu-check $(($(date +%s) - t0)) s] $*" >&2; }
 
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/device.txt" 2>&1
 
-phase "configure and build (CUDA on, $jobs jobs)"
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-build_rc=0
-{ [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" "${generator[@]}" -DVTAPE_CUDA=ON \
-    -DVTAPE_BUILD_TOOLS=OFF >"$out/build.log" 2>&1; } &&
-  cmake --build "$build" -j "$jobs" --target vtape_gpu_tests seed_cholesky_grad >>"$out/build.log" 2>&1 || build_rc=$?
-# gp_co2 needs liblbfgsb: built when the configure step found it.
-co2_target=0
-[ "$build_rc" -eq 0 ] && cmake --build "$build" -j "$jobs" --target gp_co2 >>"$out/build.log" 2>&1 && co2_target=1
+build_rc=0 co2_target=0
+if [ "${VTAPE_GPU_PREBUILT:-0}" = 1 ]; then
+  phase "prebuilt: $build"
+  made_in=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)
+  if [ -n "$made_in" ] && [ "$made_in" != "$root" ] && [ ! -e "$made_in" ]; then
+    mkdir -p "$(dirname "$made_in")" && ln -s "$root" "$made_in"
+  fi
+  export LD_LIBRARY_PATH="$build/runtime-libs:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export VTAPE_CUDA_MODULE="$build/libvtape_cuda.so"
+  for f in "$VTAPE_CUDA_MODULE" "$build/tests/vtape_gpu_tests" "$build/examples/seed_cholesky_grad"; do
+    [ -x "$f" ] || [ -f "$f" ] || { echo "prebuilt build lacks $f" >"$out/build.log"; build_rc=2; }
+  done
+  [ -x "$build/examples/gp_co2" ] && co2_target=1
+else
+  phase "configure and build (CUDA on, $jobs jobs)"
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  { [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" "${generator[@]}" -DVTAPE_CUDA=ON \
+      -DVTAPE_BUILD_TOOLS=OFF >"$out/build.log" 2>&1; } &&
+    cmake --build "$build" -j "$jobs" --target vtape_gpu_tests seed_cholesky_grad >>"$out/build.log" 2>&1 || build_rc=$?
+  # gp_co2 needs liblbfgsb: built when the configure step found it.
+  [ "$build_rc" -eq 0 ] && cmake --build "$build" -j "$jobs" --target gp_co2 >>"$out/build.log" 2>&1 && co2_target=1
+fi
 t_build=$(($(date +%s) - t0))
 
 tests_rc=-1 skipped=-1 failed=-1 cuda_rc=-1 cpu_rc=-1 eval_rc=-1 fit_rc=-1
