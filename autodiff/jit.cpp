@@ -1,7 +1,11 @@
 #include "jit.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "../core/graph.hpp"
@@ -43,6 +47,26 @@ struct PlanStep {
   int out;
 };
 
+// Where every value of one call lives: arguments where `argument` says, constants in their
+// tensors, results in buffers of their own, everything else in one arena.
+struct Placement {
+  std::shared_ptr<Storage> arena;
+  std::vector<std::shared_ptr<Storage>> owned;  // by value: the results' buffers
+  std::vector<void*> data;                      // by value
+};
+
+
+// One batch size's recorded call, where the backend records (a GPU: one graph launch instead of a
+// launch per step). A recording reads and writes fixed addresses, so its buffers stay put: the
+// arguments are copied into `arguments`, the results out of the placement's own buffers.
+struct Replay {
+  std::mutex mutex;  // one call at a time: the buffers are shared
+  std::vector<std::shared_ptr<Storage>> arguments;
+  std::shared_ptr<Placement> placement;
+  std::unique_ptr<Recording> recording;  // null: could not be recorded
+  std::uint64_t last_use = 0;
+};
+
 class Plan {
  public:
   std::vector<PlanValue> values;
@@ -51,6 +75,14 @@ class Plan {
   std::int64_t arena_batched = 0, arena_fixed = 0;
   Device device;
   PlanSummary summary;
+
+  // Recordings by batch size, the most recently used kept (each holds its batch's buffers).
+  static constexpr std::size_t max_replays = 8;
+  mutable std::mutex replays_mutex;
+  mutable std::map<std::int64_t, std::shared_ptr<Replay>> replays;
+  mutable std::uint64_t replay_clock = 0;
+  mutable std::atomic<bool> unrecordable{false};  // the backend failed to record it once: run directly
+  mutable std::atomic<std::int64_t> recordings{0}, replayed{0};
 };
 
 namespace {
@@ -292,7 +324,9 @@ void plan_memory(Plan& plan) {
 }  // namespace
 
 // ---------------------------------------------------------------- execution
-std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs) {
+namespace {
+
+std::int64_t batch_of(const Plan& plan, const std::vector<Tensor>& inputs) {
   std::int64_t batch = 0;
   bool has_batch = false;
   auto take_batch = [&](const Tensor& t, const char* what) {
@@ -305,37 +339,44 @@ std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs
   for (const Tensor& t : inputs) take_batch(t, "an argument");
   for (const PlanValue& v : plan.values)
     if (v.kind == PlanValue::Kind::constant) take_batch(v.constant, "a batched constant captured by the function");
+  return batch;
+}
 
-  Backend& be = backend_for(plan.device);
+std::size_t bytes_at(const PlanValue& v, std::int64_t batch) {
+  return static_cast<std::size_t>(v.bytes() * (v.batched ? batch : 1));
+}
+
+template <class ArgumentData>
+Placement place(const Plan& plan, std::int64_t batch, ArgumentData argument) {
+  Placement p;
   const std::int64_t arena_bytes = plan.arena_batched * batch + plan.arena_fixed;
-  const auto arena = std::make_shared<Storage>(plan.device, static_cast<std::size_t>(std::max<std::int64_t>(arena_bytes, 1)));
-  char* const base = static_cast<char*>(arena->data);
-
-  std::vector<void*> data(plan.values.size(), nullptr);
-  std::vector<std::shared_ptr<Storage>> owned(plan.values.size());
-  std::vector<std::int64_t> offsets(plan.values.size(), 0);  // of inputs and constants in their storage
-  auto locate = [&](std::size_t v) {
+  p.arena = std::make_shared<Storage>(plan.device, static_cast<std::size_t>(std::max<std::int64_t>(arena_bytes, 1)));
+  char* const base = static_cast<char*>(p.arena->data);
+  p.data.assign(plan.values.size(), nullptr);
+  p.owned.resize(plan.values.size());
+  for (std::size_t v = 0; v < plan.values.size(); ++v) {
     const PlanValue& pv = plan.values[v];
-    switch (pv.kind) {
-      case PlanValue::Kind::input: data[v] = const_cast<void*>(inputs[static_cast<std::size_t>(pv.input)].raw_data()); break;
-      case PlanValue::Kind::constant: data[v] = const_cast<void*>(pv.constant.raw_data()); break;
-      case PlanValue::Kind::computed:
-        if (pv.root != static_cast<int>(v)) {
-          data[v] = data[static_cast<std::size_t>(pv.root)];
-        } else if (pv.output_buffer) {
-          owned[v] = std::make_shared<Storage>(plan.device, static_cast<std::size_t>(pv.bytes() * (pv.batched ? batch : 1)));
-          data[v] = owned[v]->data;
-        } else {
-          data[v] = base + (pv.batched ? pv.offset * batch : plan.arena_batched * batch + pv.offset);
-        }
+    if (pv.kind == PlanValue::Kind::input) p.data[v] = argument(pv.input);
+    if (pv.kind == PlanValue::Kind::constant) p.data[v] = const_cast<void*>(pv.constant.raw_data());
+  }
+  for (const PlanStep& s : plan.steps) {  // in step order: a value's root is placed before it
+    const auto v = static_cast<std::size_t>(s.out);
+    const PlanValue& pv = plan.values[v];
+    if (pv.root != s.out) {
+      p.data[v] = p.data[static_cast<std::size_t>(pv.root)];
+    } else if (pv.output_buffer) {
+      p.owned[v] = std::make_shared<Storage>(plan.device, bytes_at(pv, batch));
+      p.data[v] = p.owned[v]->data;
+    } else {
+      p.data[v] = base + (pv.batched ? pv.offset * batch : plan.arena_batched * batch + pv.offset);
     }
-  };
-  for (std::size_t v = 0; v < plan.values.size(); ++v)
-    if (plan.values[v].kind != PlanValue::Kind::computed) locate(v);
+  }
+  return p;
+}
 
+void run_steps(const Plan& plan, const std::vector<void*>& data, std::int64_t batch, Backend& be) {
   std::vector<Value> in;
   for (const PlanStep& s : plan.steps) {
-    locate(static_cast<std::size_t>(s.out));
     if (s.op->aliases_input) continue;
     in.clear();
     for (int v : s.in) {
@@ -346,7 +387,11 @@ std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs
     run_forward(*s.op, s.attrs, in, {out.dtype, out.shape, out.batched, data[static_cast<std::size_t>(s.out)]}, batch,
                 be);
   }
+}
 
+// The call's results; a computed one's buffer comes from `computed(root)`.
+template <class Computed>
+std::vector<Tensor> collect(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Computed computed) {
   std::vector<Tensor> results;
   for (int v : plan.outputs) {
     const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
@@ -366,7 +411,7 @@ std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs
     impl->batch = pv.batched ? batch : 0;
     impl->device = plan.device;
     if (root.kind == PlanValue::Kind::computed) {
-      impl->storage = owned[static_cast<std::size_t>(pv.root)];
+      impl->storage = computed(pv.root);
     } else {  // an alias of an argument or a constant
       const Tensor& src = root.kind == PlanValue::Kind::input ? inputs[static_cast<std::size_t>(root.input)] : root.constant;
       impl->storage = src.impl().storage;
@@ -375,6 +420,105 @@ std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs
     results.push_back(Tensor(std::move(impl)));
   }
   return results;
+}
+
+std::vector<Tensor> run_directly(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Backend& be) {
+  const Placement p =
+      place(plan, batch, [&](int i) { return const_cast<void*>(inputs[static_cast<std::size_t>(i)].raw_data()); });
+  try {
+    run_steps(plan, p.data, batch, be);
+  } catch (...) {
+    be.raise_deferred();  // a failure deferred by an earlier step came first
+    throw;
+  }
+  be.raise_deferred();  // a failure inside the plan (a GPU's factorization info) raises before results exist
+  return collect(plan, inputs, batch, [&](int root) { return p.owned[static_cast<std::size_t>(root)]; });
+}
+
+// A flat view of a whole buffer, for copies between buffers of one value.
+View flat(DType dtype, void* data, std::size_t bytes) {
+  const auto count = static_cast<std::int64_t>(bytes / size_of(dtype));
+  return View{dtype, data, {count}, {1}};
+}
+
+// Records the call's steps over the replay's buffers; false when the backend could not.
+bool record(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Backend& be, Replay& replay) {
+  for (const PlanValue& pv : plan.values)
+    if (pv.kind == PlanValue::Kind::input) {
+      if (replay.arguments.size() <= static_cast<std::size_t>(pv.input)) replay.arguments.resize(inputs.size());
+      replay.arguments[static_cast<std::size_t>(pv.input)] = std::make_shared<Storage>(plan.device, bytes_at(pv, batch));
+    }
+  replay.placement =
+      std::make_shared<Placement>(place(plan, batch, [&](int i) { return replay.arguments[static_cast<std::size_t>(i)]->data; }));
+  if (!be.begin_recording()) return false;
+  try {
+    run_steps(plan, replay.placement->data, batch, be);
+  } catch (const std::exception&) {  // not recordable (or a real failure, which running directly raises again)
+    (void)be.end_recording();
+    return false;
+  }
+  replay.recording = be.end_recording();
+  return replay.recording != nullptr;
+}
+
+// The call through the plan's recording for this batch size (recorded on first use): the
+// arguments are copied into the recording's buffers, it is replayed, and the results are copied
+// out into buffers of their own. Nothing when the backend cannot record this plan.
+std::optional<std::vector<Tensor>> run_recorded(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch,
+                                                Backend& be) {
+  std::shared_ptr<Replay> replay;
+  bool first = false;
+  {
+    std::lock_guard lock(plan.replays_mutex);
+    std::shared_ptr<Replay>& slot = plan.replays[batch];
+    if (!slot) {
+      slot = std::make_shared<Replay>();
+      first = true;
+    }
+    replay = slot;
+    replay->last_use = ++plan.replay_clock;
+    if (plan.replays.size() > Plan::max_replays) {  // forget the least recently used batch size
+      auto oldest = std::min_element(plan.replays.begin(), plan.replays.end(),
+                                     [](const auto& a, const auto& b) { return a.second->last_use < b.second->last_use; });
+      plan.replays.erase(oldest);
+    }
+  }
+  std::unique_lock call(replay->mutex);  // the buffers serve one call at a time
+  if (first) {
+    if (record(plan, inputs, batch, be, *replay)) ++plan.recordings;
+    else plan.unrecordable = true;
+  }
+  if (!replay->recording) return std::nullopt;
+  ++plan.replayed;
+  for (const PlanValue& pv : plan.values)
+    if (pv.kind == PlanValue::Kind::input) {
+      const Tensor& t = inputs[static_cast<std::size_t>(pv.input)];
+      const std::size_t bytes = bytes_at(pv, batch);
+      be.copy(flat(pv.dtype, const_cast<void*>(t.raw_data()), bytes),
+              flat(pv.dtype, replay->arguments[static_cast<std::size_t>(pv.input)]->data, bytes));
+    }
+  replay->recording->replay();
+  std::vector<Tensor> results = collect(plan, inputs, batch, [&](int root) {
+    const PlanValue& pv = plan.values[static_cast<std::size_t>(root)];
+    const std::size_t bytes = bytes_at(pv, batch);
+    auto own = std::make_shared<Storage>(plan.device, bytes);
+    be.copy(flat(pv.dtype, replay->placement->owned[static_cast<std::size_t>(root)]->data, bytes),
+            flat(pv.dtype, own->data, bytes));
+    return own;
+  });
+  call.unlock();
+  be.raise_deferred();
+  return results;
+}
+
+}  // namespace
+
+std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs) {
+  const std::int64_t batch = batch_of(plan, inputs);
+  Backend& be = backend_for(plan.device);
+  if (be.records() && !plan.unrecordable)
+    if (std::optional<std::vector<Tensor>> results = run_recorded(plan, inputs, batch, be)) return std::move(*results);
+  return run_directly(plan, inputs, batch, be);
 }
 
 // ---------------------------------------------------------------- cache
@@ -463,7 +607,12 @@ std::shared_ptr<const CacheEntry> JitCache::get(const std::vector<Tensor>& input
 
 JitCounters JitCache::counters() const {
   std::lock_guard lock(mutex_);
-  return counters_;
+  JitCounters c = counters_;
+  for (const auto& [key, entry] : entries_) {
+    c.recordings += entry->plan->recordings;
+    c.replays += entry->plan->replayed;
+  }
+  return c;
 }
 
 }  // namespace vt::detail

@@ -36,6 +36,9 @@ struct JitCounters {
   std::int64_t cache_hits = 0;  // calls that reused a plan
   double trace_ms = 0;          // total time spent tracing
   double plan_ms = 0;           // total time spent building plans
+  // On a backend that records (a GPU), each plan is recorded once per batch size and replayed:
+  std::int64_t recordings = 0;  // batch sizes recorded
+  std::int64_t replays = 0;     // calls that replayed a recording
 };
 
 struct PlanSummary {

@@ -5,6 +5,8 @@
 // so a plan compiled once serves every batch size.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -68,10 +70,33 @@ struct TrsmArgs {
   void* b; std::int64_t stride_b;
 };
 
+// What a factorization does about a matrix that is not positive definite. `minor` is the order of
+// its first leading minor that is not positive definite or whose pivot is not finite (1-based, as
+// LAPACK's info).
+struct FactorFailure {
+  // false (checked factorizations): the factor's rows from that minor on become NaN, and nothing
+  // is raised.
+  bool raise = true;
+  // Raises the op's error for the first failing example. A backend calls it before cholesky
+  // returns or, where kernels run asynchronously, from raise_deferred(): never after the end of the
+  // op (eager) or of the plan (jit) that factored, and never after a host read of any value.
+  std::function<void(std::int64_t example, std::int32_t minor)> report;
+};
+
 // Bytes of device memory a backend holds for tensors and plans now, and at most so far.
 struct MemoryStats {
   bool known = false;  // false where the backend does not track it (the CPU: see the process RSS)
   std::size_t in_use = 0, peak = 0;
+};
+
+// Work recorded once and launched again as one unit (on a GPU, a CUDA graph: one launch where a
+// plan has dozens of kernels). It reads and writes exactly the memory the recorded calls named.
+class Recording {
+ public:
+  virtual ~Recording() = default;
+  // Enqueues the recorded work again. Failures it meets are deferred as the recorded calls' were
+  // (FactorFailure), and raised by raise_deferred() on the replaying thread.
+  virtual void replay() = 0;
 };
 
 class Backend {
@@ -98,15 +123,29 @@ class Backend {
 
   virtual void gemm(const GemmArgs& args) = 0;
   // l_i = the lower Cholesky factor of a_i (reading a_i's lower triangle; l may equal a), strict
-  // upper triangle 0. info[i] is 0, or the order of the first leading minor of a_i that is not
-  // positive definite (or whose pivot is not finite). `info` is host memory.
+  // upper triangle 0. A matrix that is not positive definite is dealt with as `failure` says.
   virtual void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
-                        std::int64_t stride_l, std::int32_t* info) = 0;
+                        std::int64_t stride_l, const FactorFailure& failure) = 0;
   virtual void trsm(const TrsmArgs& args) = 0;
   // Reverse mode of the factorization, in place (Murray 2016, blocked): g holds the cotangent of
   // each lower factor L_i on entry and the symmetric cotangent of A_i on exit.
   virtual void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l,
                                  std::int64_t stride_l, void* g, std::int64_t stride_g) = 0;
+
+  // Raises the error of a failure that an earlier call on this thread deferred (FactorFailure),
+  // waiting only for the work that decides it. Runs after every eager op and at the end of every
+  // plan, so it must cost nothing when nothing is pending. Backends that check on the spot need
+  // not override it.
+  virtual void raise_deferred() {}
+
+  // Whether this backend can record work for replay (jit then records each plan once per batch
+  // size and replays it). Between begin_recording() and end_recording(), the calling thread's
+  // calls are recorded, not run, and other threads' calls wait. end_recording() gives the
+  // recording, or null where the calls could not be recorded (they did not run either).
+  // begin_recording() is false where recording cannot start.
+  virtual bool records() const { return false; }
+  virtual bool begin_recording() { return false; }
+  virtual std::unique_ptr<Recording> end_recording() { return nullptr; }
 };
 
 // The backend that owns a device's memory and kernels. Raises vt::Error, naming the device, when it

@@ -104,7 +104,14 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
     const std::int64_t count = vt::numel(impl->shape) * (out.batched ? batch : 1);
     impl->storage = std::make_shared<Storage>(impl->device, static_cast<std::size_t>(count) * size_of(impl->dtype));
     out.data = impl->storage->data;
-    run_forward(op, attrs, values, out, batch, backend_for(impl->device));
+    Backend& backend = backend_for(impl->device);
+    try {
+      run_forward(op, attrs, values, out, batch, backend);
+    } catch (...) {
+      backend.raise_deferred();  // a failure deferred earlier on this thread came first
+      throw;
+    }
+    backend.raise_deferred();  // an eager op's errors surface before its result is returned
   }
   if (impl->tracked || symbolic)
     impl->node = std::make_shared<Node>(Node{&op, std::move(attrs), std::move(inputs)});

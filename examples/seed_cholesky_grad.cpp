@@ -187,8 +187,8 @@ int main(int argc, char** argv) try {
                            r.peak_device_mib,
                            r.plan.kernels, r.plan.arena_bytes_per_example);
     fmt::print("{{\"device\": \"{}\", \"nobs\": {}, \"ngp\": {}, \"runs\": [{}], \"shared_cache\": {{\"traces\": {}, "
-               "\"cache_hits\": {}}}}}\n",
-               vt::to_string(o.device), o.nobs, o.ngp, items, c.traces, c.cache_hits);
+               "\"cache_hits\": {}, \"recordings\": {}, \"replays\": {}}}}}\n",
+               vt::to_string(o.device), o.nobs, o.ngp, items, c.traces, c.cache_hits, c.recordings, c.replays);
     return 0;
   }
   fmt::print("jit(value_and_grad(mean(vmap(func)))) on {}: nobs = {}, ngp = {}, median of {} runs\n", vt::to_string(o.device), o.nobs,
@@ -197,7 +197,8 @@ int main(int argc, char** argv) try {
   for (const Run& r : runs)
     fmt::print("{:>7} {:>12.3f} {:>12.2f} {:>16.10f} {:>12.1f}\n", r.nbatch, r.compile_ms, r.run_ms, r.value,
                r.peak_rss_mib);
-  fmt::print("one jitted callable across every batch size: {} trace(s), {} cache hit(s)\n", c.traces, c.cache_hits);
+  fmt::print("one jitted callable across every batch size: {} trace(s), {} cache hit(s), {} recording(s), {} replay(s)\n",
+             c.traces, c.cache_hits, c.recordings, c.replays);
   return 0;
 } catch (const vt::Error& e) {
   fmt::print(stderr, "seed_cholesky_grad: {}\n", e.what());

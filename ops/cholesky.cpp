@@ -28,27 +28,23 @@ TypeInfo square_type(const std::vector<TypeInfo>& in, std::string_view op) {
 void factor_forward(const KernelArgs& k, bool checked) {
   const std::int64_t n = k.out.shape.back();
   const std::int64_t count = n == 0 ? 0 : numel(k.out.shape) / (n * n);
-  std::vector<std::int32_t> info(static_cast<std::size_t>(count));
-  k.backend.cholesky(k.out.dtype, count, n, k.in[0].data, n * n, k.out.data, n * n, info.data());
-  for (std::int64_t i = 0; i < count; ++i) {
-    const std::int32_t minor = info[static_cast<std::size_t>(i)];
-    if (minor == 0) continue;
-    if (!checked) {
-      const Shape batch(k.out.shape.begin(), k.out.shape.end() - 2);
-      const std::string where =
-          batch.empty() ? std::string("the matrix") : fmt::format("matrix {} of the batch {}", i, to_string(batch));
+  FactorFailure failure;
+  failure.raise = !checked;
+  if (!checked) {
+    // The backend may call this after the op returns (a GPU finds out asynchronously): it keeps
+    // copies of what the message needs.
+    failure.report = [op = std::string(k.op), batch = Shape(k.out.shape.begin(), k.out.shape.end() - 2), n](
+                         std::int64_t example, std::int32_t minor) {
+      const std::string where = batch.empty() ? std::string("the matrix")
+                                              : fmt::format("matrix {} of the batch {}", example, to_string(batch));
       throw NotPositiveDefinite(
           fmt::format("{}: {} ({} x {}) is not positive definite: its leading minor of order {} is not positive "
                       "(or not finite)",
-                      k.op, where, n, n, minor),
-          static_cast<long>(i), minor);
-    }
-    View failed = k.out;
-    failed.data = static_cast<char*>(k.out.data) + (i * n * n + (minor - 1) * n) * static_cast<std::int64_t>(size_of(k.out.dtype));
-    failed.shape = {n - minor + 1, n};
-    failed.strides = {n, 1};
-    k.backend.fill(failed, std::numeric_limits<double>::quiet_NaN());
+                      op, where, n, n, minor),
+          static_cast<long>(example), minor);
+    };
   }
+  k.backend.cholesky(k.out.dtype, count, n, k.in[0].data, n * n, k.out.data, n * n, failure);
 }
 
 // The blocked reverse-mode kernel (Murray 2016), used when nothing differentiates the backward

@@ -121,6 +121,18 @@ inline std::vector<DeviceCase> device_cases() {
         add(name, {{6, 6}, b}, {lower ? L : U, G},
             [=](V a) { return triangular_solve(a[0], a[1], lower, transpose, left); });
       }
+  // One right-hand side (a fused kernel on the GPU), at a size past one block of threads; the
+  // off-diagonal scaled by 1/sqrt(n) keeps the triangular matrix well conditioned.
+  for (bool lower : {true, false})
+    for (bool transpose : {false, true}) {
+      const std::string name = std::string("triangular_solve vector ") + (lower ? "lower" : "upper") +
+                               (transpose ? " transposed" : "") + " n=300";
+      add(name, {{300, 300}, {300}}, {G, G}, [=](V a) {
+        const Tensor part = lower ? tril(a[0]) : triu(a[0]);
+        const Tensor t = part * (0.3 / std::sqrt(300.0)) + eye(300, a[0].dtype(), a[0].device()) * 2.0;
+        return triangular_solve(t, a[1], lower, transpose);
+      });
+    }
   add("cholesky adjoint with an infinite cotangent above the diagonal", {{5, 5}}, {S}, [](V a) {
     // As a downstream sqrt would give at L's structural zeros: it must not reach Abar.
     auto [l, pullback] = vjp([](const Tensor& y) { return cholesky(y); }, a[0]);

@@ -3,56 +3,241 @@
 // computes with the CPU backend but hands out pointers the host cannot dereference (bit 62 set,
 // which makes an x86-64 or AArch64 address non-canonical). Any host code that reads a device
 // tensor's memory directly, instead of through its backend, crashes the test instead of passing.
+//
+// It is also asynchronous, like a GPU stream, so that ordering mistakes fail on CPUs too: every
+// kernel is queued, with copies of its arguments, for one worker thread that runs the queue in
+// order, and returns at once.
+//  - to_host waits for its copy (cudaMemcpy); from_host copies the host buffer before it returns,
+//    since the caller may free it as soon as it does.
+//  - deallocate is queued too (cudaFreeAsync): kernels queued earlier that read the buffer run first.
+//  - cholesky with failure.raise records the first failing example instead of raising, and
+//    raise_deferred() raises it on the thread that queued the factorization, as the CUDA backend
+//    does: an op or plan that forgets to call it loses the error.
+//  - it records like the CUDA backend (jit records each plan once per batch size and replays it):
+//    while a thread records, its kernels are kept instead of queued, memory it allocates belongs to
+//    the recording, and a factorization's failure is deferred anew by every replay. Recording can
+//    be turned off, or made to fail as a capture can on a GPU, to exercise the other paths.
+//  - an exception thrown by a queued kernel (a bug: the CPU kernels do not raise) would otherwise
+//    end the process on the worker. The first one is kept and rethrown by the next to_host or
+//    raise_deferred() on any thread, whichever thread queued the kernel.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
 #include <vtape/vtape.hpp>
 
 namespace vt::testing {
 
 class OpaqueDevice final : public Backend {
  public:
-  explicit OpaqueDevice(Device device) : device_(device) { register_backend(device, this); }
-  ~OpaqueDevice() override { register_backend(device_, nullptr); }
+  enum class Recording { replays, off, fails };
+  explicit OpaqueDevice(Device device, Recording recording = Recording::replays)
+      : device_(device), recording_mode_(recording) {
+    register_backend(device, this);
+  }
+  ~OpaqueDevice() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    queued_.notify_all();
+    worker_.join();  // the worker empties the queue first: the frees queued by tensors still run
+    register_backend(device_, nullptr);
+  }
   OpaqueDevice(const OpaqueDevice&) = delete;
   OpaqueDevice& operator=(const OpaqueDevice&) = delete;
 
   Device device() const override { return device_; }
-  void* allocate(std::size_t bytes) override { return flip(cpu().allocate(bytes)); }
-  void deallocate(void* p, std::size_t bytes) override { cpu().deallocate(flip(p), bytes); }
-  void to_host(void* host, const void* src, std::size_t bytes) override { cpu().to_host(host, flip(src), bytes); }
-  void from_host(void* dst, const void* host, std::size_t bytes) override { cpu().from_host(flip(dst), host, bytes); }
-  void fill(const View& out, double value) override { cpu().fill(open(out), value); }
-  void copy(const View& in, const View& out) override { cpu().copy(open(in), open(out)); }
-  void unary(UnaryKind kind, const View& in, const View& out) override { cpu().unary(kind, open(in), open(out)); }
+  void* allocate(std::size_t bytes) override {
+    void* p = flip(cpu().allocate(bytes));
+    if (recording_here()) recording_->memory.emplace_back(p, bytes);  // lives as long as the recording
+    return p;
+  }
+  void deallocate(void* p, std::size_t bytes) override {
+    if (recording_here())
+      for (const auto& [kept, size] : recording_->memory)
+        if (kept == p) return;  // the recording's own: freed with it
+    enqueue([p = flip(p), bytes] { cpu().deallocate(p, bytes); });
+  }
+  void to_host(void* host, const void* src, std::size_t bytes) override {
+    refuse_while_recording("to_host");
+    wait_for(enqueue([host, src = flip(src), bytes] { cpu().to_host(host, src, bytes); }));
+    if (std::exception_ptr e = take_error()) std::rethrow_exception(e);
+  }
+  void from_host(void* dst, const void* host, std::size_t bytes) override {
+    refuse_while_recording("from_host");
+    const auto* h = static_cast<const std::byte*>(host);
+    enqueue([dst = flip(dst), staged = std::vector<std::byte>(h, h + bytes)] {
+      cpu().from_host(dst, staged.data(), staged.size());
+    });
+  }
+  void fill(const View& out, double value) override { enqueue([o = open(out), value] { cpu().fill(o, value); }); }
+  void copy(const View& in, const View& out) override {
+    enqueue([i = open(in), o = open(out)] { cpu().copy(i, o); });
+  }
+  void unary(UnaryKind kind, const View& in, const View& out) override {
+    enqueue([kind, i = open(in), o = open(out)] { cpu().unary(kind, i, o); });
+  }
   void binary(BinaryKind kind, const View& a, const View& b, const View& out) override {
-    cpu().binary(kind, open(a), open(b), open(out));
+    enqueue([kind, a = open(a), b = open(b), o = open(out)] { cpu().binary(kind, a, b, o); });
   }
   void select(const View& c, const View& a, const View& b, const View& out) override {
-    cpu().select(open(c), open(a), open(b), open(out));
+    enqueue([c = open(c), a = open(a), b = open(b), o = open(out)] { cpu().select(c, a, b, o); });
   }
-  void reduce(ReduceKind kind, const View& in, const View& out) override { cpu().reduce(kind, open(in), open(out)); }
+  void reduce(ReduceKind kind, const View& in, const View& out) override {
+    enqueue([kind, i = open(in), o = open(out)] { cpu().reduce(kind, i, o); });
+  }
   void gemm(const GemmArgs& args) override {
     GemmArgs a = args;
     a.a = flip(a.a);
     a.b = flip(a.b);
     a.c = flip(a.c);
-    cpu().gemm(a);
+    enqueue([a] { cpu().gemm(a); });
   }
   void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
-                std::int64_t stride_l, std::int32_t* info) override {
-    cpu().cholesky(dtype, count, n, flip(a), stride_a, flip(l), stride_l, info);
+                std::int64_t stride_l, const FactorFailure& failure) override {
+    a = flip(a);
+    l = flip(l);
+    if (!failure.raise) {  // the CPU kernel fills the failed rows with NaN and reports nothing
+      enqueue([=] { cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure{false, {}}); });
+      return;
+    }
+    if (recording_here()) {  // each replay defers this check anew (replay below)
+      auto kept = std::make_shared<Deferred>(Deferred{{}, failure.report});
+      recording_->kept.push_back(kept);
+      recording_->tasks.push_back([=] {
+        kept->example = -1;
+        cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure{true, first_into(*kept)});
+      });
+      return;
+    }
+    // Recorded before the kernel runs, so that raise_deferred() on this thread knows to wait for it.
+    auto d = std::make_shared<Deferred>(Deferred{std::this_thread::get_id(), failure.report});
+    {
+      std::lock_guard lock(mutex_);
+      deferred_.push_back(d);
+      ++pending_;
+    }
+    enqueue([=] { cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure{true, first_into(*d)}); });
   }
   void trsm(const TrsmArgs& args) override {
     TrsmArgs a = args;
     a.t = flip(a.t);
     a.b = flip(a.b);
-    cpu().trsm(a);
+    enqueue([a] { cpu().trsm(a); });
   }
   void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l, void* g,
                          std::int64_t stride_g) override {
-    cpu().cholesky_backward(dtype, count, n, flip(l), stride_l, flip(g), stride_g);
+    enqueue([=, l = flip(l), g = flip(g)] { cpu().cholesky_backward(dtype, count, n, l, stride_l, g, stride_g); });
+  }
+
+  bool records() const override { return recording_mode_ != Recording::off; }
+  bool begin_recording() override {
+    std::lock_guard lock(mutex_);
+    if (recording_mode_ == Recording::off || recording_) return false;
+    recording_ = std::make_unique<Tape>(*this);
+    recorder_ = std::this_thread::get_id();
+    return true;
+  }
+  std::unique_ptr<vt::Recording> end_recording() override {
+    std::unique_ptr<Tape> tape;
+    {
+      std::lock_guard lock(mutex_);
+      recorder_ = {};
+      tape = std::move(recording_);
+    }
+    if (recording_mode_ == Recording::fails) return nullptr;  // as a capture that met a call it cannot take
+    return tape;
+  }
+  std::size_t replays() const { return replays_.load(); }
+
+  void raise_deferred() override {
+    if (pending_.load() == 0) return;  // runs after every op: one atomic load when nothing can fail
+    wait_for(queued_so_far());         // every factorization this thread queued has run
+    std::shared_ptr<Deferred> first;
+    std::exception_ptr error;
+    {
+      std::lock_guard lock(mutex_);
+      const std::thread::id me = std::this_thread::get_id();
+      // Only this thread's records are read: other threads' kernels may still be writing theirs.
+      for (const auto& d : deferred_)
+        if (d->thread == me && d->example >= 0 && !first) first = d;  // in the order they were queued
+      pending_ -= std::erase_if(deferred_, [&](const auto& d) { return d->thread == me; });
+      error = take_error_locked();
+    }
+    if (error) std::rethrow_exception(error);
+    if (first) first->report(first->example, first->minor);  // throws the op's NotPositiveDefinite
   }
 
  private:
+  // A factorization that raises on failure, queued by `thread`; example stays -1 if none failed.
+  struct Deferred {
+    std::thread::id thread;
+    std::function<void(std::int64_t, std::int32_t)> report;
+    std::int64_t example = -1;
+    std::int32_t minor = 0;
+  };
+
+  // A recording: the kernels, the factorizations' checks, the memory allocated while recording.
+  struct Tape final : vt::Recording {
+    explicit Tape(OpaqueDevice& device) : device(device) {}
+    ~Tape() override {
+      for (const auto& [p, bytes] : memory) device.deallocate(p, bytes);  // queued: after every replay
+    }
+    void replay() override { device.replay(*this); }
+    OpaqueDevice& device;
+    std::vector<std::function<void()>> tasks;
+    std::vector<std::shared_ptr<Deferred>> kept;  // example: the last replay's first failure
+    std::vector<std::pair<void*, std::size_t>> memory;
+  };
+
+  // The recorded kernels queued again; each recorded check becomes this thread's deferred one, filled in
+  // by a task queued after them.
+  void replay(const Tape& tape) {
+    std::vector<std::shared_ptr<Deferred>> checks;
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& k : tape.kept) {
+        checks.push_back(std::make_shared<Deferred>(Deferred{std::this_thread::get_id(), k->report}));
+        deferred_.push_back(checks.back());
+        ++pending_;
+      }
+    }
+    for (const auto& task : tape.tasks) enqueue(task);
+    enqueue([checks, kept = tape.kept] {
+      for (std::size_t i = 0; i < checks.size(); ++i) {
+        checks[i]->example = kept[i]->example;
+        checks[i]->minor = kept[i]->minor;
+      }
+    });
+    ++replays_;
+  }
+  // A recording runs nothing, so a host copy inside one would read or write at the wrong time.
+  void refuse_while_recording(const char* what) {
+    if (recording_here()) fail("stand-in device: {} while recording", what);
+  }
+  bool recording_here() {
+    std::lock_guard lock(mutex_);
+    return recording_ && recorder_ == std::this_thread::get_id();
+  }
+  // The CPU kernel reports each failing example in order, after factoring them all: keep the first.
+  static std::function<void(std::int64_t, std::int32_t)> first_into(Deferred& d) {
+    return [&d](std::int64_t example, std::int32_t minor) {
+      if (d.example >= 0) return;
+      d.example = example;
+      d.minor = minor;
+    };
+  }
+
   static constexpr std::uintptr_t bit = std::uintptr_t{1} << 62;
   static void* flip(void* p) { return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(p) ^ bit); }
   static const void* flip(const void* p) { return flip(const_cast<void*>(p)); }
@@ -61,7 +246,85 @@ class OpaqueDevice final : public Backend {
     return v;
   }
   static Backend& cpu() { return backend_for(Device::cpu()); }
+
+  // Queues a task (keeps it, on a recording thread); returns its ticket for wait_for.
+  std::uint64_t enqueue(std::function<void()> task) {
+    std::uint64_t ticket;
+    {
+      std::lock_guard lock(mutex_);
+      if (recording_ && recorder_ == std::this_thread::get_id()) {
+        recording_->tasks.push_back(std::move(task));
+        return enqueued_;
+      }
+      queue_.push_back(std::move(task));
+      ticket = ++enqueued_;
+    }
+    queued_.notify_one();
+    return ticket;
+  }
+  std::uint64_t queued_so_far() {
+    std::lock_guard lock(mutex_);
+    return enqueued_;
+  }
+  // Returns once the task with this ticket and every task before it have run. Waking under the
+  // mutex also makes what they wrote visible to this thread.
+  void wait_for(std::uint64_t ticket) {
+    std::unique_lock lock(mutex_);
+    ran_.wait(lock, [&] { return done_ >= ticket; });
+  }
+  std::exception_ptr take_error_locked() {
+    if (error_) --pending_;
+    return std::exchange(error_, nullptr);
+  }
+  std::exception_ptr take_error() {
+    if (pending_.load() == 0) return nullptr;
+    std::lock_guard lock(mutex_);
+    return take_error_locked();
+  }
+
+  void work() {
+    std::unique_lock lock(mutex_);
+    for (std::uint64_t i = 0;; ++i) {
+      queued_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything queued has run
+      std::function<void()> task = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      // Lag behind the host, as a GPU does, so that a missing wait shows. Sleeping (tens of
+      // microseconds in practice) before every fourth task only, keeps the device tests fast.
+      if (i % 4 == 0) std::this_thread::sleep_for(std::chrono::microseconds(2));
+      std::exception_ptr failed;
+      try {
+        task();
+      } catch (...) {
+        failed = std::current_exception();
+      }
+      task = nullptr;  // frees a staged host buffer outside the lock
+      lock.lock();
+      if (failed && !error_) {
+        error_ = failed;
+        ++pending_;  // so that raise_deferred() looks
+      }
+      ++done_;
+      ran_.notify_all();
+    }
+  }
+
   Device device_;
+  const Recording recording_mode_;
+  std::unique_ptr<Tape> recording_;  // while recorder_ records
+  std::thread::id recorder_;
+  std::atomic<std::size_t> replays_{0};
+  std::mutex mutex_;
+  std::condition_variable queued_, ran_;
+  std::deque<std::function<void()>> queue_;
+  std::uint64_t enqueued_ = 0, done_ = 0;  // tickets handed out, tasks run
+  bool stopping_ = false;
+  std::vector<std::shared_ptr<Deferred>> deferred_;
+  std::exception_ptr error_;  // the first exception a task threw, until someone rethrows it
+  // Deferred records plus one while error_ is set; changed under mutex_, read without it.
+  std::atomic<std::size_t> pending_{0};
+  std::thread worker_{[this] { work(); }};  // last: starts once every member it uses exists
 };
 
 }  // namespace vt::testing

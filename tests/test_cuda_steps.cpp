@@ -1,7 +1,7 @@
 // The CUDA kernels' per-item steps (backends/cuda/element_steps.hpp) run on the host, item by
-// item: strided index arithmetic, and the steps that turn cuSOLVER's column-major lower Cholesky
-// factor into vtape's row-major one. No GPU needed; cuSOLVER's potrf is stood in for by Eigen on
-// the column-major view, touching only the triangle potrf may touch.
+// item: strided index arithmetic, and the steps around cuSOLVER's column-major Cholesky that give
+// vtape's row-major lower factor. No GPU needed; cuSOLVER's potrf is stood in for by Eigen on
+// the column-major view, scribbling over the other triangle as potrfBatched was seen to do.
 #include <Eigen/Dense>
 #include <limits>
 #include <random>
@@ -32,8 +32,12 @@ TEST_CASE("strided offsets after axis merging visit every element in row-major o
     REQUIRE(layout.total == numel(c.shape));
     const Shape row_major = contiguous_strides(c.shape);
     for (std::int64_t i = 0; i < layout.total; ++i) {
-      std::int64_t off[2];
+      std::int64_t off[2], off32[2];
       steps::offsets_of(layout, i, off);
+      steps::offsets_of(layout, static_cast<std::int32_t>(i), off32);  // the 32-bit path: the same offsets
+      REQUIRE(steps::fits_int32(layout));
+      REQUIRE(off32[0] == off[0]);
+      REQUIRE(off32[1] == off[1]);
       std::int64_t want_a = 0, want_b = 0;
       for (std::size_t d = 0; d < c.shape.size(); ++d) {
         const std::int64_t idx = i / row_major[d] % c.shape[d];
@@ -45,53 +49,82 @@ TEST_CASE("strided offsets after axis merging visit every element in row-major o
       REQUIRE(off[1] == want_b);
     }
   }
+  // Past 2^30 elements the kernels index in 64 bits.
+  const Shape huge = {std::int64_t{1} << 20, 1 << 11}, huge_strides = {1 << 12, 2};
+  CHECK_FALSE(steps::fits_int32(cuda::layout_of<1>("copy", huge, {&huge_strides})));
   const Shape deep(10, 2), strided = {19683, 6561, 2187, 729, 243, 81, 27, 9, 3, 1};  // no two axes merge
   CHECK_THAT(vt::testing::error_of([&] { (void)cuda::layout_of<1>("copy", deep, {&strided}); }), Catch::Contains("at most 8"));
 }
 
 namespace {
 
-// cuSOLVER's potrf (lower, column-major, lda = n) on each matrix at l + m * stride: factors the
-// column-major lower triangle in place and leaves the other triangle as it was.
-void potrf_lower_column_major(std::int64_t count, std::int64_t n, double* l, std::int64_t stride) {
+// cuSOLVER's potrf (upper, column-major, lda = n) on each matrix at l + m * stride: factors the
+// column-major upper triangle in place as U^T U; the other triangle is left dirty.
+void potrf_upper_column_major(std::int64_t count, std::int64_t n, double* l, std::int64_t stride) {
   using ColMajor = Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>>;
   for (std::int64_t m = 0; m < count; ++m) {
     ColMajor a(l + m * stride, n, n);
-    const Eigen::MatrixXd lower = a.triangularView<Eigen::Lower>();
-    const Eigen::MatrixXd factor = Eigen::MatrixXd(lower.selfadjointView<Eigen::Lower>()).llt().matrixL();
-    a.triangularView<Eigen::Lower>() = factor;
+    const Eigen::MatrixXd upper = a.triangularView<Eigen::Upper>();
+    const Eigen::MatrixXd factor = Eigen::MatrixXd(upper.selfadjointView<Eigen::Upper>()).llt().matrixU();
+    a.triangularView<Eigen::Upper>() = factor;
+    a.triangularView<Eigen::StrictlyLower>().setConstant(-7e300);
   }
 }
 
-}  // namespace
-
-TEST_CASE("mirror, column-major potrf, finish: the row-major lower factor, in and out of place", "[cuda-steps]") {
-  const std::int64_t count = 3, n = 7, stride = n * n + 5;  // gaps between matrices
-  std::vector<double> a(static_cast<std::size_t>(count * stride), 99.0);
-  const Tensor spd = [&] {
+// Three SPD matrices, row-major, at a stride with gaps, only their lower triangles meaningful
+// (garbage above), and their lower factors from the CPU backend.
+struct FactorCase {
+  static constexpr std::int64_t count = 3, n = 7, stride = n * n + 5;
+  std::vector<double> a = std::vector<double>(static_cast<std::size_t>(count * stride), 99.0);
+  std::vector<double> want;
+  FactorCase() {
     const Tensor m = randn({count, n, n}, 31);
-    return matmul(m, swapaxes(m, -1, -2)) / 7.0 + eye(n);
-  }();
-  const std::vector<double> values = spd.to_vector<double>();
-  for (std::int64_t m = 0; m < count; ++m)
-    for (std::int64_t e = 0; e < n * n; ++e) {
-      const std::int64_t i = e / n, j = e % n;
-      // Only the lower triangle is meaningful: garbage above it must not matter.
-      a[static_cast<std::size_t>(m * stride + e)] = j <= i ? values[static_cast<std::size_t>(m * n * n + e)] : -1e300;
-    }
-  const std::vector<double> want = cholesky(spd).to_vector<double>();
-  for (bool in_place : {false, true}) {
-    std::vector<double> l = in_place ? a : std::vector<double>(a.size(), std::nan(""));
-    for (std::int64_t t = 0; t < count * n * n; ++t) steps::mirror_lower(t, n, a.data(), stride, l.data(), stride);
-    potrf_lower_column_major(count, n, l.data(), stride);
-    for (std::int64_t t = 0; t < count * n * n; ++t) steps::finish_factor(t, n, l.data(), stride);
-    for (std::int64_t m = 0; m < count; ++m)
+    const Tensor spd = matmul(m, swapaxes(m, -1, -2)) / 7.0 + eye(n);
+    const std::vector<double> values = spd.to_vector<double>();
+    for (std::int64_t k = 0; k < count; ++k)
       for (std::int64_t e = 0; e < n * n; ++e) {
-        INFO((in_place ? "in place" : "out of place") << ", matrix " << m << ", element " << e);
-        CHECK(l[static_cast<std::size_t>(m * stride + e)] ==
-              Approx(want[static_cast<std::size_t>(m * n * n + e)]).margin(1e-12));
+        const std::int64_t i = e / n, j = e % n;
+        a[static_cast<std::size_t>(k * stride + e)] = j <= i ? values[static_cast<std::size_t>(k * n * n + e)] : -1e300;
+      }
+    want = cholesky(spd).to_vector<double>();
+  }
+  void check(const std::vector<double>& l, const char* what) const {
+    for (std::int64_t k = 0; k < count; ++k)
+      for (std::int64_t e = 0; e < n * n; ++e) {
+        INFO(what << ", matrix " << k << ", element " << e);
+        CHECK(l[static_cast<std::size_t>(k * stride + e)] == Approx(want[static_cast<std::size_t>(k * n * n + e)]).margin(1e-12));
       }
   }
+};
+
+}  // namespace
+
+TEST_CASE("copy, column-major upper potrf, zero the rest: the row-major lower factor, in and out of place",
+          "[cuda-steps]") {
+  const FactorCase c;
+  const std::int64_t count = c.count, n = c.n, stride = c.stride;
+  for (bool in_place : {false, true}) {
+    std::vector<double> l = in_place ? c.a : std::vector<double>(c.a.size(), std::nan(""));
+    if (!in_place)
+      for (std::int64_t t = 0; t < count * n * n; ++t) steps::copy_lower(t, n, c.a.data(), stride, l.data(), stride);
+    potrf_upper_column_major(count, n, l.data(), stride);
+    for (std::int64_t t = 0; t < count * n * n; ++t) steps::lower_triangle(t, n, l.data(), stride, 1.0);
+    c.check(l, in_place ? "in place" : "out of place");
+  }
+}
+
+TEST_CASE("a checked factorization's failed rows become NaN from the failing minor on", "[cuda-steps]") {
+  const std::int64_t n = 3, count = 3;
+  std::vector<double> l(static_cast<std::size_t>(count * n * n), 1.0);
+  const std::vector<std::int32_t> info = {0, 2, 1};
+  for (std::int64_t t = 0; t < count * n * n; ++t) steps::poison_failed_rows(t, n, l.data(), n * n, info.data());
+  for (std::int64_t m = 0; m < count; ++m)
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        const bool poisoned = info[m] != 0 && i >= info[m] - 1;
+        INFO("matrix " << m << " (" << i << ", " << j << ")");
+        CHECK(std::isnan(l[static_cast<std::size_t>(m * n * n + i * n + j)]) == poisoned);
+      }
 }
 
 TEST_CASE("the factor's diagonal check reports the earliest non-finite pivot", "[cuda-steps]") {

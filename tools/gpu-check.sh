@@ -9,9 +9,15 @@
 #   gp_co2_eval.json  the CO2 likelihood and gradient on the GPU at scikit-learn's optimum
 #                     (lml must be -115.0516349, as on the CPU and in scikit-learn)
 #   gp_co2_cuda.json  the CO2 fit (8 starts) on the GPU, when gp_co2 is built (liblbfgsb present)
+#   gp_co2_cpu.json, gp_co2_cuda_batched.json   the same fit on the CPU, and on the GPU with
+#                     potrfBatched forced (VTAPE_CUDA_POTRF=batched) instead of one Xpotrf per matrix
+#   seed_cuda_single.json  the seed on the GPU with one Xpotrf per matrix (VTAPE_CUDA_POTRF=single)
+#   seed_cuda_nographs.json  the seed on the GPU with plans run step by step (VTAPE_CUDA_GRAPHS=0)
+#   jax_gpu.json, torch_gpu.json  the seed in JAX and PyTorch on the same GPU, where python3 has them
+#   report.json       tools/gpu_report.py: GPU vs CPU seed values, ratios to the peers, FP64 rate
 #   summary.json      exit codes, skipped/failed counts, seconds per phase
-# Exits 0 only when every gpu test ran and passed and both seed runs finished. Sized to finish in
-# under 4 minutes on one H200 with 16 cores, build included.
+# Exits 0 only when every gpu test ran and passed, both seed runs finished and their values agree
+# to 1e-10 relative. Sized to finish in under 4 minutes on one H200 with 16 cores, build included.
 #
 # usage: tools/gpu-check.sh OUT_DIR      (VTAPE_GPU_BUILD_DIR: build folder, default build-gpu/)
 #        VTAPE_GPU_PREBUILT=1 tools/gpu-check.sh OUT_DIR
@@ -55,7 +61,7 @@ else
 fi
 t_build=$(($(date +%s) - t0))
 
-tests_rc=-1 skipped=-1 failed=-1 cuda_rc=-1 cpu_rc=-1 eval_rc=-1 fit_rc=-1
+tests_rc=-1 skipped=-1 failed=-1 cuda_rc=-1 cpu_rc=-1 eval_rc=-1 fit_rc=-1 report_rc=-1
 if [ "$build_rc" -eq 0 ]; then
   phase "gpu tests"
   (cd "$build" && ctest -L gpu --output-on-failure --timeout 120 --output-junit "$out/gpu-tests.xml") >"$out/gpu-tests.log" 2>&1
@@ -78,14 +84,41 @@ if [ "$build_rc" -eq 0 ]; then
     grep -q '"lml": -115.05163' "$out/gp_co2_eval.json" || eval_rc=9
     timeout 100 "$build/examples/gp_co2" --device cuda --json >"$out/gp_co2_cuda.json" 2>"$out/gp_co2_cuda.err"
     fit_rc=$?
+    phase "gp_co2 fit: on the CPU, and on cuda:0 with potrfBatched instead of one Xpotrf per matrix"
+    timeout 120 "$build/examples/gp_co2" --device cpu --json >"$out/gp_co2_cpu.json" 2>"$out/gp_co2_cpu.err"
+    VTAPE_CUDA_POTRF=batched timeout 100 "$build/examples/gp_co2" --device cuda --json \
+      >"$out/gp_co2_cuda_batched.json" 2>"$out/gp_co2_cuda_batched.err"
   fi
+  phase "seed_cholesky_grad on cuda:0 without CUDA graphs (VTAPE_CUDA_GRAPHS=0)"
+  VTAPE_CUDA_GRAPHS=0 timeout 60 "$build/examples/seed_cholesky_grad" --device cuda --json --reps 5 \
+    >"$out/seed_cuda_nographs.json" 2>"$out/seed_cuda_nographs.err"
+  phase "seed_cholesky_grad on cuda:0 with one Xpotrf per matrix instead of potrfBatched"
+  VTAPE_CUDA_POTRF=single timeout 60 "$build/examples/seed_cholesky_grad" --device cuda --json --reps 3 \
+    --nbatch 16,256,2048 >"$out/seed_cuda_single.json" 2>"$out/seed_cuda_single.err"
+  # The peers on the same GPU, where this python3 has them with GPU support (VTAPE_GPU_PEERS=0 skips).
+  if [ "${VTAPE_GPU_PEERS:-1}" = 1 ]; then
+    if python3 -c "import jax, sys; sys.exit(jax.devices()[0].platform != 'gpu')" 2>/dev/null; then
+      phase "JAX on the GPU"
+      timeout 150 python3 "$root/tools/bench/jax_seed_cholesky_grad.py" --nbatch 16,256,2048 --reps 5 \
+        >"$out/jax_gpu.json" 2>"$out/jax_gpu.err"
+    fi
+    if python3 -c "import torch, sys; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
+      phase "PyTorch on the GPU"
+      timeout 90 python3 "$root/tools/bench/torch_seed_cholesky_grad.py" --device cuda --nbatch 16,256,2048 --reps 5 \
+        >"$out/torch_gpu.json" 2>"$out/torch_gpu.err"
+    fi
+  fi
+  phase "report: seed values on the GPU against the CPU's (1e-10), ratios to the peers"
+  python3 "$root/tools/gpu_report.py" "$out" >"$out/report.log" 2>&1
+  report_rc=$?
 fi
 elapsed=$(($(date +%s) - t0))
 cat >"$out/summary.json" <<JSON
 {"build_rc": $build_rc, "build_s": $t_build, "gpu_tests_rc": $tests_rc, "gpu_tests_skipped": $skipped,
  "gpu_tests_failed": $failed, "seed_cuda_rc": $cuda_rc, "seed_cpu_rc": $cpu_rc, "gp_co2_eval_rc": $eval_rc,
- "gp_co2_fit_rc": $fit_rc, "elapsed_s": $elapsed}
+ "gp_co2_fit_rc": $fit_rc, "report_rc": $report_rc, "elapsed_s": $elapsed}
 JSON
 phase "done: $(tr -d '\n' <"$out/summary.json")"
 [ "$build_rc" -eq 0 ] && [ "$tests_rc" -eq 0 ] && [ "$skipped" -eq 0 ] && [ "$cuda_rc" -eq 0 ] && [ "$cpu_rc" -eq 0 ] &&
+  [ "$report_rc" -eq 0 ] &&
   { [ "$co2_target" -eq 0 ] || { [ "$eval_rc" -eq 0 ] && [ "$fit_rc" -eq 0 ]; }; }

@@ -23,7 +23,7 @@ class CpuBackend final : public Backend {
   void reduce(ReduceKind kind, const View& in, const View& out) override;
   void gemm(const GemmArgs& args) override;
   void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
-                std::int64_t stride_l, std::int32_t* info) override;
+                std::int64_t stride_l, const FactorFailure& failure) override;
   void trsm(const TrsmArgs& args) override;
   void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
                          void* g, std::int64_t stride_g) override;

@@ -5,6 +5,8 @@
 #include <Eigen/Cholesky>
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 #include <Eigen/Dense>
 
 #include "../../core/error.hpp"
@@ -69,7 +71,8 @@ Eigen::Index cholesky_upper(M& a) {
 }  // namespace
 
 void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a,
-                          void* l, std::int64_t stride_l, std::int32_t* info) {
+                          void* l, std::int64_t stride_l, const FactorFailure& failure) {
+  std::vector<std::int32_t> info(static_cast<std::size_t>(count), 0);
   visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
 #pragma omp parallel for schedule(dynamic) if (count > 1)
@@ -86,10 +89,16 @@ void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const
           failed = j;
           break;
         }
-      info[i] = failed < 0 ? 0 : static_cast<std::int32_t>(failed + 1);
       c.template triangularView<Eigen::StrictlyLower>().setZero();  // A's strict upper triangle
+      if (failed < 0) continue;
+      info[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(failed + 1);
+      if (!failure.raise)  // rows failed.. of the row-major factor are columns failed.. of c
+        c.rightCols(n - failed).setConstant(std::numeric_limits<T>::quiet_NaN());
     }
   });
+  if (!failure.raise) return;
+  for (std::int64_t i = 0; i < count; ++i)
+    if (info[static_cast<std::size_t>(i)] != 0) failure.report(i, info[static_cast<std::size_t>(i)]);
 }
 
 void CpuBackend::trsm(const TrsmArgs& s) {

@@ -3,13 +3,17 @@
 // device's stream-ordered memory pool. Every kernel and library call is enqueued on that stream,
 // so calls return before the GPU finishes, and memory freed by a tensor is reused by later work
 // on the same stream without a host synchronisation. The host waits only where it needs a
-// result: to_host/from_host, and the factorization's `info` (which decides whether to raise).
+// result: to_host/from_host, and raise_deferred(), which reads a factorization's `info` (copied
+// to pinned memory behind an event) once the op or plan that factored has been enqueued whole.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cusolverDn.h>
 
+#include <atomic>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "../backend.hpp"
 
@@ -36,6 +40,31 @@ class Scratch {
   void* data_;
 };
 
+class CudaBackend;
+
+// A plan call recorded as a CUDA graph, and the factorization checks made while recording: the
+// graph leaves each one's info in `info` (plain device memory, which outlives the graph's own),
+// and every replay defers the check anew.
+class CudaRecording final : public Recording {
+ public:
+  explicit CudaRecording(CudaBackend& backend) : backend_(backend) {}
+  ~CudaRecording() override;
+  CudaRecording(const CudaRecording&) = delete;
+  CudaRecording& operator=(const CudaRecording&) = delete;
+  void replay() override;
+
+ private:
+  friend class CudaBackend;
+  struct Check {
+    std::function<void(std::int64_t, std::int32_t)> report;
+    std::int32_t* info;
+    std::int64_t count;
+  };
+  CudaBackend& backend_;
+  cudaGraphExec_t exec_ = nullptr;
+  std::vector<Check> checks_;
+};
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int index);
@@ -53,15 +82,50 @@ class CudaBackend final : public Backend {
   void reduce(ReduceKind kind, const View& in, const View& out) override;
   void gemm(const GemmArgs& args) override;
   void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
-                std::int64_t stride_l, std::int32_t* info) override;
+                std::int64_t stride_l, const FactorFailure& failure) override;
   void trsm(const TrsmArgs& args) override;
   void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
                          void* g, std::int64_t stride_g) override;
+  void raise_deferred() override;
+  // Plans are recorded as CUDA graphs unless VTAPE_CUDA_GRAPHS=0.
+  bool records() const override;
+  bool begin_recording() override;
+  std::unique_ptr<Recording> end_recording() override;
 
  private:
+  friend class CudaRecording;
+  // Holds the backend's lock with its device current on the calling thread; gives the thread back
+  // the device it had before.
+  class Entered {
+   public:
+    Entered(std::recursive_mutex& mutex, int device);
+    ~Entered();
+    Entered(const Entered&) = delete;
+    Entered& operator=(const Entered&) = delete;
+
+   private:
+    std::unique_lock<std::recursive_mutex> lock_;
+    int previous_ = -1;
+  };
+  // A factorization whose failures raise, waiting for its info in pinned memory.
+  struct Deferred {
+    std::thread::id thread;
+    std::function<void(std::int64_t, std::int32_t)> report;
+    std::int32_t* info;  // pinned host memory for `capacity` values, given back to spare_pinned_
+    std::int64_t capacity;
+    std::int64_t count;
+    cudaEvent_t copied;
+  };
+
   void initialize();  // the constructor's work: stream, handles, memory pool
-  // Makes this backend's device current on the calling thread and serialises use of the handles.
-  std::unique_lock<std::recursive_mutex> enter();
+  Entered enter();
+  // Runs a cuBLAS/cuSOLVER call; when it could not get workspace, hands the pool's cached memory
+  // back to the driver and runs it once more.
+  template <class Call>
+  auto with_workspace(Call call);
+  // Factors l in place (cuSOLVER's upper mode, column-major), leaving info on the device.
+  void factor(DType dtype, std::int64_t count, std::int64_t n, void* l, std::int64_t stride_l, std::int32_t* info);
+  void defer(const FactorFailure& failure, const std::int32_t* device_info, std::int64_t count);
   // Raises vt::Error naming the device and the step when a CUDA, cuBLAS or cuSOLVER call failed.
   void check(cudaError_t status, const char* what) const;
   void check(cublasStatus_t status, const char* what) const;
@@ -76,7 +140,15 @@ class CudaBackend final : public Backend {
   cublasHandle_t blas_ = nullptr;
   cusolverDnHandle_t solver_ = nullptr;
   cudaMemPool_t pool_ = nullptr;
+  cusolverDnParams_t solver_params_ = nullptr;
   std::recursive_mutex mutex_;
+  std::vector<Deferred> deferred_;
+  std::atomic<std::size_t> deferred_count_{0};  // lets raise_deferred() return without the lock
+  std::vector<std::pair<std::int32_t*, std::int64_t>> spare_pinned_;
+  std::vector<cudaEvent_t> spare_events_;
+  // While a thread records (between begin_recording and end_recording, holding mutex_ the whole
+  // time), what it enqueues is captured into this graph's recording.
+  std::unique_ptr<CudaRecording> recording_;
 };
 
 }  // namespace vt::cuda

@@ -1,7 +1,10 @@
 // CUDA backend, device side: devices, the memory pool, transfers, maps and reductions.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <optional>
 
 #include "../../core/error.hpp"
 #include "../merged_axes.hpp"
@@ -54,6 +57,7 @@ CudaBackend::CudaBackend(int index) : index_(index) {
   try {
     initialize();
   } catch (...) {  // release what was created before the failure
+    if (solver_params_) cusolverDnDestroyParams(solver_params_);
     if (solver_) cusolverDnDestroy(solver_);
     if (blas_) cublasDestroy(blas_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -63,12 +67,13 @@ CudaBackend::CudaBackend(int index) : index_(index) {
 }
 
 void CudaBackend::initialize() {
-  check(cudaSetDevice(index_), "selecting the device");
+  auto entered = enter();
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "creating a stream");
   check(cublasCreate(&blas_), "creating the cuBLAS handle");
   check(cublasSetStream(blas_, stream_), "setting the cuBLAS stream");
   check(cusolverDnCreate(&solver_), "creating the cuSOLVER handle");
   check(cusolverDnSetStream(solver_, stream_), "setting the cuSOLVER stream");
+  check(cusolverDnCreateParams(&solver_params_), "creating the cuSOLVER parameters");
   check(cudaDeviceGetDefaultMemPool(&pool_, index_), "getting the memory pool");
   // Keep freed memory in the pool instead of returning it to the driver at every synchronisation:
   // a plan allocates the same sizes call after call.
@@ -76,13 +81,26 @@ void CudaBackend::initialize() {
   check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep), "configuring the memory pool");
 }
 
-std::unique_lock<std::recursive_mutex> CudaBackend::enter() {
-  std::unique_lock lock(mutex_);
-  int current = -1;
-  if (cudaGetDevice(&current) != cudaSuccess) (void)cudaGetLastError();
-  if (current != index_) check(cudaSetDevice(index_), "selecting the device");
-  return lock;
+CudaBackend::Entered::Entered(std::recursive_mutex& mutex, int device) : lock_(mutex) {
+  if (cudaGetDevice(&previous_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    previous_ = -1;
+  }
+  if (previous_ == device) {
+    previous_ = -1;  // nothing to give back
+    return;
+  }
+  if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
+    (void)cudaGetLastError();
+    fail("cuda:{}: selecting the device failed: {} ({})", device, cudaGetErrorString(e), cudaGetErrorName(e));
+  }
 }
+
+CudaBackend::Entered::~Entered() {
+  if (previous_ >= 0 && cudaSetDevice(previous_) != cudaSuccess) (void)cudaGetLastError();
+}
+
+CudaBackend::Entered CudaBackend::enter() { return Entered(mutex_, index_); }
 
 void CudaBackend::check(cudaError_t status, const char* what) const {
   if (status == cudaSuccess) return;
@@ -101,10 +119,12 @@ void CudaBackend::check(const std::string& launch_error) const {
 }
 
 void* CudaBackend::allocate(std::size_t bytes) {
-  auto lock = enter();
+  auto entered = enter();
   void* p = nullptr;
   const std::size_t size = bytes == 0 ? 1 : bytes;
-  cudaError_t e = cudaMallocFromPoolAsync(&p, size, pool_, stream_);
+  // While recording, memory comes from the graph's own pool (an allocation node); the plain
+  // stream-ordered call is the one capture turns into that.
+  cudaError_t e = recording_ ? cudaMallocAsync(&p, size, stream_) : cudaMallocFromPoolAsync(&p, size, pool_, stream_);
   if (e == cudaErrorMemoryAllocation) {
     // The pool may hold freed blocks of other sizes: hand them back to the driver and retry once.
     (void)cudaGetLastError();
@@ -123,11 +143,15 @@ void* CudaBackend::allocate(std::size_t bytes) {
 }
 
 MemoryStats CudaBackend::memory_stats() {
-  auto lock = enter();
-  std::uint64_t in_use = 0, peak = 0;
+  auto entered = enter();
+  std::uint64_t in_use = 0, peak = 0, graph_in_use = 0, graph_peak = 0;
   check(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemCurrent, &in_use), "reading the memory pool's use");
   check(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &peak), "reading the memory pool's peak");
-  return {true, static_cast<std::size_t>(in_use), static_cast<std::size_t>(peak)};
+  // Recorded plans' scratch lives in the graphs' own memory. Peaks add up: an upper bound.
+  check(cudaDeviceGetGraphMemAttribute(index_, cudaGraphMemAttrUsedMemCurrent, &graph_in_use),
+        "reading the graphs' memory use");
+  check(cudaDeviceGetGraphMemAttribute(index_, cudaGraphMemAttrUsedMemHigh, &graph_peak), "reading the graphs' peak");
+  return {true, static_cast<std::size_t>(in_use + graph_in_use), static_cast<std::size_t>(peak + graph_peak)};
 }
 
 void CudaBackend::deallocate(void* p, std::size_t) {
@@ -135,20 +159,94 @@ void CudaBackend::deallocate(void* p, std::size_t) {
   // finishes first. At process exit the runtime may already be gone; nothing is left to free then.
   std::lock_guard lock(mutex_);
   int current = -1;
-  if (cudaGetDevice(&current) == cudaSuccess && current != index_) (void)cudaSetDevice(index_);
+  const bool switched = cudaGetDevice(&current) == cudaSuccess && current != index_ && cudaSetDevice(index_) == cudaSuccess;
   if (cudaFreeAsync(p, stream_) != cudaSuccess) (void)cudaGetLastError();
+  if (switched) (void)cudaSetDevice(current);
   (void)cudaGetLastError();  // whatever failed here must not be blamed on the next kernel
 }
 
+void CudaBackend::defer(const FactorFailure& failure, const std::int32_t* device_info, std::int64_t count) {
+  auto entered = enter();
+  if (recording_) {  // the graph keeps the info; each replay defers the check (CudaRecording::replay)
+    void* kept = nullptr;
+    check(cudaMalloc(&kept, static_cast<std::size_t>(count) * sizeof(std::int32_t)),
+          "allocating a recorded factorization's info");
+    recording_->checks_.push_back({failure.report, static_cast<std::int32_t*>(kept), count});
+    check(cudaMemcpyAsync(kept, device_info, static_cast<std::size_t>(count) * sizeof(std::int32_t),
+                          cudaMemcpyDeviceToDevice, stream_),
+          "keeping a factorization's info");
+    return;
+  }
+  Deferred d{std::this_thread::get_id(), failure.report, nullptr, 0, count, nullptr};
+  const auto spare = std::find_if(spare_pinned_.begin(), spare_pinned_.end(), [&](const auto& p) { return p.second >= count; });
+  if (spare != spare_pinned_.end()) {
+    d.info = spare->first;
+    d.capacity = spare->second;
+    spare_pinned_.erase(spare);
+  } else {
+    d.capacity = std::max<std::int64_t>(count, 1024);
+    void* pinned = nullptr;
+    check(cudaMallocHost(&pinned, static_cast<std::size_t>(d.capacity) * sizeof(std::int32_t)),
+          "allocating pinned memory for a factorization's info");
+    d.info = static_cast<std::int32_t*>(pinned);
+  }
+  if (!spare_events_.empty()) {
+    d.copied = spare_events_.back();
+    spare_events_.pop_back();
+  } else {
+    check(cudaEventCreateWithFlags(&d.copied, cudaEventDisableTiming), "creating an event");
+  }
+  std::fill(d.info, d.info + count, 0);  // read as "no failure" should the copy below never run
+  deferred_.push_back(d);  // from here on raise_deferred() gives the buffer and the event back
+  deferred_count_.store(deferred_.size());
+  check(cudaMemcpyAsync(d.info, device_info, static_cast<std::size_t>(count) * sizeof(std::int32_t),
+                        cudaMemcpyDeviceToHost, stream_),
+        "copying a factorization's info to the host");
+  check(cudaEventRecord(d.copied, stream_), "recording an event");
+}
+
+void CudaBackend::raise_deferred() {
+  if (deferred_count_.load() == 0) return;
+  std::function<void(std::int64_t, std::int32_t)> report;
+  std::int64_t example = -1;
+  std::int32_t minor = 0;
+  cudaError_t failed = cudaSuccess;
+  {
+    auto entered = enter();
+    const std::thread::id me = std::this_thread::get_id();
+    std::vector<Deferred> others;
+    for (Deferred& d : deferred_) {  // in the order the factorizations ran: the first failure wins
+      if (d.thread != me) {
+        others.push_back(std::move(d));
+        continue;
+      }
+      const cudaError_t e = cudaEventSynchronize(d.copied);
+      if (e != cudaSuccess && failed == cudaSuccess) failed = e;
+      for (std::int64_t i = 0; e == cudaSuccess && example < 0 && i < d.count; ++i)
+        if (d.info[i] != 0) {
+          example = i;
+          minor = d.info[i];
+          report = d.report;
+        }
+      spare_pinned_.emplace_back(d.info, d.capacity);
+      spare_events_.push_back(d.copied);
+    }
+    deferred_ = std::move(others);
+    deferred_count_.store(deferred_.size());
+    check(failed, "waiting for a factorization (or an earlier kernel)");
+  }
+  if (report) report(example, minor);
+}
+
 void CudaBackend::to_host(void* host, const void* src, std::size_t bytes) {
-  auto lock = enter();
+  auto entered = enter();
   if (bytes == 0) return;
   check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream_), "copying to the host");
   check(cudaStreamSynchronize(stream_), "copying to the host (or an earlier kernel)");
 }
 
 void CudaBackend::from_host(void* dst, const void* host, std::size_t bytes) {
-  auto lock = enter();
+  auto entered = enter();
   if (bytes == 0) return;
   check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_), "copying from the host");
   // The host buffer may be freed as soon as this returns.
@@ -156,20 +254,20 @@ void CudaBackend::from_host(void* dst, const void* host, std::size_t bytes) {
 }
 
 void CudaBackend::fill(const View& out, double value) {
-  auto lock = enter();
+  auto entered = enter();
   check(kernels::fill(stream_, out.dtype, layout_of<1>("fill", out.shape, {&out.strides}), out.data, value));
 }
 
 void CudaBackend::copy(const View& in, const View& out) {
   same_rank(in, out, "copy");
-  auto lock = enter();
+  auto entered = enter();
   check(kernels::copy(stream_, in.dtype, out.dtype, layout_of<2>("copy", out.shape, {&in.strides, &out.strides}), in.data,
                       out.data));
 }
 
 void CudaBackend::unary(UnaryKind kind, const View& in, const View& out) {
   same_rank(in, out, "unary");
-  auto lock = enter();
+  auto entered = enter();
   check(kernels::unary(stream_, kind, out.dtype, layout_of<2>("unary", out.shape, {&in.strides, &out.strides}), in.data,
                        out.data));
 }
@@ -177,14 +275,14 @@ void CudaBackend::unary(UnaryKind kind, const View& in, const View& out) {
 void CudaBackend::binary(BinaryKind kind, const View& a, const View& b, const View& out) {
   same_rank(a, out, "binary");
   same_rank(b, out, "binary");
-  auto lock = enter();
+  auto entered = enter();
   check(kernels::binary(stream_, kind, out.dtype,
                         layout_of<3>("binary", out.shape, {&a.strides, &b.strides, &out.strides}), a.data, b.data,
                         out.data));
 }
 
 void CudaBackend::select(const View& cond, const View& a, const View& b, const View& out) {
-  auto lock = enter();
+  auto entered = enter();
   check(kernels::select(stream_, out.dtype,
                         layout_of<4>("select", out.shape, {&cond.strides, &a.strides, &b.strides, &out.strides}),
                         cond.data, a.data, b.data, out.data));
@@ -196,9 +294,77 @@ void CudaBackend::reduce(ReduceKind kind, const View& in, const View& out) {
   Shape reduced_shape = in.shape;
   for (std::size_t d = 0; d < out.shape.size(); ++d)
     if (out.shape[d] == in.shape[d]) reduced_shape[d] = 1;
-  auto lock = enter();
-  check(kernels::reduce(stream_, kind, out.dtype, layout_of<2>("reduce", out.shape, {&in.strides, &out.strides}),
-                        layout_of<1>("reduce", reduced_shape, {&in.strides}), in.data, out.data));
+  const auto kept = layout_of<2>("reduce", out.shape, {&in.strides, &out.strides});
+  const auto reduced = layout_of<1>("reduce", reduced_shape, {&in.strides});
+  auto entered = enter();
+  std::optional<Scratch> partials;
+  if (kept.total == 1 && reduced.total >= kernels::two_pass_min)
+    partials.emplace(*this, kernels::two_pass_blocks * sizeof(double));
+  check(kernels::reduce(stream_, kind, out.dtype, kept, reduced, in.data, out.data,
+                        partials ? static_cast<double*>(partials->data()) : nullptr));
+}
+
+bool CudaBackend::records() const {
+  static const bool enabled = [] {
+    const char* setting = std::getenv("VTAPE_CUDA_GRAPHS");
+    return !(setting && std::string_view(setting) == "0");
+  }();
+  return enabled;
+}
+
+bool CudaBackend::begin_recording() {
+  mutex_.lock();  // held until end_recording: another thread's work must not join the capture
+  try {
+    auto entered = enter();
+    // Relaxed: a recorded factorization allocates the buffer its info is kept in (cudaMalloc).
+    if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed) != cudaSuccess) {
+      (void)cudaGetLastError();
+      mutex_.unlock();
+      return false;
+    }
+    recording_ = std::make_unique<CudaRecording>(*this);
+  } catch (...) {
+    mutex_.unlock();
+    throw;
+  }
+  return true;
+}
+
+std::unique_ptr<Recording> CudaBackend::end_recording() {
+  std::unique_lock held(mutex_, std::adopt_lock);  // the lock begin_recording took
+  std::unique_ptr<CudaRecording> recording = std::move(recording_);
+  if (!recording) return nullptr;
+  auto entered = enter();
+  cudaGraph_t graph = nullptr;
+  cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+  if (e == cudaSuccess && graph) e = cudaGraphInstantiate(&recording->exec_, graph, 0);
+  if (graph) (void)cudaGraphDestroy(graph);
+  if (e != cudaSuccess || !recording->exec_) {  // e.g. a call that cannot be captured: run directly
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return recording;
+}
+
+void CudaRecording::replay() {
+  auto entered = backend_.enter();
+  backend_.check(cudaGraphLaunch(exec_, backend_.stream_), "launching a recorded plan");
+  for (const Check& c : checks_) {
+    FactorFailure failure;
+    failure.report = c.report;
+    backend_.defer(failure, c.info, c.count);
+  }
+}
+
+CudaRecording::~CudaRecording() {
+  try {
+    auto entered = backend_.enter();
+    (void)cudaStreamSynchronize(backend_.stream_);  // a replay may still read the kept info
+    if (exec_) (void)cudaGraphExecDestroy(exec_);
+    for (const Check& c : checks_) (void)cudaFree(c.info);
+    (void)cudaGetLastError();
+  } catch (...) {  // at process exit the runtime may be gone: nothing left to free
+  }
 }
 
 }  // namespace vt::cuda

@@ -16,18 +16,27 @@
 
 namespace vt::cuda::steps {
 
-// Offsets (in elements) of the element with linear index i in each of the N operands.
+// Whether linear indices of `l` (and a grid-stride step past the last) fit in 32 bits: then the
+// kernels divide in 32 bits, several times cheaper on a GPU than 64-bit division.
 template <int N>
-VTAPE_HOST_DEVICE void offsets_of(const kernels::Layout<N>& l, std::int64_t i, std::int64_t (&off)[N]) {
-  if (l.rank == 1) {  // contiguous or evenly strided after merging: no 64-bit division
-    for (int k = 0; k < N; ++k) off[k] = i * l.stride[k][0];
+VTAPE_HOST_DEVICE bool fits_int32(const kernels::Layout<N>& l) {
+  return l.total <= (std::int64_t{1} << 30);
+}
+
+// Offsets (in elements) of the element with linear index i in each of the N operands. Index is
+// the type the index arithmetic runs in (std::int32_t where fits_int32).
+template <class Index, int N>
+VTAPE_HOST_DEVICE void offsets_of(const kernels::Layout<N>& l, Index i, std::int64_t (&off)[N]) {
+  if (l.rank == 1) {  // contiguous or evenly strided after merging: no division
+    for (int k = 0; k < N; ++k) off[k] = static_cast<std::int64_t>(i) * l.stride[k][0];
     return;
   }
   for (int k = 0; k < N; ++k) off[k] = 0;
   for (int d = l.rank - 1; d >= 0; --d) {
-    const std::int64_t idx = i % l.shape[d];
-    i /= l.shape[d];
-    for (int k = 0; k < N; ++k) off[k] += idx * l.stride[k][d];
+    const Index extent = static_cast<Index>(l.shape[d]);
+    const Index idx = i % extent;
+    i /= extent;
+    for (int k = 0; k < N; ++k) off[k] += static_cast<std::int64_t>(idx) * l.stride[k][d];
   }
 }
 
@@ -39,26 +48,21 @@ VTAPE_HOST_DEVICE void matrix_item(std::int64_t t, std::int64_t n, std::int64_t&
   m = t / n;
 }
 
-// l's upper triangle <- a's lower triangle, transposed (safe in place: reads only a's lower
-// triangle, writes only l's upper one, the diagonal by the item that reads it).
+// l's lower triangle <- a's, before the factorization of l in place when l is another buffer;
+// any garbage above a's diagonal is not read.
 template <class T>
-VTAPE_HOST_DEVICE void mirror_lower(std::int64_t t, std::int64_t n, const T* a, std::int64_t sa, T* l, std::int64_t sl) {
+VTAPE_HOST_DEVICE void copy_lower(std::int64_t t, std::int64_t n, const T* a, std::int64_t sa, T* l, std::int64_t sl) {
   std::int64_t m, i, j;
   matrix_item(t, n, m, i, j);
-  if (j >= i) l[m * sl + i * n + j] = a[m * sa + j * n + i];
+  if (j <= i) l[m * sl + i * n + j] = a[m * sa + i * n + j];
 }
 
-// The column-major factor's (i, j) sits at row-major (j, i): move it down and zero the upper
-// triangle. One item per (i > j) pair, so items never touch each other's elements.
+// For checked factorizations: the rows of a failed factor from its failing minor on become NaN.
 template <class T>
-VTAPE_HOST_DEVICE void finish_factor(std::int64_t t, std::int64_t n, T* l, std::int64_t sl) {
+VTAPE_HOST_DEVICE void poison_failed_rows(std::int64_t t, std::int64_t n, T* l, std::int64_t sl, const std::int32_t* info) {
   std::int64_t m, i, j;
   matrix_item(t, n, m, i, j);
-  if (i > j) {
-    T* base = l + m * sl;
-    base[i * n + j] = base[j * n + i];
-    base[j * n + i] = T(0);
-  }
+  if (info[m] != 0 && i >= info[m] - 1) l[m * sl + i * n + j] = T(NAN);
 }
 
 // info[m] <- the first non-finite pivot (1-based) before the minor cuSOLVER reported, if any:

@@ -1,8 +1,9 @@
 // The CUDA backend's own kernels: strided maps, reductions, and the small matrix steps around
 // cuBLAS/cuSOLVER. Every kernel walks its work with a grid-stride loop, so any size runs with a
-// bounded grid, and indexes with 64-bit integers.
+// bounded grid; maps index in 32 bits where the sizes allow, else in 64.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -26,26 +27,30 @@ std::string launched(const char* kernel) {
   return e == cudaSuccess ? std::string() : std::string(kernel) + ": " + cudaGetErrorString(e);
 }
 
-__device__ __forceinline__ std::int64_t grid_start() {
-  return static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+template <class Index = std::int64_t>
+__device__ __forceinline__ Index grid_start() {
+  return static_cast<Index>(blockIdx.x) * static_cast<Index>(blockDim.x) + static_cast<Index>(threadIdx.x);
 }
-__device__ __forceinline__ std::int64_t grid_step() { return static_cast<std::int64_t>(gridDim.x) * blockDim.x; }
+template <class Index = std::int64_t>
+__device__ __forceinline__ Index grid_step() {
+  return static_cast<Index>(gridDim.x) * static_cast<Index>(blockDim.x);
+}
 
 using steps::offsets_of;
 
 // ---------------------------------------------------------------- maps
-template <class T>
+template <class Index, class T>
 __global__ void fill_kernel(Layout<1> l, T* out, T value) {
-  for (std::int64_t i = grid_start(); i < l.total; i += grid_step()) {
+  for (Index i = grid_start<Index>(); i < static_cast<Index>(l.total); i += grid_step<Index>()) {
     std::int64_t off[1];
     offsets_of(l, i, off);
     out[off[0]] = value;
   }
 }
 
-template <class In, class Out>
+template <class Index, class In, class Out>
 __global__ void copy_kernel(Layout<2> l, const In* in, Out* out) {
-  for (std::int64_t i = grid_start(); i < l.total; i += grid_step()) {
+  for (Index i = grid_start<Index>(); i < static_cast<Index>(l.total); i += grid_step<Index>()) {
     std::int64_t off[2];
     offsets_of(l, i, off);
     out[off[1]] = static_cast<Out>(in[off[0]]);
@@ -71,9 +76,9 @@ __device__ __forceinline__ T apply_unary(UnaryKind kind, T x) {
   return x;
 }
 
-template <class T>
+template <class Index, class T>
 __global__ void unary_kernel(UnaryKind kind, Layout<2> l, const T* in, T* out) {
-  for (std::int64_t i = grid_start(); i < l.total; i += grid_step()) {
+  for (Index i = grid_start<Index>(); i < static_cast<Index>(l.total); i += grid_step<Index>()) {
     std::int64_t off[2];
     offsets_of(l, i, off);
     out[off[1]] = apply_unary(kind, in[off[0]]);
@@ -97,18 +102,18 @@ __device__ __forceinline__ T apply_binary(BinaryKind kind, T x, T y) {
   return x;
 }
 
-template <class T>
+template <class Index, class T>
 __global__ void binary_kernel(BinaryKind kind, Layout<3> l, const T* a, const T* b, T* out) {
-  for (std::int64_t i = grid_start(); i < l.total; i += grid_step()) {
+  for (Index i = grid_start<Index>(); i < static_cast<Index>(l.total); i += grid_step<Index>()) {
     std::int64_t off[3];
     offsets_of(l, i, off);
     out[off[2]] = apply_binary(kind, a[off[0]], b[off[1]]);
   }
 }
 
-template <class T>
+template <class Index, class T>
 __global__ void select_kernel(Layout<4> l, const T* cond, const T* a, const T* b, T* out) {
-  for (std::int64_t i = grid_start(); i < l.total; i += grid_step()) {
+  for (Index i = grid_start<Index>(); i < static_cast<Index>(l.total); i += grid_step<Index>()) {
     std::int64_t off[4];
     offsets_of(l, i, off);
     out[off[3]] = cond[off[0]] != T(0) ? a[off[1]] : b[off[2]];
@@ -167,6 +172,41 @@ __global__ void reduce_by_block(Accumulate<T> op, Layout<2> kept, Layout<1> redu
   }
 }
 
+// A block's threads combine their values; thread 0 gets the result.
+template <class T>
+__device__ double block_combine(Accumulate<T> op, double acc) {
+  __shared__ double partial[threads];
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (int width = threads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) partial[threadIdx.x] = op(partial[threadIdx.x], partial[threadIdx.x + width]);
+    __syncthreads();
+  }
+  return partial[0];
+}
+
+// Full reductions, first pass: every block reduces its grid-stride share into partials[block].
+template <class T>
+__global__ void reduce_to_partials(Accumulate<T> op, Layout<1> reduced, const T* in, double* partials) {
+  double acc = op.init();
+  for (std::int64_t r = grid_start(); r < reduced.total; r += grid_step()) {
+    std::int64_t off[1];
+    offsets_of(reduced, r, off);
+    acc = op(acc, static_cast<double>(in[off[0]]));
+  }
+  acc = block_combine(op, acc);
+  if (threadIdx.x == 0) partials[blockIdx.x] = acc;
+}
+
+// Second pass: one block combines the partials, in a fixed order (results do not vary run to run).
+template <class T>
+__global__ void reduce_partials(Accumulate<T> op, const double* partials, int count, T* out) {
+  double acc = op.init();
+  for (int p = threadIdx.x; p < count; p += blockDim.x) acc = op(acc, partials[p]);
+  acc = block_combine(op, acc);
+  if (threadIdx.x == 0) *out = static_cast<T>(acc);
+}
+
 // ---------------------------------------------------------------- matrix steps
 __global__ void pointer_kernel(void** pointers, const char* base, std::int64_t stride_bytes, std::int64_t count) {
   for (std::int64_t i = grid_start(); i < count; i += grid_step())
@@ -175,14 +215,50 @@ __global__ void pointer_kernel(void** pointers, const char* base, std::int64_t s
 
 // The matrix steps: one work item per thread (element_steps.hpp), over count n x n matrices.
 template <class T>
-__global__ void mirror_lower_kernel(std::int64_t count, std::int64_t n, const T* a, std::int64_t sa, T* l,
-                                    std::int64_t sl) {
-  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) steps::mirror_lower(t, n, a, sa, l, sl);
+__global__ void copy_lower_kernel(std::int64_t count, std::int64_t n, const T* a, std::int64_t sa, T* l, std::int64_t sl) {
+  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) steps::copy_lower(t, n, a, sa, l, sl);
 }
 
 template <class T>
-__global__ void finish_factor_kernel(std::int64_t count, std::int64_t n, T* l, std::int64_t sl) {
-  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) steps::finish_factor(t, n, l, sl);
+__global__ void poison_kernel(std::int64_t count, std::int64_t n, T* l, std::int64_t sl, const std::int32_t* info) {
+  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) steps::poison_failed_rows(t, n, l, sl, info);
+}
+
+// in <- the unknowns of op(T) x = in, written to out; `in` is used up. Column by column: once x_k
+// is known, every thread removes its multiple from the later right-hand sides it owns. x_k is
+// read from `in` at step k and never written again, so one barrier per step suffices.
+template <class T>
+__device__ void substitute(const T* t, std::int64_t n, bool lower, bool transpose, T* in, T* out) {
+  const bool forward = lower != transpose;  // op(T) is lower triangular
+  for (std::int64_t step = 0; step < n; ++step) {
+    const std::int64_t k = forward ? step : n - 1 - step;
+    const T xk = in[k] / t[k * n + k];
+    if (threadIdx.x == 0) out[k] = xk;
+    for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x)
+      if (forward ? i > k : i < k) in[i] -= (transpose ? t[k * n + i] : t[i * n + k]) * xk;
+    __syncthreads();
+  }
+}
+
+template <class T>
+__global__ void vector_solve_kernel(TrsmArgs a) {
+  extern __shared__ unsigned char shared_bytes[];
+  T* const x = reinterpret_cast<T*>(shared_bytes);
+  T* const y = x + a.n;
+  for (std::int64_t m = blockIdx.x; m < a.count; m += gridDim.x) {
+    const T* tri = static_cast<const T*>(a.t) + m * a.stride_t;
+    T* rhs = static_cast<T*>(a.b) + m * a.stride_b;
+    for (std::int64_t i = threadIdx.x; i < a.n; i += blockDim.x) x[i] = rhs[i];
+    __syncthreads();
+    substitute(tri, a.n, a.lower, a.transpose, x, y);
+    const T* result = y;
+    if (a.then_transposed) {
+      substitute(tri, a.n, a.lower, !a.transpose, y, x);
+      result = x;
+    }
+    for (std::int64_t i = threadIdx.x; i < a.n; i += blockDim.x) rhs[i] = result[i];
+    __syncthreads();  // x and y are reused by the next system
+  }
 }
 
 template <class T>
@@ -215,6 +291,13 @@ void with_type(DType d, Fn&& fn) {
   else fn(double{});
 }
 
+// Calls fn with the index type a map over `l` can use (element_steps.hpp: fits_int32).
+template <int N, class Fn>
+void with_index(const Layout<N>& l, Fn&& fn) {
+  if (steps::fits_int32(l)) fn(std::int32_t{});
+  else fn(std::int64_t{});
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- launchers
@@ -222,7 +305,9 @@ std::string fill(Stream s, DType dtype, const Layout<1>& l, void* out, double va
   if (l.total == 0) return {};
   with_type(dtype, [&](auto z) {
     using T = decltype(z);
-    fill_kernel<T><<<blocks_for(l.total), threads, 0, st(s)>>>(l, static_cast<T*>(out), static_cast<T>(value));
+    with_index(l, [&](auto index) {
+      fill_kernel<decltype(index), T><<<blocks_for(l.total), threads, 0, st(s)>>>(l, static_cast<T*>(out), static_cast<T>(value));
+    });
   });
   return launched("fill");
 }
@@ -233,7 +318,10 @@ std::string copy(Stream s, DType in_dtype, DType out_dtype, const Layout<2>& l, 
     using In = decltype(zi);
     with_type(out_dtype, [&](auto zo) {
       using Out = decltype(zo);
-      copy_kernel<In, Out><<<blocks_for(l.total), threads, 0, st(s)>>>(l, static_cast<const In*>(in), static_cast<Out*>(out));
+      with_index(l, [&](auto index) {
+        copy_kernel<decltype(index), In, Out>
+            <<<blocks_for(l.total), threads, 0, st(s)>>>(l, static_cast<const In*>(in), static_cast<Out*>(out));
+      });
     });
   });
   return launched("copy");
@@ -243,7 +331,10 @@ std::string unary(Stream s, UnaryKind kind, DType dtype, const Layout<2>& l, con
   if (l.total == 0) return {};
   with_type(dtype, [&](auto z) {
     using T = decltype(z);
-    unary_kernel<T><<<blocks_for(l.total), threads, 0, st(s)>>>(kind, l, static_cast<const T*>(in), static_cast<T*>(out));
+    with_index(l, [&](auto index) {
+      unary_kernel<decltype(index), T>
+          <<<blocks_for(l.total), threads, 0, st(s)>>>(kind, l, static_cast<const T*>(in), static_cast<T*>(out));
+    });
   });
   return launched("unary");
 }
@@ -252,8 +343,10 @@ std::string binary(Stream s, BinaryKind kind, DType dtype, const Layout<3>& l, c
   if (l.total == 0) return {};
   with_type(dtype, [&](auto z) {
     using T = decltype(z);
-    binary_kernel<T><<<blocks_for(l.total), threads, 0, st(s)>>>(kind, l, static_cast<const T*>(a),
-                                                                   static_cast<const T*>(b), static_cast<T*>(out));
+    with_index(l, [&](auto index) {
+      binary_kernel<decltype(index), T><<<blocks_for(l.total), threads, 0, st(s)>>>(
+          kind, l, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out));
+    });
   });
   return launched("binary");
 }
@@ -262,18 +355,28 @@ std::string select(Stream s, DType dtype, const Layout<4>& l, const void* cond, 
   if (l.total == 0) return {};
   with_type(dtype, [&](auto z) {
     using T = decltype(z);
-    select_kernel<T><<<blocks_for(l.total), threads, 0, st(s)>>>(l, static_cast<const T*>(cond), static_cast<const T*>(a),
-                                                                 static_cast<const T*>(b), static_cast<T*>(out));
+    with_index(l, [&](auto index) {
+      select_kernel<decltype(index), T><<<blocks_for(l.total), threads, 0, st(s)>>>(
+          l, static_cast<const T*>(cond), static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out));
+    });
   });
   return launched("select");
 }
 
 std::string reduce(Stream s, ReduceKind kind, DType dtype, const Layout<2>& kept, const Layout<1>& reduced,
-                   const void* in, void* out) {
+                   const void* in, void* out, double* partials) {
   if (kept.total == 0) return {};
   with_type(dtype, [&](auto z) {
     using T = decltype(z);
     const Accumulate<T> op{kind};
+    if (kept.total == 1 && reduced.total >= two_pass_min && partials) {
+      std::int64_t base[2];
+      steps::offsets_of(kept, 0, base);
+      const int blocks = static_cast<int>(std::min<std::int64_t>(two_pass_blocks, blocks_for(reduced.total)));
+      reduce_to_partials<T><<<blocks, threads, 0, st(s)>>>(op, reduced, static_cast<const T*>(in) + base[0], partials);
+      reduce_partials<T><<<1, threads, 0, st(s)>>>(op, partials, blocks, static_cast<T*>(out) + base[1]);
+      return;
+    }
     // A block per output when the reduced elements are adjacent in memory (its threads read them
     // coalesced) or when there are too few outputs to occupy the GPU otherwise; else a thread per
     // output, so that neighbouring threads read neighbouring outputs' elements (sums over a
@@ -305,12 +408,13 @@ std::string pointer_array(Stream s, void** pointers, const void* base, std::int6
     return launched(#kernel);                                                                                    \
   } while (0)
 
-std::string mirror_lower(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t sa,
-                         void* l, std::int64_t sl) {
-  VTAPE_MATRIX_LAUNCH(mirror_lower_kernel, count, n, static_cast<const T*>(a), sa, static_cast<T*>(l), sl);
+std::string copy_lower(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t sa,
+                       void* l, std::int64_t sl) {
+  VTAPE_MATRIX_LAUNCH(copy_lower_kernel, count, n, static_cast<const T*>(a), sa, static_cast<T*>(l), sl);
 }
-std::string finish_factor(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* l, std::int64_t sl) {
-  VTAPE_MATRIX_LAUNCH(finish_factor_kernel, count, n, static_cast<T*>(l), sl);
+std::string poison_failed_rows(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* l, std::int64_t sl,
+                               const std::int32_t* info) {
+  VTAPE_MATRIX_LAUNCH(poison_kernel, count, n, static_cast<T*>(l), sl, info);
 }
 std::string lower_triangle(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* m, std::int64_t stride,
                            double diagonal_scale) {
@@ -333,6 +437,17 @@ std::string check_factor_diagonal(Stream s, DType dtype, std::int64_t count, std
     check_diagonal_kernel<T><<<blocks_for(count), threads, 0, st(s)>>>(count, n, static_cast<const T*>(l), sl, info);
   });
   return launched("check_factor_diagonal");
+}
+
+std::string vector_solve(Stream s, const TrsmArgs& a) {
+  if (a.count == 0 || a.n == 0) return {};
+  const int block = a.n <= 64 ? 64 : a.n <= 128 ? 128 : threads;
+  const int grid = static_cast<int>(std::min<std::int64_t>(a.count, std::int64_t{1} << 20));
+  with_type(a.dtype, [&](auto z) {
+    using T = decltype(z);
+    vector_solve_kernel<T><<<grid, block, 2 * a.n * sizeof(T), st(s)>>>(a);
+  });
+  return launched("vector_solve");
 }
 
 }  // namespace vt::cuda::kernels

@@ -34,30 +34,42 @@ std::string select(Stream s, DType dtype, const Layout<4>& layout, const void* c
                    void* out);
 // out[o] = reduce over r of in[kept(o) + reduced(r)]: `kept` walks (in, out) over the output's
 // elements, `reduced` walks in over the reduced axes.
+// A full reduction (one output) over at least `two_pass_min` elements runs in two passes: up to
+// `two_pass_blocks` blocks each leave a partial result in `partials` (device memory for that many
+// doubles, the caller's), then one block combines them. Else `partials` may be null.
+constexpr std::int64_t two_pass_min = std::int64_t{1} << 16;
+constexpr int two_pass_blocks = 1024;
 std::string reduce(Stream s, ReduceKind kind, DType dtype, const Layout<2>& kept, const Layout<1>& reduced,
-                   const void* in, void* out);
+                   const void* in, void* out, double* partials);
 
 // pointers[i] = base + i * stride_bytes, for the pointer-array (batched) cuBLAS/cuSOLVER calls.
 std::string pointer_array(Stream s, void** pointers, const void* base, std::int64_t stride_bytes, std::int64_t count);
 
-// Row-major n x n matrices at a stride. The Cholesky steps around cuSOLVER's column-major
-// potrfBatched (lower): `mirror_lower` writes a's lower triangle, transposed, into l's upper one
-// (so that l read column-major holds A's lower triangle; l may be a); `finish_factor` moves the
-// column-major factor into l's lower triangle (row-major) and zeroes the upper one;
-// `check_factor_diagonal` sets info[i] to the first non-finite pivot (1-based) if that comes before
-// the minor cuSOLVER reported (or it reported none).
-std::string mirror_lower(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* a,
-                         std::int64_t stride_a, void* l, std::int64_t stride_l);
-std::string finish_factor(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* l, std::int64_t stride_l);
+// Row-major n x n matrices at a stride, for the Cholesky factorization: `copy_lower` copies a's
+// lower triangle into l; `check_factor_diagonal` sets info[i] to the first non-finite pivot
+// (1-based) if that comes before the minor cuSOLVER reported (or it reported none);
+// `poison_failed_rows` turns a failed factor's rows NaN from its failing minor on (device `info`),
+// for checked factorizations.
+std::string copy_lower(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a,
+                       void* l, std::int64_t stride_l);
+std::string poison_failed_rows(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* l,
+                               std::int64_t stride_l, const std::int32_t* info);
 std::string check_factor_diagonal(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* l,
                                   std::int64_t stride_l, std::int32_t* info);
-// Steps of the Cholesky adjoint: `lower_triangle` zeroes the strict upper triangle and scales the
-// diagonal (by 1/2 for Phi); `transpose` writes out_i = in_i^T; `symmetrize` sets
+// `lower_triangle` zeroes the strict upper triangle and scales the diagonal (by 1 after a
+// factorization, by 1/2 for Phi in the Cholesky adjoint); for the adjoint also: `transpose` writes out_i = in_i^T; `symmetrize` sets
 // m_i = (m_i + m_i^T) / 2 in place.
 std::string lower_triangle(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* m, std::int64_t stride,
                            double diagonal_scale);
 std::string transpose(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* in, std::int64_t stride_in,
                       void* out, std::int64_t stride_out);
 std::string symmetrize(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* m, std::int64_t stride);
+
+// The largest order vector_solve takes (its right-hand side lives in shared memory).
+constexpr std::int64_t vector_solve_max_n = 2048;
+// Triangular solves with one right-hand side, one block per system: op(T_i) x = b_i, then with
+// `then_transposed` op(T_i)^T z = x in the same launch (a Cholesky solve in one kernel, where two
+// trsmBatched calls with nrhs = 1 would each stream every factor). Same arguments as TrsmArgs.
+std::string vector_solve(Stream s, const TrsmArgs& args);
 
 }  // namespace vt::cuda::kernels

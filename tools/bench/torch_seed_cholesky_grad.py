@@ -5,8 +5,9 @@ value_and_grad of mean over the batch of mean(cholesky_solve(ones, cholesky(F di
 with torch.linalg.cholesky and torch.cholesky_solve on the batched tensor and autograd.
 
     /usr/bin/python3 tools/bench/torch_seed_cholesky_grad.py --nbatch 256 --threads 2 --reps 5
+    python3 tools/bench/torch_seed_cholesky_grad.py --device cuda --nbatch 16,256,2048   # on a GPU
 
-Prints one JSON object: {"torch": version, "threads": ..., "runs": [{"nbatch", "run_ms", "value", "peak_rss_mib"}]};
+Prints one JSON object: {"torch": version, "threads": ..., "device": ..., "runs": [{"nbatch", "run_ms", "value", "peak_rss_mib"}]};
 peak_rss_mib is this process's peak so far.
 """
 import argparse
@@ -34,11 +35,13 @@ def main():
     ap.add_argument("--ngp", type=int, default=64)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda; run times include waiting for the GPU")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    F = fourier(args.nobs, args.ngp)
-    eye = torch.eye(args.nobs, dtype=torch.float64)
-    ones = torch.ones(args.nobs, 1, dtype=torch.float64)
+    dev = torch.device(args.device)
+    F = fourier(args.nobs, args.ngp).to(dev)
+    eye = torch.eye(args.nobs, dtype=torch.float64, device=dev)
+    ones = torch.ones(args.nobs, 1, dtype=torch.float64, device=dev)
 
     def value_and_grad(P):
         P = P.detach().requires_grad_(True)
@@ -51,7 +54,7 @@ def main():
 
     runs = []
     for b in [int(x) for x in args.nbatch.split(",")]:
-        P = torch.randn(b, 2 * args.ngp, dtype=torch.float64, generator=torch.Generator().manual_seed(b))
+        P = torch.randn(b, 2 * args.ngp, dtype=torch.float64, generator=torch.Generator().manual_seed(b)).to(dev)
         value_and_grad(P)  # warm-up
         times = []
         for _ in range(args.reps):
@@ -61,7 +64,7 @@ def main():
         times.sort()
         runs.append({"nbatch": b, "run_ms": times[len(times) // 2], "value": value,
                      "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024})
-    print(json.dumps({"torch": torch.__version__, "threads": args.threads, "runs": runs}))
+    print(json.dumps({"torch": torch.__version__, "threads": args.threads, "device": args.device, "runs": runs}))
 
 
 if __name__ == "__main__":
