@@ -51,10 +51,9 @@ struct PlanStep {
 // tensors, results in buffers of their own, everything else in one arena.
 struct Placement {
   std::shared_ptr<Storage> arena;
-  std::vector<std::shared_ptr<Storage>> owned;  // by value: the results' buffers
-  std::vector<void*> data;                      // by value
+  std::vector<std::shared_ptr<Storage>> owned;  // indexed by plan value: the results' buffers
+  std::vector<void*> data;                      // indexed by plan value
 };
-
 
 // One batch size's recorded call, where the backend records (a GPU: one graph launch instead of a
 // launch per step). A recording reads and writes fixed addresses, so its buffers stay put: the
@@ -453,7 +452,7 @@ bool record(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t ba
   if (!be.begin_recording()) return false;
   try {
     run_steps(plan, replay.placement->data, batch, be);
-  } catch (const std::exception&) {  // not recordable (or a real failure, which running directly raises again)
+  } catch (...) {  // not recordable (or a real failure, which running directly raises again)
     (void)be.end_recording();
     return false;
   }
@@ -485,27 +484,44 @@ std::optional<std::vector<Tensor>> run_recorded(const Plan& plan, const std::vec
   }
   std::unique_lock call(replay->mutex);  // the buffers serve one call at a time
   if (first) {
-    if (record(plan, inputs, batch, be, *replay)) ++plan.recordings;
-    else plan.unrecordable = true;
+    if (record(plan, inputs, batch, be, *replay)) {
+      ++plan.recordings;
+    } else {  // this backend cannot record this plan: its buffers go, and later calls run directly
+      plan.unrecordable = true;
+      replay->arguments.clear();
+      replay->placement.reset();
+      std::lock_guard lock(plan.replays_mutex);
+      plan.replays.erase(batch);
+    }
   }
   if (!replay->recording) return std::nullopt;
   ++plan.replayed;
-  for (const PlanValue& pv : plan.values)
-    if (pv.kind == PlanValue::Kind::input) {
-      const Tensor& t = inputs[static_cast<std::size_t>(pv.input)];
+  std::vector<Tensor> results;
+  try {
+    for (const PlanValue& pv : plan.values)
+      if (pv.kind == PlanValue::Kind::input) {
+        const Tensor& t = inputs[static_cast<std::size_t>(pv.input)];
+        const std::size_t bytes = bytes_at(pv, batch);
+        be.copy(flat(pv.dtype, const_cast<void*>(t.raw_data()), bytes),
+                flat(pv.dtype, replay->arguments[static_cast<std::size_t>(pv.input)]->data, bytes));
+      }
+    replay->recording->replay();
+    std::map<int, std::shared_ptr<Storage>> copied;  // by root: outputs sharing a buffer share the copy
+    results = collect(plan, inputs, batch, [&](int root) {
+      std::shared_ptr<Storage>& own = copied[root];
+      if (own) return own;
+      const PlanValue& pv = plan.values[static_cast<std::size_t>(root)];
       const std::size_t bytes = bytes_at(pv, batch);
-      be.copy(flat(pv.dtype, const_cast<void*>(t.raw_data()), bytes),
-              flat(pv.dtype, replay->arguments[static_cast<std::size_t>(pv.input)]->data, bytes));
-    }
-  replay->recording->replay();
-  std::vector<Tensor> results = collect(plan, inputs, batch, [&](int root) {
-    const PlanValue& pv = plan.values[static_cast<std::size_t>(root)];
-    const std::size_t bytes = bytes_at(pv, batch);
-    auto own = std::make_shared<Storage>(plan.device, bytes);
-    be.copy(flat(pv.dtype, replay->placement->owned[static_cast<std::size_t>(root)]->data, bytes),
-            flat(pv.dtype, own->data, bytes));
-    return own;
-  });
+      own = std::make_shared<Storage>(plan.device, bytes);
+      be.copy(flat(pv.dtype, replay->placement->owned[static_cast<std::size_t>(root)]->data, bytes),
+              flat(pv.dtype, own->data, bytes));
+      return own;
+    });
+  } catch (...) {
+    call.unlock();
+    be.raise_deferred();  // the replay's own failure comes first, and none may outlive the call
+    throw;
+  }
   call.unlock();
   be.raise_deferred();
   return results;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -74,13 +75,21 @@ struct TrsmArgs {
 // its first leading minor that is not positive definite or whose pivot is not finite (1-based, as
 // LAPACK's info).
 struct FactorFailure {
-  // false (checked factorizations): the factor's rows from that minor on become NaN, and nothing
-  // is raised.
-  bool raise = true;
-  // Raises the op's error for the first failing example. A backend calls it before cholesky
-  // returns or, where kernels run asynchronously, from raise_deferred(): never after the end of the
-  // op (eager) or of the plan (jit) that factored, and never after a host read of any value.
-  std::function<void(std::int64_t example, std::int32_t minor)> report;
+  using Report = std::function<void(std::int64_t example, std::int32_t minor)>;
+  // The op's error is raised: `report` raises it for the first failing example. A backend calls
+  // it before cholesky returns or, where kernels run asynchronously, from raise_deferred(): never
+  // after the end of the op (eager) or of the plan (jit) that factored.
+  static FactorFailure raising(Report report) {
+    // A logic error, not vt::Error: no input can cause it, and this header compiles under nvcc,
+    // which cannot take fmt.
+    if (!report) throw std::logic_error("cholesky: a raising factorization needs a report (internal error)");
+    return {true, std::move(report)};
+  }
+  // Checked factorizations: the factor's rows from that minor on become NaN; nothing is raised.
+  static FactorFailure poisoning() { return {false, nullptr}; }
+
+  bool raise;
+  Report report;
 };
 
 // Bytes of device memory a backend holds for tensors and plans now, and at most so far.

@@ -1,6 +1,5 @@
 // Cholesky family: cholesky, cholesky_checked, cho_factor. Shape rule, forward, adjoint.
 #include <cmath>
-#include <limits>
 
 #include "../autodiff/grad.hpp"
 #include "../core/graph.hpp"
@@ -28,23 +27,24 @@ TypeInfo square_type(const std::vector<TypeInfo>& in, std::string_view op) {
 void factor_forward(const KernelArgs& k, bool checked) {
   const std::int64_t n = k.out.shape.back();
   const std::int64_t count = n == 0 ? 0 : numel(k.out.shape) / (n * n);
-  FactorFailure failure;
-  failure.raise = !checked;
-  if (!checked) {
-    // The backend may call this after the op returns (a GPU finds out asynchronously): it keeps
-    // copies of what the message needs.
-    failure.report = [op = std::string(k.op), batch = Shape(k.out.shape.begin(), k.out.shape.end() - 2), n](
-                         std::int64_t example, std::int32_t minor) {
-      const std::string where = batch.empty() ? std::string("the matrix")
-                                              : fmt::format("matrix {} of the batch {}", example, to_string(batch));
-      throw NotPositiveDefinite(
-          fmt::format("{}: {} ({} x {}) is not positive definite: its leading minor of order {} is not positive "
-                      "(or not finite)",
-                      op, where, n, n, minor),
-          static_cast<long>(example), minor);
-    };
+  if (checked) {
+    k.backend.cholesky(k.out.dtype, count, n, k.in[0].data, n * n, k.out.data, n * n, FactorFailure::poisoning());
+    return;
   }
-  k.backend.cholesky(k.out.dtype, count, n, k.in[0].data, n * n, k.out.data, n * n, failure);
+  // The backend may call this after the op returns (a GPU finds out asynchronously): it keeps
+  // copies of what the message needs.
+  auto report = [op = std::string(k.op), batch = Shape(k.out.shape.begin(), k.out.shape.end() - 2), n](
+                    std::int64_t example, std::int32_t minor) {
+    const std::string where = batch.empty() ? std::string("the matrix")
+                                            : fmt::format("matrix {} of the batch {}", example, to_string(batch));
+    throw NotPositiveDefinite(
+        fmt::format("{}: {} ({} x {}) is not positive definite: its leading minor of order {} is not positive "
+                    "(or not finite)",
+                    op, where, n, n, minor),
+        static_cast<long>(example), minor);
+  };
+  k.backend.cholesky(k.out.dtype, count, n, k.in[0].data, n * n, k.out.data, n * n,
+                     FactorFailure::raising(std::move(report)));
 }
 
 // The blocked reverse-mode kernel (Murray 2016), used when nothing differentiates the backward

@@ -28,6 +28,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -59,12 +60,12 @@ class OpaqueDevice final : public Backend {
   Device device() const override { return device_; }
   void* allocate(std::size_t bytes) override {
     void* p = flip(cpu().allocate(bytes));
-    if (recording_here()) recording_->memory.emplace_back(p, bytes);  // lives as long as the recording
+    if (Tape* tape = my_recording()) tape->memory.emplace_back(p, bytes);  // lives as long as the recording
     return p;
   }
   void deallocate(void* p, std::size_t bytes) override {
-    if (recording_here())
-      for (const auto& [kept, size] : recording_->memory)
+    if (Tape* tape = my_recording())
+      for (const auto& [kept, size] : tape->memory)
         if (kept == p) return;  // the recording's own: freed with it
     enqueue([p = flip(p), bytes] { cpu().deallocate(p, bytes); });
   }
@@ -108,15 +109,15 @@ class OpaqueDevice final : public Backend {
     a = flip(a);
     l = flip(l);
     if (!failure.raise) {  // the CPU kernel fills the failed rows with NaN and reports nothing
-      enqueue([=] { cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure{false, {}}); });
+      enqueue([=] { cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure::poisoning()); });
       return;
     }
-    if (recording_here()) {  // each replay defers this check anew (replay below)
+    if (Tape* tape = my_recording()) {  // each replay defers this check anew (replay below)
       auto kept = std::make_shared<Deferred>(Deferred{{}, failure.report});
-      recording_->kept.push_back(kept);
-      recording_->tasks.push_back([=] {
+      tape->kept.push_back(kept);
+      tape->tasks.push_back([=] {
         kept->example = -1;
-        cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure{true, first_into(*kept)});
+        cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure::raising(first_into(*kept)));
       });
       return;
     }
@@ -127,7 +128,7 @@ class OpaqueDevice final : public Backend {
       deferred_.push_back(d);
       ++pending_;
     }
-    enqueue([=] { cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure{true, first_into(*d)}); });
+    enqueue([=] { cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure::raising(first_into(*d))); });
   }
   void trsm(const TrsmArgs& args) override {
     TrsmArgs a = args;
@@ -141,19 +142,22 @@ class OpaqueDevice final : public Backend {
   }
 
   bool records() const override { return recording_mode_ != Recording::off; }
+  // Each thread records on its own (the CUDA backend makes other threads wait instead).
   bool begin_recording() override {
     std::lock_guard lock(mutex_);
-    if (recording_mode_ == Recording::off || recording_) return false;
-    recording_ = std::make_unique<Tape>(*this);
-    recorder_ = std::this_thread::get_id();
+    std::unique_ptr<Tape>& tape = recordings_[std::this_thread::get_id()];
+    if (recording_mode_ == Recording::off || tape) return false;
+    tape = std::make_unique<Tape>(*this);
     return true;
   }
   std::unique_ptr<vt::Recording> end_recording() override {
     std::unique_ptr<Tape> tape;
     {
       std::lock_guard lock(mutex_);
-      recorder_ = {};
-      tape = std::move(recording_);
+      const auto it = recordings_.find(std::this_thread::get_id());
+      if (it == recordings_.end()) return nullptr;
+      tape = std::move(it->second);
+      recordings_.erase(it);
     }
     if (recording_mode_ == Recording::fails) return nullptr;  // as a capture that met a call it cannot take
     return tape;
@@ -223,11 +227,16 @@ class OpaqueDevice final : public Backend {
   }
   // A recording runs nothing, so a host copy inside one would read or write at the wrong time.
   void refuse_while_recording(const char* what) {
-    if (recording_here()) fail("stand-in device: {} while recording", what);
+    if (my_recording()) fail("stand-in device: {} while recording", what);
   }
-  bool recording_here() {
+  // The calling thread's recording, if it is recording. Only that thread touches it meanwhile.
+  Tape* my_recording() {
     std::lock_guard lock(mutex_);
-    return recording_ && recorder_ == std::this_thread::get_id();
+    return recording_locked();
+  }
+  Tape* recording_locked() {
+    const auto it = recordings_.find(std::this_thread::get_id());
+    return it == recordings_.end() ? nullptr : it->second.get();
   }
   // The CPU kernel reports each failing example in order, after factoring them all: keep the first.
   static std::function<void(std::int64_t, std::int32_t)> first_into(Deferred& d) {
@@ -252,8 +261,8 @@ class OpaqueDevice final : public Backend {
     std::uint64_t ticket;
     {
       std::lock_guard lock(mutex_);
-      if (recording_ && recorder_ == std::this_thread::get_id()) {
-        recording_->tasks.push_back(std::move(task));
+      if (Tape* tape = recording_locked()) {
+        tape->tasks.push_back(std::move(task));
         return enqueued_;
       }
       queue_.push_back(std::move(task));
@@ -312,8 +321,7 @@ class OpaqueDevice final : public Backend {
 
   Device device_;
   const Recording recording_mode_;
-  std::unique_ptr<Tape> recording_;  // while recorder_ records
-  std::thread::id recorder_;
+  std::map<std::thread::id, std::unique_ptr<Tape>> recordings_;  // the threads recording now
   std::atomic<std::size_t> replays_{0};
   std::mutex mutex_;
   std::condition_variable queued_, ran_;

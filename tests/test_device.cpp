@@ -61,6 +61,11 @@ TEST_CASE("unavailable devices give errors that name them", "[device]") {
   CHECK_THAT(error_of([] { (void)parse_device("gpu"); }), Catch::Contains("'gpu' is not a device"));
   CHECK_THAT(error_of([] { (void)parse_device("cuda:-1"); }), Catch::Contains("not a device"));
   if (!built_with_cuda()) CHECK(cuda_device_count() == 0);
+  // A build with the CUDA backend loads its module even without a GPU (the module then reports
+  // the missing driver or device): a module that cannot load is found here, not on a GPU machine.
+  if (built_with_cuda() && cuda_device_count() == 0)
+    CHECK_THAT(error_of([] { (void)ones({2}, DType::f64, Device::cuda(0)); }),
+               Catch::Contains("cuda:0 is not available") && !Catch::Contains("could not be loaded"));
   CHECK_FALSE(memory_stats(Device::cpu()).known);  // the CPU backend does not count its bytes
 }
 

@@ -118,6 +118,8 @@ class CudaBackend final : public Backend {
   };
 
   void initialize();  // the constructor's work: stream, handles, memory pool
+  // Waits for the stream, then hands the pool's and the graphs' cached memory back to the driver.
+  void trim_memory();
   Entered enter();
   // Runs a cuBLAS/cuSOLVER call; when it could not get workspace, hands the pool's cached memory
   // back to the driver and runs it once more.

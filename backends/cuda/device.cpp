@@ -125,11 +125,10 @@ void* CudaBackend::allocate(std::size_t bytes) {
   // While recording, memory comes from the graph's own pool (an allocation node); the plain
   // stream-ordered call is the one capture turns into that.
   cudaError_t e = recording_ ? cudaMallocAsync(&p, size, stream_) : cudaMallocFromPoolAsync(&p, size, pool_, stream_);
-  if (e == cudaErrorMemoryAllocation) {
+  if (e == cudaErrorMemoryAllocation && !recording_) {
     // The pool may hold freed blocks of other sizes: hand them back to the driver and retry once.
     (void)cudaGetLastError();
-    check(cudaStreamSynchronize(stream_), "waiting for the stream before trimming the memory pool");
-    check(cudaMemPoolTrimTo(pool_, 0), "trimming the memory pool");
+    trim_memory();
     e = cudaMallocFromPoolAsync(&p, size, pool_, stream_);
   }
   if (e == cudaErrorMemoryAllocation) {
@@ -140,6 +139,12 @@ void* CudaBackend::allocate(std::size_t bytes) {
   }
   check(e, "allocating device memory");
   return p;
+}
+
+void CudaBackend::trim_memory() {
+  check(cudaStreamSynchronize(stream_), "waiting for the stream before trimming the memory pool");
+  check(cudaMemPoolTrimTo(pool_, 0), "trimming the memory pool");
+  check(cudaDeviceGraphMemTrim(index_), "trimming the graphs' memory");
 }
 
 MemoryStats CudaBackend::memory_stats() {
@@ -207,34 +212,40 @@ void CudaBackend::defer(const FactorFailure& failure, const std::int32_t* device
 
 void CudaBackend::raise_deferred() {
   if (deferred_count_.load() == 0) return;
+  std::vector<Deferred> mine;  // in the order the factorizations ran: the first failure wins
+  {
+    auto entered = enter();
+    const std::thread::id me = std::this_thread::get_id();
+    const auto others_end = std::stable_partition(deferred_.begin(), deferred_.end(),
+                                                  [&](const Deferred& d) { return d.thread != me; });
+    mine.assign(std::make_move_iterator(others_end), std::make_move_iterator(deferred_.end()));
+    deferred_.erase(others_end, deferred_.end());
+    deferred_count_.store(deferred_.size());
+  }
+  if (mine.empty()) return;
+  // Waiting without the lock: other threads go on enqueueing meanwhile.
   std::function<void(std::int64_t, std::int32_t)> report;
   std::int64_t example = -1;
   std::int32_t minor = 0;
   cudaError_t failed = cudaSuccess;
+  for (const Deferred& d : mine) {
+    const cudaError_t e = cudaEventSynchronize(d.copied);
+    if (e != cudaSuccess && failed == cudaSuccess) failed = e;
+    for (std::int64_t i = 0; e == cudaSuccess && example < 0 && i < d.count; ++i)
+      if (d.info[i] != 0) {
+        example = i;
+        minor = d.info[i];
+        report = d.report;
+      }
+  }
   {
     auto entered = enter();
-    const std::thread::id me = std::this_thread::get_id();
-    std::vector<Deferred> others;
-    for (Deferred& d : deferred_) {  // in the order the factorizations ran: the first failure wins
-      if (d.thread != me) {
-        others.push_back(std::move(d));
-        continue;
-      }
-      const cudaError_t e = cudaEventSynchronize(d.copied);
-      if (e != cudaSuccess && failed == cudaSuccess) failed = e;
-      for (std::int64_t i = 0; e == cudaSuccess && example < 0 && i < d.count; ++i)
-        if (d.info[i] != 0) {
-          example = i;
-          minor = d.info[i];
-          report = d.report;
-        }
+    for (const Deferred& d : mine) {
       spare_pinned_.emplace_back(d.info, d.capacity);
       spare_events_.push_back(d.copied);
     }
-    deferred_ = std::move(others);
-    deferred_count_.store(deferred_.size());
-    check(failed, "waiting for a factorization (or an earlier kernel)");
   }
+  check(failed, "waiting for a factorization (or an earlier kernel)");
   if (report) report(example, minor);
 }
 
@@ -313,20 +324,23 @@ bool CudaBackend::records() const {
 }
 
 bool CudaBackend::begin_recording() {
+  auto recording = std::make_unique<CudaRecording>(*this);
   mutex_.lock();  // held until end_recording: another thread's work must not join the capture
   try {
     auto entered = enter();
-    // Relaxed: a recorded factorization allocates the buffer its info is kept in (cudaMalloc).
+    // Relaxed: calls that are not stream-ordered may run while capturing: a recorded
+    // factorization allocates the buffer its info is kept in (cudaMalloc), and cuBLAS and
+    // cuSOLVER may allocate workspace on first use.
     if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed) != cudaSuccess) {
       (void)cudaGetLastError();
       mutex_.unlock();
       return false;
     }
-    recording_ = std::make_unique<CudaRecording>(*this);
   } catch (...) {
     mutex_.unlock();
     throw;
   }
+  recording_ = std::move(recording);
   return true;
 }
 
@@ -349,11 +363,7 @@ std::unique_ptr<Recording> CudaBackend::end_recording() {
 void CudaRecording::replay() {
   auto entered = backend_.enter();
   backend_.check(cudaGraphLaunch(exec_, backend_.stream_), "launching a recorded plan");
-  for (const Check& c : checks_) {
-    FactorFailure failure;
-    failure.report = c.report;
-    backend_.defer(failure, c.info, c.count);
-  }
+  for (const Check& c : checks_) backend_.defer(FactorFailure::raising(c.report), c.info, c.count);
 }
 
 CudaRecording::~CudaRecording() {

@@ -16,8 +16,9 @@
 
 namespace vt::cuda::steps {
 
-// Whether linear indices of `l` (and a grid-stride step past the last) fit in 32 bits: then the
-// kernels divide in 32 bits, several times cheaper on a GPU than 64-bit division.
+// Whether linear indices of `l` (and a grid-stride step past the last: grids are capped at 65,535
+// blocks of 256 threads, under 2^24) fit in 32 bits: then the kernels divide in 32 bits, several
+// times cheaper on a GPU than 64-bit division.
 template <int N>
 VTAPE_HOST_DEVICE bool fits_int32(const kernels::Layout<N>& l) {
   return l.total <= (std::int64_t{1} << 30);

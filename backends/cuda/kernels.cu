@@ -17,6 +17,9 @@ namespace {
 
 constexpr int threads = 256;
 
+// element_steps.hpp's fits_int32 counts on grid-stride steps under 2^24.
+static_assert(std::int64_t{65535} * threads < std::int64_t{1} << 24, "a grid-stride step must stay under 2^24");
+
 std::int64_t blocks_for(std::int64_t work) {
   const std::int64_t b = (work + threads - 1) / threads;
   return b < 1 ? 1 : (b > 65535 ? 65535 : b);
@@ -148,31 +151,8 @@ __global__ void reduce_by_thread(Accumulate<T> op, Layout<2> kept, Layout<1> red
   }
 }
 
-// One block per output element: threads share the reduced extent, then combine in shared memory.
-template <class T>
-__global__ void reduce_by_block(Accumulate<T> op, Layout<2> kept, Layout<1> reduced, const T* in, T* out) {
-  __shared__ double partial[threads];
-  for (std::int64_t o = blockIdx.x; o < kept.total; o += gridDim.x) {
-    std::int64_t base[2];
-    offsets_of(kept, o, base);
-    double acc = op.init();
-    for (std::int64_t r = threadIdx.x; r < reduced.total; r += blockDim.x) {
-      std::int64_t off[1];
-      offsets_of(reduced, r, off);
-      acc = op(acc, static_cast<double>(in[base[0] + off[0]]));
-    }
-    partial[threadIdx.x] = acc;
-    __syncthreads();
-    for (int width = threads / 2; width > 0; width /= 2) {
-      if (threadIdx.x < width) partial[threadIdx.x] = op(partial[threadIdx.x], partial[threadIdx.x + width]);
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) out[base[1]] = static_cast<T>(partial[0]);
-    __syncthreads();  // partial is reused by the next output
-  }
-}
-
-// A block's threads combine their values; thread 0 gets the result.
+// A block's threads combine their values; every thread gets the result. Safe to call again
+// at once: the last barrier keeps the next call's writes behind this call's reads.
 template <class T>
 __device__ double block_combine(Accumulate<T> op, double acc) {
   __shared__ double partial[threads];
@@ -182,7 +162,26 @@ __device__ double block_combine(Accumulate<T> op, double acc) {
     if (threadIdx.x < width) partial[threadIdx.x] = op(partial[threadIdx.x], partial[threadIdx.x + width]);
     __syncthreads();
   }
-  return partial[0];
+  const double result = partial[0];
+  __syncthreads();
+  return result;
+}
+
+// One block per output element: threads share the reduced extent, then combine.
+template <class T>
+__global__ void reduce_by_block(Accumulate<T> op, Layout<2> kept, Layout<1> reduced, const T* in, T* out) {
+  for (std::int64_t o = blockIdx.x; o < kept.total; o += gridDim.x) {
+    std::int64_t base[2];
+    offsets_of(kept, o, base);
+    double acc = op.init();
+    for (std::int64_t r = threadIdx.x; r < reduced.total; r += blockDim.x) {
+      std::int64_t off[1];
+      offsets_of(reduced, r, off);
+      acc = op(acc, static_cast<double>(in[base[0] + off[0]]));
+    }
+    acc = block_combine(op, acc);
+    if (threadIdx.x == 0) out[base[1]] = static_cast<T>(acc);
+  }
 }
 
 // Full reductions, first pass: every block reduces its grid-stride share into partials[block].
@@ -369,12 +368,10 @@ std::string reduce(Stream s, ReduceKind kind, DType dtype, const Layout<2>& kept
   with_type(dtype, [&](auto z) {
     using T = decltype(z);
     const Accumulate<T> op{kind};
-    if (kept.total == 1 && reduced.total >= two_pass_min && partials) {
-      std::int64_t base[2];
-      steps::offsets_of(kept, 0, base);
+    if (kept.total == 1 && reduced.total >= two_pass_min && partials) {  // one output: both at offset 0
       const int blocks = static_cast<int>(std::min<std::int64_t>(two_pass_blocks, blocks_for(reduced.total)));
-      reduce_to_partials<T><<<blocks, threads, 0, st(s)>>>(op, reduced, static_cast<const T*>(in) + base[0], partials);
-      reduce_partials<T><<<1, threads, 0, st(s)>>>(op, partials, blocks, static_cast<T*>(out) + base[1]);
+      reduce_to_partials<T><<<blocks, threads, 0, st(s)>>>(op, reduced, static_cast<const T*>(in), partials);
+      reduce_partials<T><<<1, threads, 0, st(s)>>>(op, partials, blocks, static_cast<T*>(out));
       return;
     }
     // A block per output when the reduced elements are adjacent in memory (its threads read them

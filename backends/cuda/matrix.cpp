@@ -62,9 +62,8 @@ bool factor_one_by_one(std::int64_t count, std::int64_t n) {
 template <class Call>
 auto CudaBackend::with_workspace(Call call) {
   auto status = call();
-  if (out_of_workspace(status)) {
-    check(cudaStreamSynchronize(stream_), "waiting for the stream before trimming the memory pool");
-    check(cudaMemPoolTrimTo(pool_, 0), "trimming the memory pool");
+  if (out_of_workspace(status) && !recording_) {
+    trim_memory();
     status = call();
   }
   return status;
