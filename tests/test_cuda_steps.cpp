@@ -113,6 +113,18 @@ TEST_CASE("copy, column-major upper potrf, zero the rest: the row-major lower fa
   }
 }
 
+TEST_CASE("matrix work items split into matrix, row and column in 32 and in 64 bits", "[cuda-steps]") {
+  for (std::int64_t n : {1, 7, 256, 70000})
+    for (std::int64_t t : {std::int64_t{0}, n * n + 3 * n + 1, std::int64_t{UINT32_MAX} - 5, std::int64_t{UINT32_MAX} + 9,
+                           std::int64_t{1} << 40}) {
+      std::int64_t m, i, j;
+      steps::matrix_item(t, n, m, i, j);
+      INFO("n " << n << ", item " << t);
+      CHECK(m * n * n + i * n + j == t);
+      CHECK((0 <= i && i < n && 0 <= j && j < n));
+    }
+}
+
 TEST_CASE("a checked factorization's failed rows become NaN from the failing minor on", "[cuda-steps]") {
   const std::int64_t n = 3, count = 3;
   std::vector<double> l(static_cast<std::size_t>(count * n * n), 1.0);
