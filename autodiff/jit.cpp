@@ -442,11 +442,10 @@ View flat(DType dtype, void* data, std::size_t bytes) {
 
 // Records the call's steps over the replay's buffers; false when the backend could not.
 bool record(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Backend& be, Replay& replay) {
+  replay.arguments.resize(inputs.size());
   for (const PlanValue& pv : plan.values)
-    if (pv.kind == PlanValue::Kind::input) {
-      if (replay.arguments.size() <= static_cast<std::size_t>(pv.input)) replay.arguments.resize(inputs.size());
+    if (pv.kind == PlanValue::Kind::input)
       replay.arguments[static_cast<std::size_t>(pv.input)] = std::make_shared<Storage>(plan.device, bytes_at(pv, batch));
-    }
   replay.placement =
       std::make_shared<Placement>(place(plan, batch, [&](int i) { return replay.arguments[static_cast<std::size_t>(i)]->data; }));
   if (!be.begin_recording()) return false;

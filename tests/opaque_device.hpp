@@ -238,10 +238,9 @@ class OpaqueDevice final : public Backend {
     const auto it = recordings_.find(std::this_thread::get_id());
     return it == recordings_.end() ? nullptr : it->second.get();
   }
-  // The CPU kernel reports each failing example in order, after factoring them all: keep the first.
-  static std::function<void(std::int64_t, std::int32_t)> first_into(Deferred& d) {
+  // The CPU kernel reports the first failing example, after factoring them all.
+  static FactorFailure::Report first_into(Deferred& d) {
     return [&d](std::int64_t example, std::int32_t minor) {
-      if (d.example >= 0) return;
       d.example = example;
       d.minor = minor;
     };

@@ -97,8 +97,8 @@ void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const
     }
   });
   if (!failure.raise) return;
-  for (std::int64_t i = 0; i < count; ++i)
-    if (info[static_cast<std::size_t>(i)] != 0) failure.report(i, info[static_cast<std::size_t>(i)]);
+  const auto first = std::find_if(info.begin(), info.end(), [](std::int32_t minor) { return minor != 0; });
+  if (first != info.end()) failure.report(first - info.begin(), *first);
 }
 
 void CpuBackend::trsm(const TrsmArgs& s) {

@@ -56,7 +56,7 @@ class CudaRecording final : public Recording {
  private:
   friend class CudaBackend;
   struct Check {
-    std::function<void(std::int64_t, std::int32_t)> report;
+    FactorFailure::Report report;
     std::int32_t* info;
     std::int64_t count;
   };
@@ -110,7 +110,7 @@ class CudaBackend final : public Backend {
   // A factorization whose failures raise, waiting for its info in pinned memory.
   struct Deferred {
     std::thread::id thread;
-    std::function<void(std::int64_t, std::int32_t)> report;
+    FactorFailure::Report report;
     std::int32_t* info;  // pinned host memory for `capacity` values, given back to spare_pinned_
     std::int64_t capacity;
     std::int64_t count;

@@ -224,7 +224,7 @@ void CudaBackend::raise_deferred() {
   }
   if (mine.empty()) return;
   // Waiting without the lock: other threads go on enqueueing meanwhile.
-  std::function<void(std::int64_t, std::int32_t)> report;
+  FactorFailure::Report report;
   std::int64_t example = -1;
   std::int32_t minor = 0;
   cudaError_t failed = cudaSuccess;

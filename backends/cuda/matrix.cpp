@@ -46,9 +46,9 @@ T* advance(void* p, DType dtype, std::int64_t elements) {
 bool out_of_workspace(cublasStatus_t s) { return s == CUBLAS_STATUS_ALLOC_FAILED; }
 bool out_of_workspace(cusolverStatus_t s) { return s == CUSOLVER_STATUS_ALLOC_FAILED; }
 
-// potrfBatched factors every size measured faster than one blocked Xpotrf per matrix (on an H200:
-// the seed, B = 2048 and n = 256, 10 ms against 375; the CO2 fit, B = 8 and n = 521, 8.1 ms a round
-// against 9.0). For a few very large matrices (not measured) Xpotrf's GEMM-based trailing updates
+// potrfBatched factors every size measured at least as fast as one blocked Xpotrf per matrix (on an
+// H200: the seed, B = 2048 and n = 256, 9.8 ms a call against 337; the CO2 fit, B = 8 and n = 521,
+// 7.2 ms a round against 7.2, and 7.8 against 9.0 in another run). For a few very large matrices (not measured) Xpotrf's GEMM-based trailing updates
 // should win. VTAPE_CUDA_POTRF=batched|single forces one way, for benchmarks.
 bool factor_one_by_one(std::int64_t count, std::int64_t n) {
   static const char* forced = std::getenv("VTAPE_CUDA_POTRF");
@@ -114,8 +114,9 @@ void CudaBackend::gemm(const GemmArgs& g) {
 
 // Read column-major, l's row-major lower triangle is an upper one, and cuSOLVER's upper mode
 // factors it as U^T U with U = L^T, which read row-major again is the lower factor L: the factor
-// comes back in place, with no transposing passes. cuSOLVER leaves the other triangle dirty
-// (potrfBatched writes there), so one pass afterwards zeroes it.
+// comes back in place, with no transposing passes of ours (potrfBatched transposes internally).
+// cuSOLVER leaves the other triangle dirty (potrfBatched writes there), so one pass afterwards
+// zeroes it.
 void CudaBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a,
                            void* l, std::int64_t stride_l, const FactorFailure& failure) {
   if (count == 0 || n == 0) return;
