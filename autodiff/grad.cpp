@@ -140,6 +140,17 @@ namespace detail {
 
 bool backward_is_differentiable() { return differentiable_sweep; }
 
+bool differentiating() { return open_transforms > 0; }
+
+IsolatedTrace::IsolatedTrace() : open_transforms_(open_transforms), differentiable_sweep_(differentiable_sweep) {
+  open_transforms = 0;
+  differentiable_sweep = true;
+}
+IsolatedTrace::~IsolatedTrace() {
+  open_transforms = open_transforms_;
+  differentiable_sweep = differentiable_sweep_;
+}
+
 TransformScope::TransformScope() : nested(open_transforms > 0) { ++open_transforms; }
 TransformScope::~TransformScope() { --open_transforms; }
 

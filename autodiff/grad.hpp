@@ -38,6 +38,22 @@ struct TransformScope {
   TransformScope& operator=(const TransformScope&) = delete;
   const bool nested;
 };
+// True while a differentiating transform runs on this thread (its function, its reverse sweep or a
+// pullback): ops may be recorded for a gradient, also through tensors a function captures.
+bool differentiating();
+// While jit traces, the transforms around the call do not reach into the trace: the trace starts
+// from no open transform, so a plan (the Cholesky adjoint's form, say, which depends on whether a
+// backward pass is itself differentiated) is the same wherever it was first traced.
+struct IsolatedTrace {
+  IsolatedTrace();
+  ~IsolatedTrace();
+  IsolatedTrace(const IsolatedTrace&) = delete;
+  IsolatedTrace& operator=(const IsolatedTrace&) = delete;
+
+ private:
+  int open_transforms_;
+  bool differentiable_sweep_;
+};
 // x marked as a variable of a new transform (connected to x's own history when an outer
 // transform watches x).
 Tensor watch(const Tensor& x);

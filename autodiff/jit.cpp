@@ -342,13 +342,14 @@ std::int64_t batch_of(const Plan& plan, const std::vector<Tensor>& inputs) {
 }
 
 std::size_t bytes_at(const PlanValue& v, std::int64_t batch) {
-  return static_cast<std::size_t>(v.bytes() * (v.batched ? batch : 1));
+  return static_cast<std::size_t>(checked_mul(v.bytes(), v.batched ? batch : 1, "jit", "a result's size at this batch size"));
 }
 
 template <class ArgumentData>
 Placement place(const Plan& plan, std::int64_t batch, ArgumentData argument) {
   Placement p;
-  const std::int64_t arena_bytes = plan.arena_batched * batch + plan.arena_fixed;
+  const std::int64_t arena_bytes = checked_add(checked_mul(plan.arena_batched, batch, "jit", "the plan's memory at this batch size"),
+                                              plan.arena_fixed, "jit", "the plan's memory");
   p.arena = std::make_shared<Storage>(plan.device, static_cast<std::size_t>(std::max<std::int64_t>(arena_bytes, 1)));
   char* const base = static_cast<char*>(p.arena->data);
   p.data.assign(plan.values.size(), nullptr);
@@ -595,6 +596,12 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
 
 }  // namespace
 
+namespace {
+thread_local int active_traces = 0;
+}  // namespace
+
+bool tracing() { return active_traces > 0; }
+
 std::shared_ptr<const CacheEntry> JitCache::get(const std::vector<Tensor>& inputs, const Tracer& trace,
                                                 bool count_call) {
   const std::string key = key_of(inputs);
@@ -607,7 +614,14 @@ std::shared_ptr<const CacheEntry> JitCache::get(const std::vector<Tensor>& input
   std::vector<Tensor> symbolic;
   for (const Tensor& t : inputs) symbolic.push_back(symbolic_like(t));
   const auto t0 = std::chrono::steady_clock::now();
-  const Traced traced = trace(symbolic);
+  const Traced traced = [&] {
+    struct Active {
+      Active() { ++active_traces; }
+      ~Active() { --active_traces; }
+    } active;
+    IsolatedTrace isolated;
+    return trace(symbolic);
+  }();
   const double trace_ms = ms_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
   auto entry = std::make_shared<CacheEntry>();

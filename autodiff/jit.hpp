@@ -17,6 +17,11 @@
 // cho_solve) and dead-code elimination, in execution order, with a memory plan computed once in
 // per-example units: a batched buffer's offset is its per-example offset times B, so a call
 // allocates one arena whatever B is. Calls may run concurrently; tracing is serialised.
+//
+// Composition: a jitted function called while another traces is inlined into that trace (so jitted
+// pieces compose, and a jitted function may call itself, its recursion ending on static shapes).
+// Inside grad or vjp it runs op by op, recorded for the gradient, like an ordinary function; for
+// speed, put jit outside: jit(grad(f)).
 #include <any>
 #include <array>
 #include <functional>
@@ -26,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "grad.hpp"
 #include "structure.hpp"
 
 namespace vt {
@@ -81,6 +87,9 @@ class JitCache {
 
 std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs);
 
+// True while a jit traces a function on this thread.
+bool tracing();
+
 }  // namespace detail
 
 template <class F>
@@ -92,8 +101,12 @@ class Jitted {
   auto operator()(const Args&... args) const {
     using R = decltype(f_(Tensor(args)...));
     const std::vector<Tensor> in{Tensor(args)...};
-    // An enclosing grad or vjp differentiates through this call: run the function itself, so that
-    // its ops are recorded (a plan's results carry no tape).
+    // Called while a jit traces (this function calling itself, or jitted pieces composed): the
+    // function is inlined, its ops joining the enclosing trace.
+    // Called inside grad or vjp, or on a tensor they track: the function runs op by op so that its
+    // ops are recorded, because a plan's results carry no tape. Captured tensors count too: a
+    // tensor the function closes over may be one the enclosing transform differentiates.
+    if (detail::tracing() || detail::differentiating()) return f_(args...);
     for (const Tensor& t : in)
       if (t.defined() && t.impl().tracked) return f_(args...);
     const auto entry = lookup<R, sizeof...(Args)>(in, true);

@@ -36,6 +36,7 @@ Value infer_output(const OpDef& op, const std::vector<Value>& in, const Attrs& a
     types.push_back({in[i].dtype, in[i].shape});
   }
   TypeInfo type = op.infer(types, attrs);
+  (void)checked_numel(type.shape, op.name, size_of(type.dtype));  // no negative or overflowing shape leaves a rule
   return {type.dtype, std::move(type.shape), batched && !op.reduces_batch, nullptr};
 }
 
@@ -101,7 +102,7 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
     impl->storage = inputs[0].impl().storage;
     impl->offset = inputs[0].impl().offset;
   } else if (!symbolic) {
-    const std::int64_t count = vt::numel(impl->shape) * (out.batched ? batch : 1);
+    const std::int64_t count = checked_numel(impl->shape, op.name, size_of(impl->dtype), out.batched ? batch : 1);
     impl->storage = std::make_shared<Storage>(impl->device, static_cast<std::size_t>(count) * size_of(impl->dtype));
     out.data = impl->storage->data;
     Backend& backend = backend_for(impl->device);

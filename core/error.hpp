@@ -16,8 +16,9 @@ class __attribute__((visibility("default"))) Error : public std::runtime_error {
 };
 
 // Raised when a factorization meets a matrix that is not positive definite. `batch_index` is the
-// example of a batched call that failed (0 when unbatched), `minor` the order of the failing
-// leading minor (1-based, as LAPACK's info).
+// example of a batched (vmap) call that failed, whatever matrices each example holds; for a plain
+// stack of matrices [..., n, n] it is the failing matrix's row-major index among them (0 for one
+// matrix). `minor` is the order of the failing leading minor (1-based, as LAPACK's info).
 class __attribute__((visibility("default"))) NotPositiveDefinite : public Error {
  public:
   NotPositiveDefinite(const std::string& what, long batch_index, long minor)

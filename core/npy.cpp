@@ -1,5 +1,6 @@
 #include "npy.hpp"
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <regex>
@@ -28,6 +29,7 @@ Tensor load_npy(const std::string& path) {
   } else {
     fail("load_npy: '{}' has unsupported format version {}", path, major);
   }
+  if (header_len > (1u << 20)) fail("load_npy: '{}' has a header of {} bytes; a .npy header is small", path, header_len);
   std::string header(header_len, '\0');
   if (!in.read(header.data(), header_len)) fail("load_npy: '{}' has a truncated header", path);
 
@@ -46,13 +48,26 @@ Tensor load_npy(const std::string& path) {
   Shape shape;
   const std::string dims = m[1];
   const std::regex number(R"(\d+)");
-  for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it)
-    shape.push_back(std::stoll(it->str()));
-
+  for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it) {
+    const std::string digits = it->str();
+    std::int64_t d = 0;
+    const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), d);
+    if (ec != std::errc() || ptr != digits.data() + digits.size())
+      fail("load_npy: '{}' has a dimension {} out of range in its shape ({})", path, digits, dims);
+    shape.push_back(d);
+  }
+  // The file must hold the data before it is allocated: a corrupt shape must not ask for terabytes.
+  const std::int64_t bytes = checked_numel(shape, "load_npy", size_of(dtype)) * static_cast<std::int64_t>(size_of(dtype));
+  const std::streamoff data_start = in.tellg();
+  in.seekg(0, std::ios::end);
+  const std::streamoff available = in.tellg() - data_start;
+  in.seekg(data_start);
+  if (available < bytes)
+    fail("load_npy: '{}' holds {} bytes of data, fewer than its shape {} needs ({})", path, available, to_string(shape),
+         bytes);
   Tensor t = Tensor::empty(shape, dtype);
-  const auto bytes = static_cast<std::streamsize>(t.numel() * static_cast<std::int64_t>(size_of(dtype)));
-  if (!in.read(static_cast<char*>(const_cast<void*>(t.raw_data())), bytes))
-    fail("load_npy: '{}' holds fewer values than its shape {} needs", path, to_string(shape));
+  if (!in.read(static_cast<char*>(const_cast<void*>(t.raw_data())), static_cast<std::streamsize>(bytes)))
+    fail("load_npy: reading '{}' failed", path);
   return t;
 }
 

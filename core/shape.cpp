@@ -12,6 +12,36 @@ std::int64_t numel(const Shape& shape) {
   return n;
 }
 
+std::int64_t checked_mul(std::int64_t a, std::int64_t b, std::string_view op, std::string_view what) {
+  std::int64_t r;
+  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r))
+    fail("{}: {} overflows ({} x {} is out of range)", op, what, a, b);
+  return r;
+}
+
+std::int64_t checked_add(std::int64_t a, std::int64_t b, std::string_view op, std::string_view what) {
+  std::int64_t r;
+  if (a < 0 || b < 0 || __builtin_add_overflow(a, b, &r))
+    fail("{}: {} overflows ({} + {} is out of range)", op, what, a, b);
+  return r;
+}
+
+std::int64_t checked_numel(const Shape& shape, std::string_view op, std::size_t item_bytes, std::int64_t copies) {
+  std::int64_t n = 1;
+  bool overflow = copies < 0;
+  for (auto d : shape) {
+    if (d < 0) fail("{}: negative dimension in shape {}", op, to_string(shape));
+    overflow |= __builtin_mul_overflow(n, d, &n);
+  }
+  std::int64_t total;
+  overflow |= __builtin_mul_overflow(n, copies, &total);
+  overflow |= __builtin_mul_overflow(total, static_cast<std::int64_t>(item_bytes), &total);
+  if (overflow)
+    fail("{}: shape {}{} is too large (its size in bytes overflows a 64-bit count)", op, to_string(shape),
+         copies != 1 ? fmt::format(" times a batch of {}", copies) : std::string());
+  return n * copies;
+}
+
 std::string to_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
 Shape contiguous_strides(const Shape& shape) {

@@ -51,19 +51,22 @@ View view_of(const Tensor& t) {
   return v;
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  for (auto d : shape)
-    if (d < 0) fail("empty: negative dimension in shape {}", to_string(shape));
+namespace {
+Tensor empty_named(const Shape& shape, DType dtype, Device device, std::string_view op) {
+  const std::int64_t count = checked_numel(shape, op, size_of(dtype));
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = dtype;
   impl->shape = shape;
   impl->device = device;
-  impl->storage = std::make_shared<Storage>(device, static_cast<std::size_t>(vt::numel(shape)) * size_of(dtype));
+  impl->storage = std::make_shared<Storage>(device, static_cast<std::size_t>(count) * size_of(dtype));
   return Tensor(std::move(impl));
 }
+}  // namespace
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) { return empty_named(shape, dtype, device, "empty"); }
 
 Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, DType dtype, Device device) {
-  if (static_cast<std::int64_t>(values.size()) != vt::numel(shape))
+  if (static_cast<std::int64_t>(values.size()) != checked_numel(shape, "from_vector"))
     fail("from_vector: {} values do not fill shape {}", values.size(), to_string(shape));
   Tensor src = Tensor::from_blob(const_cast<double*>(values.data()), shape, DType::f64);
   Tensor out = Tensor::empty(shape, dtype);
@@ -76,7 +79,9 @@ Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::share
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = dtype;
   impl->shape = shape;
-  impl->storage = std::make_shared<Storage>(Device{}, data, static_cast<std::size_t>(vt::numel(shape)) * size_of(dtype),
+  const std::int64_t count = checked_numel(shape, "from_blob", size_of(dtype));
+  if (data == nullptr && count > 0) fail("from_blob: null data for shape {}", to_string(shape));
+  impl->storage = std::make_shared<Storage>(Device{}, data, static_cast<std::size_t>(count) * size_of(dtype),
                                             std::move(owner));
   return Tensor(std::move(impl));
 }
@@ -149,17 +154,36 @@ Tensor Tensor::reshape(const Shape& s) const { return vt::reshape(*this, s); }
 Tensor Tensor::to(Device d) const { return to_device(*this, d); }
 
 // ------------------------------------------------------------------ creation
-Tensor full(const Shape& shape, double value, DType dtype, Device device) {
-  Tensor out = Tensor::empty(shape, dtype, device);
+namespace {
+Tensor full_named(const Shape& shape, double value, DType dtype, Device device, std::string_view op) {
+  Tensor out = empty_named(shape, dtype, device, op);
   backend_for(device).fill(view_of(out), value);
   return out;
 }
-Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
-Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+
+// A new tensor whose element i (row-major) is value(i), computed on the host in double and rounded
+// once to dtype, then moved to `device`. The tensor is allocated (and its size checked) first.
+template <class Value>
+Tensor from_host_values(const Shape& shape, DType dtype, Device device, std::string_view op, Value value) {
+  Tensor host = empty_named(shape, dtype, Device{}, op);
+  visit_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T* p = static_cast<T*>(const_cast<void*>(host.raw_data()));
+    for (std::int64_t i = 0, n = host.numel(); i < n; ++i) p[i] = static_cast<T>(value(i));
+  });
+  return device == Device{} ? host : to_device(host, device);
+}
+}  // namespace
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  return full_named(shape, value, dtype, device, "full");
+}
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full_named(shape, 0.0, dtype, device, "zeros"); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full_named(shape, 1.0, dtype, device, "ones"); }
 
 Tensor eye(std::int64_t n, DType dtype, Device device) {
   if (n < 0) fail("eye: negative size {}", n);
-  Tensor out = zeros({n, n}, dtype, device);
+  Tensor out = full_named({n, n}, 0.0, dtype, device, "eye");
   View diagonal = view_of(out);
   diagonal.shape = {n};
   diagonal.strides = {n + 1};
@@ -168,35 +192,33 @@ Tensor eye(std::int64_t n, DType dtype, Device device) {
 }
 
 Tensor arange(double start, double stop, double step, DType dtype, Device device) {
+  if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
+    fail("arange: start, stop and step must be finite, got {}, {}, {}", start, stop, step);
   if (step == 0) fail("arange: step must be nonzero");
-  const auto n = static_cast<std::int64_t>(std::max(0.0, std::ceil((stop - start) / step)));
-  std::vector<double> v(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * step;
-  return Tensor::from_vector(v, {n}, dtype, device);
+  const double count = std::max(0.0, std::ceil((stop - start) / step));  // inf when the quotient overflows
+  if (!(count <= static_cast<double>(max_size / 16)))
+    fail("arange: {} to {} in steps of {} gives {:g} elements, too many to hold", start, stop, step, count);
+  const auto n = static_cast<std::int64_t>(count);
+  return from_host_values({n}, dtype, device, "arange", [&](std::int64_t i) { return start + static_cast<double>(i) * step; });
 }
 
 Tensor linspace(double start, double stop, std::int64_t num, DType dtype, Device device) {
   if (num < 0) fail("linspace: negative number of samples {}", num);
-  std::vector<double> v(static_cast<std::size_t>(num));
-  for (std::int64_t i = 0; i < num; ++i)
-    v[i] = num == 1 ? start : start + (stop - start) * static_cast<double>(i) / static_cast<double>(num - 1);
-  return Tensor::from_vector(v, {num}, dtype, device);
+  return from_host_values({num}, dtype, device, "linspace", [&](std::int64_t i) {
+    return num == 1 ? start : start + (stop - start) * static_cast<double>(i) / static_cast<double>(num - 1);
+  });
 }
 
 Tensor randn(const Shape& shape, std::uint64_t seed, DType dtype, Device device) {
   std::mt19937_64 gen(seed);
   std::normal_distribution<double> dist;
-  std::vector<double> v(static_cast<std::size_t>(vt::numel(shape)));
-  for (auto& x : v) x = dist(gen);
-  return Tensor::from_vector(v, shape, dtype, device);
+  return from_host_values(shape, dtype, device, "randn", [&](std::int64_t) { return dist(gen); });
 }
 
 Tensor rand(const Shape& shape, std::uint64_t seed, DType dtype, Device device) {
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<double> dist;
-  std::vector<double> v(static_cast<std::size_t>(vt::numel(shape)));
-  for (auto& x : v) x = dist(gen);
-  return Tensor::from_vector(v, shape, dtype, device);
+  return from_host_values(shape, dtype, device, "rand", [&](std::int64_t) { return dist(gen); });
 }
 
 }  // namespace vt

@@ -55,7 +55,9 @@ const OpDef slice_scatter_op{"slice_scatter",
                              },
                              [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
                                const auto& a = n.attrs.ints;
-                               return std::vector<Tensor>{slice(g, a[0], a[1], a[1] + a[2] * a[3], a[2])};
+                               // Stops just past the last element taken: start + step * count may overflow.
+                               const std::int64_t stop = a[3] == 0 ? a[1] : a[1] + a[2] * (a[3] - 1) + 1;
+                               return std::vector<Tensor>{slice(g, a[0], a[1], stop, a[2])};
                              }};
 
 Tensor slice_scatter(const Tensor& g, const Attrs& a) { return apply(slice_scatter_op, {g}, a); }
@@ -146,6 +148,7 @@ Tensor triangle_mask(std::int64_t rows, std::int64_t cols, std::int64_t k, bool 
 
 Tensor triangle(const Tensor& x, std::int64_t k, bool lower, const char* op) {
   if (x.ndim() < 2) fail("{}: needs a tensor of rank >= 2, got shape {}", op, to_string(x.shape()));
+  if (x.numel() == 0) return x;  // nothing to select; its mask could be huge ([2^62, 0] is empty)
   // Selected, not multiplied: an Inf or NaN outside the triangle gives 0, as in numpy.
   return where(triangle_mask(x.shape(-2), x.shape(-1), k, lower, x.dtype(), x.device()), x,
                zeros({}, x.dtype(), x.device()));
@@ -163,7 +166,7 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
   const std::int64_t len = x.shape()[static_cast<std::size_t>(ax)];
   auto clamp = [len](std::int64_t i) { return std::clamp(i < 0 ? i + len : i, std::int64_t{0}, len); };
   const std::int64_t lo = clamp(start), hi = clamp(stop);
-  const std::int64_t count = hi > lo ? (hi - lo + step - 1) / step : 0;
+  const std::int64_t count = hi > lo ? (hi - lo - 1) / step + 1 : 0;  // ceil((hi - lo) / step), without overflow
   if (lo == 0 && count == len && step == 1) return x;
   return apply(slice_op, {x}, Attrs{{ax, lo, step, count}, {}});
 }

@@ -69,7 +69,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
     } else if (target[i] < 0) {
       fail("reshape: negative dimension in {}", to_string(shape));
     } else {
-      known *= target[i];
+      known = checked_mul(known, target[i], "reshape", fmt::format("the size of shape {}", to_string(shape)));
     }
   }
   if (infer >= 0) {

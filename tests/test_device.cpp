@@ -162,7 +162,7 @@ void require_failure(F&& f, long index) {
   } catch (const NotPositiveDefinite& e) {
     CHECK(e.batch_index == index);
     CHECK(e.minor == 3);
-    CHECK_THAT(std::string(e.what()), Catch::Contains("matrix " + std::to_string(index) + " of the batch"));
+    CHECK_THAT(std::string(e.what()), Catch::Contains("example " + std::to_string(index) + " of the batch"));
   }
 }
 

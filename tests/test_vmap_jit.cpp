@@ -203,7 +203,7 @@ TEST_CASE("vmap and batching errors", "[vmap][errors]") {
   // A non-positive-definite example inside a jitted, batched call names its batch index.
   auto f = jit([](const Tensor& a) { return logdet(a); });
   const Tensor mats = stack({eye(2), eye(2) * -1.0, eye(2)});
-  CHECK_THAT(error_of([&] { f(as_batch(mats)); }), Catch::Contains("matrix 1 of the batch"));
+  CHECK_THAT(error_of([&] { f(as_batch(mats)); }), Catch::Contains("example 1 of the batch of 3"));
 }
 
 TEST_CASE("a jitted function is safe to call from several threads", "[jit]") {

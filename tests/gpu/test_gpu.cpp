@@ -196,7 +196,7 @@ TEST_CASE("a failure inside a jitted plan on cuda:0 raises at its end, naming th
   } catch (const NotPositiveDefinite& e) {
     CHECK(e.batch_index == 5);
     CHECK(e.minor == 2);
-    CHECK_THAT(std::string(e.what()), Catch::Contains("matrix 5 of the batch [8]"));
+    CHECK_THAT(std::string(e.what()), Catch::Contains("example 5 of the batch of 8"));
   }
   const Tensor good = spd_batch(8, 6, -1, 22);
   const auto [v, g] = step(good.to(gpu));  // the same plan, no error left over from the last call

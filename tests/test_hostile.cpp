@@ -1,0 +1,402 @@
+// Regression tests for what a review and a fuzzing campaign found (issue 11): transforms nested
+// every way give the eager gradient, sizes never overflow, negative shapes and impossible requests
+// raise vt::Error, jitted functions compose and recurse, elementwise math is exact and the same at
+// every length, and a failing matrix is named by its example.
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iterator>
+
+#include "gradcheck.hpp"
+
+using namespace vt;
+using vt::testing::error_of;
+using vt::testing::require_close;
+
+namespace {
+
+// Runs f and returns what it threw: "vt::Error: ..." for vtape's errors, a marker for anything else.
+template <class F>
+std::string outcome_of(F&& f) {
+  try {
+    f();
+  } catch (const vt::Error& e) {
+    return std::string("vt::Error: ") + e.what();
+  } catch (const std::exception& e) {
+    return std::string("other exception: ") + e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- transforms nested
+TEST_CASE("jit inside grad carries the gradient of a captured tracked tensor", "[hostile][jit][autodiff]") {
+  const Tensor p = Tensor::scalar(3.0);
+  const Tensor g = grad([&](const Tensor& x) { return jit([&](const Tensor& q) { return sum(q * x); })(p); })(
+      Tensor::scalar(2.0));
+  require_close(g, {3.0});
+
+  // The same jitted object, traced first outside grad, then called inside it with a capture that
+  // now tracks the variable: the gradient flows, never a constant baked at the first trace.
+  Tensor w = Tensor::from_vector({1.0, 2.0}, {2});
+  auto f = jit([&](const Tensor& q) { return sum(q * w); });
+  const Tensor q = Tensor::from_vector({5.0, 7.0}, {2});
+  require_close(f(q), {19.0});
+  const Tensor gw = grad([&](const Tensor& x) {
+    w = x;
+    return f(q);
+  })(Tensor::from_vector({1.0, 1.0}, {2}));
+  require_close(gw, {5.0, 7.0});
+}
+
+TEST_CASE("every nesting of jit, grad and vmap gives the eager gradient", "[hostile][jit][autodiff][vmap]") {
+  const Tensor X = randn({5, 3}, 1);
+  const Tensor w0 = randn({3}, 2);
+  const Tensor c = randn({3}, 3);
+  auto loss = [&](const Tensor& w) {  // eager reference: vmap over examples, captured c
+    return sum(vmap([&](const Tensor& a) { return sum(sin(a * w) * c); })(X));
+  };
+  const Tensor expected = grad(loss)(w0);
+
+  SECTION("jit in grad, the variable as argument") {
+    auto inner = jit([&](const Tensor& w) { return sum(vmap([&](const Tensor& a) { return sum(sin(a * w) * c); })(X)); });
+    require_close(grad([&](const Tensor& w) { return inner(w); })(w0), expected, 1e-14);
+  }
+  SECTION("jit in grad, the variable captured") {
+    require_close(grad([&](const Tensor& w) {
+                    return jit([&](const Tensor& xs) {
+                      return sum(vmap([&](const Tensor& a) { return sum(sin(a * w) * c); })(xs));
+                    })(X);
+                  })(w0),
+                  expected, 1e-14);
+  }
+  SECTION("vmap in jit in grad, the variable captured") {
+    require_close(grad([&](const Tensor& w) {
+                    auto per_example = jit(vmap([&](const Tensor& a) { return sum(sin(a * w) * c); }));
+                    return sum(per_example(X));
+                  })(w0),
+                  expected, 1e-14);
+  }
+  SECTION("grad in jit") {
+    auto g = jit([&](const Tensor& w) { return grad(loss)(w); });
+    require_close(g(w0), expected, 1e-14);
+    CHECK(g.counters().traces == 1);
+  }
+  SECTION("grad of jit of grad (second order) against eager") {
+    auto hv = [&](const Tensor& w) { return sum(grad(loss)(w) * c); };
+    const Tensor eager = grad(hv)(w0);
+    auto inner = jit([&](const Tensor& w) { return grad(loss)(w); });
+    require_close(grad([&](const Tensor& w) { return sum(inner(w) * c); })(w0), eager, 1e-13);
+  }
+  SECTION("vjp through a jitted function capturing the primal") {
+    auto [out, pullback] = vjp(
+        [&](const Tensor& w) { return jit([&](const Tensor& xs) { return matmul(xs, sin(w)); })(X); }, w0);
+    const Tensor ct = randn({5}, 4);
+    const Tensor got = pullback(ct)[0];
+    const Tensor want = vjp([&](const Tensor& w) { return matmul(X, sin(w)); }, w0).second(ct)[0];
+    require_close(got, want, 1e-14);
+  }
+}
+
+TEST_CASE("a plan is the same wherever it was first traced", "[hostile][jit][linalg]") {
+  // The Cholesky adjoint has a fast form and a differentiable one; which one a trace takes must not
+  // depend on a transform open around the first call.
+  auto factor_loss = [](const Tensor& a) { return sum(cholesky(a)); };
+  const Tensor a = matmul(randn({4, 4}, 5), transpose(randn({4, 4}, 5))) + eye(4) * 4.0;
+  auto outside = jit(grad(factor_loss));
+  const PlanSummary plain = outside.compile(a);
+  auto inside = jit(grad(factor_loss));
+  PlanSummary nested;
+  (void)grad([&](const Tensor& x) {
+    nested = inside.compile(a);
+    return sum(x * x);
+  })(Tensor::scalar(1.0));
+  CHECK(nested.traced_ops == plain.traced_ops);
+  CHECK(nested.kernels == plain.kernels);
+  require_close(inside(a), outside(a), 1e-14);
+}
+
+TEST_CASE("jitted functions compose, and one may call itself", "[hostile][jit]") {
+  auto inner = jit([](const Tensor& y) { return sin(y) * 2.0; });
+  auto outer = jit([&](const Tensor& x) { return inner(x) + inner(x * 3.0); });
+  const Tensor x = randn({4}, 6);
+  require_close(outer(x), sin(x) * 2.0 + sin(x * 3.0) * 2.0, 1e-15);
+  CHECK(outer.counters().traces == 1);
+  // Batched, and under grad.
+  const Tensor X = as_batch(randn({3, 4}, 7));
+  require_close(unbatch(outer(X)), unbatch(sin(X) * 2.0 + sin(X * 3.0) * 2.0), 1e-15);
+  require_close(grad([&](const Tensor& v) { return sum(outer(v)); })(x), cos(x) * 2.0 + cos(x * 3.0) * 6.0, 1e-14);
+
+  // Recursion on a static shape: sum of the halves, down to single elements.
+  std::function<Tensor(const Tensor&)> self;
+  auto halves = jit([&](const Tensor& v) -> Tensor {
+    const std::int64_t n = v.shape(0);
+    if (n == 1) return v * 1.0;
+    return self(slice(v, 0, 0, n / 2)) + sum(slice(v, 0, n / 2, n));
+  });
+  self = halves;
+  const Tensor v = Tensor::from_vector({1, 2, 3, 4, 5, 6, 7, 8}, {8});
+  // halves([1..8]) = halves([1..4]) + 26 = (halves([1,2]) + 7) + 26 = (halves([1]) + 2) + 33 = 36.
+  require_close(halves(v), {36.0});
+  CHECK(halves.counters().traces == 1);
+}
+
+// ---------------------------------------------------------------- sizes
+TEST_CASE("size arithmetic never overflows: impossible sizes raise, naming the op", "[hostile][errors]") {
+  CHECK_THAT(outcome_of([] { eye(std::int64_t{1} << 31); }), Catch::StartsWith("vt::Error: eye") && Catch::Contains("too large"));
+  CHECK_THAT(outcome_of([] { zeros({std::int64_t{1} << 32, std::int64_t{1} << 32}); }),
+             Catch::StartsWith("vt::Error: zeros") && Catch::Contains("[4294967296, 4294967296]"));
+  CHECK_THAT(outcome_of([] { reshape(ones({2}), {INT64_MAX, 2}); }), Catch::StartsWith("vt::Error: reshape"));
+  CHECK_THAT(outcome_of([] { full({INT64_MAX / 4, 3}, 1.0); }), Catch::StartsWith("vt::Error: full"));
+  CHECK_THAT(outcome_of([] { Tensor::empty({INT64_MAX / 8 + 1}); }), Catch::StartsWith("vt::Error: empty"));
+  // broadcast_to and a batch: the output's bytes are checked, not only its elements.
+  CHECK_THAT(outcome_of([] { broadcast_to(ones({1}), {std::int64_t{1} << 61}); }), Catch::StartsWith("vt::Error: broadcast_to"));
+  // A batch of huge examples: B times the per-example size overflows.
+  CHECK_THAT(outcome_of([] {
+               const Tensor b = as_batch(zeros({std::int64_t{1} << 20, 0}));
+               broadcast_to_batch(broadcast_to(zeros({1}), {std::int64_t{1} << 44}), b);
+             }),
+             Catch::StartsWith("vt::Error"));
+}
+
+TEST_CASE("slices with huge stops and steps take the right elements and differentiate", "[hostile][indexing]") {
+  const Tensor x = Tensor::from_vector({1, 2, 3, 4, 5}, {5});
+  require_close(slice(x, 0, 0, 3, INT64_MAX), {1.0});
+  require_close(slice(x, 0, 0, INT64_MAX, INT64_MAX / 2 + 7), {1.0});
+  require_close(slice(x, 0, 1, INT64_MAX, 2), {2.0, 4.0});
+  require_close(slice(x, 0, INT64_MIN, INT64_MAX), {1, 2, 3, 4, 5});
+  CHECK(slice(x, 0, 4, 1).shape() == Shape{0});
+  require_close(grad([](const Tensor& v) { return sum(slice(v, 0, 1, INT64_MAX, INT64_MAX / 2 + 7) * 3.0); })(x),
+                {0, 3, 0, 0, 0});
+  require_close(grad([](const Tensor& v) { return sum(slice(v, 0, 0, INT64_MAX, 3)); })(x), {1, 0, 0, 1, 0});
+}
+
+TEST_CASE("negative dimensions are refused everywhere", "[hostile][errors]") {
+  CHECK_THAT(outcome_of([] { broadcast_to(ones({1}), {-2}); }),
+             Catch::StartsWith("vt::Error: broadcast_to") && Catch::Contains("negative"));
+  double buf[4] = {1, 2, 3, 4};
+  CHECK_THAT(outcome_of([&] { Tensor::from_blob(buf, {-2, 2}, DType::f64); }),
+             Catch::StartsWith("vt::Error: from_blob") && Catch::Contains("[-2, 2]"));
+  CHECK_THAT(outcome_of([] { zeros({2, -1}); }), Catch::StartsWith("vt::Error: zeros"));
+  CHECK_THAT(outcome_of([] { reshape(ones({2}), {-2, -1}); }), Catch::StartsWith("vt::Error: reshape"));
+  CHECK_THAT(outcome_of([] { sum_to(ones({2, 2}), {-2}); }), Catch::StartsWith("vt::Error"));
+}
+
+TEST_CASE("creation functions raise vt::Error, never another exception", "[hostile][errors]") {
+  CHECK_THAT(outcome_of([] { randn({3, -2}, 1); }), Catch::StartsWith("vt::Error: randn") && Catch::Contains("negative"));
+  CHECK_THAT(outcome_of([] { rand({3, -2}, 1); }), Catch::StartsWith("vt::Error: rand"));
+  CHECK_THAT(outcome_of([] { randn({INT64_MAX, 2}, 1); }), Catch::StartsWith("vt::Error: randn"));
+  CHECK_THAT(outcome_of([] { arange(0, 5, 1e-300); }), Catch::StartsWith("vt::Error: arange") && Catch::Contains("too many"));
+  CHECK_THAT(outcome_of([] { arange(INFINITY, 1e18, -1); }), Catch::StartsWith("vt::Error: arange") && Catch::Contains("finite"));
+  CHECK_THAT(outcome_of([] { arange(0, NAN); }), Catch::StartsWith("vt::Error: arange"));
+  CHECK_THAT(outcome_of([] { arange(-1e308, 1e308, 1.0); }), Catch::StartsWith("vt::Error: arange"));
+  CHECK_THAT(outcome_of([] { linspace(0, 1, INT64_MAX); }), Catch::StartsWith("vt::Error: linspace"));
+  CHECK_THAT(outcome_of([] { arange(0, 1e18); }), Catch::StartsWith("vt::Error: arange"));
+  // Out of memory is a vt::Error too, naming the bytes asked for (4 TiB: more than any machine here).
+  CHECK_THAT(outcome_of([] { zeros({std::int64_t{1} << 39}); }),
+             Catch::StartsWith("vt::Error") && Catch::Contains("out of memory") && Catch::Contains("4398046511104 bytes"));
+  // Small and empty requests still work.
+  CHECK(arange(0, 1, 0.25).to_vector<double>() == std::vector<double>{0, 0.25, 0.5, 0.75});
+  CHECK(arange(5, 0, 1).numel() == 0);
+  CHECK(linspace(0, 1, 0).numel() == 0);
+  CHECK(randn({0, 3}, 1).shape() == Shape{0, 3});
+}
+
+// ---------------------------------------------------------------- elementwise exactness
+namespace {
+
+template <class T>
+std::int64_t ulp_distance(T a, T b) {
+  if (std::isnan(a) && std::isnan(b)) return 0;
+  if (std::isnan(a) || std::isnan(b)) return INT64_MAX;
+  if (a == b) return std::signbit(a) == std::signbit(b) ? 0 : 1;  // -0 and +0 count as one ulp apart
+  using I = std::conditional_t<sizeof(T) == 8, std::int64_t, std::int32_t>;
+  auto ordered = [](T v) {
+    I i;
+    std::memcpy(&i, &v, sizeof v);
+    return i < 0 ? static_cast<std::int64_t>(std::numeric_limits<I>::min()) - i : static_cast<std::int64_t>(i);
+  };
+  const std::int64_t d = ordered(a) - ordered(b);
+  return d < 0 ? -d : d;
+}
+
+// Special, subnormal, tiny, huge and ordinary values of T, both signs.
+template <class T>
+std::vector<T> special_values() {
+  using L = std::numeric_limits<T>;
+  std::vector<T> v{T(0),         L::infinity(), L::quiet_NaN(), L::denorm_min(), L::min(),       L::min() / 2,
+                   L::max(),     L::epsilon(),  T(1),           T(0.5),          T(2),           T(3),
+                   T(1e-5),      T(0.1),        T(0.7),         T(1.5),          T(10),          T(20.5),
+                   T(88.5),      T(89),         T(100),         T(700),          T(709.5),       T(710),
+                   T(745.5),     T(1e10),       T(1e30),        T(3.14159265),   T(1e-310),      T(1e-40),
+                   T(1) - L::epsilon() / 2, T(1) + L::epsilon(), T(-1) + L::epsilon() / 2};
+  for (int e = -60; e <= 60; e += 7) v.push_back(std::ldexp(T(1.37), e));
+  const std::size_t n = v.size();
+  for (std::size_t i = 0; i < n; ++i) v.push_back(-v[i]);
+  return v;
+}
+
+template <class T>
+void check_unary_exact(const char* name, Tensor (*op)(const Tensor&), T (*reference)(T)) {
+  const std::vector<T> values = special_values<T>();
+  const DType dtype = dtype_of<T>();
+  std::vector<double> as_double(values.begin(), values.end());
+  const Tensor x = Tensor::from_vector(as_double, {static_cast<std::int64_t>(values.size())}, dtype);
+  const std::vector<T> got = op(x).template to_vector<T>();
+  INFO(name << " " << name_of(dtype));
+  std::int64_t worst = 0;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::int64_t d = ulp_distance(got[i], reference(values[i]));
+    if (d > 1) INFO("at " << values[i] << ": " << got[i] << " against the C library's " << reference(values[i]));
+    CHECK(d <= 1);
+    worst = std::max(worst, d);
+  }
+  // The same bits whatever the length, the position in the tensor and the layout: every value at
+  // every position of tensors of length 1..67, contiguous, strided (a slice) and broadcast.
+  for (std::int64_t len = 1; len <= 67; ++len) {
+    for (std::size_t i = 0; i < values.size(); i += 3) {
+      const Tensor filled = full({len}, static_cast<double>(values[i]), dtype);
+      const std::vector<T> row = op(filled).template to_vector<T>();
+      for (T r : row) REQUIRE(std::memcmp(&r, &got[i], sizeof r) == 0);
+    }
+  }
+  const Tensor strided = slice(reshape(concatenate({x, x}, 0), {2, -1}).t(), 1, 1, 2);  // every other element
+  const std::vector<T> via_strided = op(strided).template to_vector<T>();
+  REQUIRE(via_strided.size() == got.size());
+  CHECK(std::memcmp(via_strided.data(), got.data(), got.size() * sizeof(T)) == 0);
+  // vmap(f)(X)[i] == f(X[i]): batched rows of 7 values against the whole vector.
+  const std::int64_t rows = static_cast<std::int64_t>(values.size()) / 7;
+  const Tensor X = reshape(slice(x, 0, 0, rows * 7), {rows, 7});
+  const std::vector<T> mapped = unbatch(vmap(op)(X)).template to_vector<T>();
+  CHECK(std::memcmp(mapped.data(), got.data(), mapped.size() * sizeof(T)) == 0);
+}
+
+template <class T> T neg_ref(T v) { return -v; }
+template <class T> T square_ref(T v) { return v * v; }
+template <class T> T abs_ref(T v) { return std::fabs(v); }
+template <class T> T sign_ref(T v) { return std::isnan(v) ? v : static_cast<T>((v > 0) - (v < 0)); }
+template <class T> T exp_ref(T v) { return std::exp(v); }
+template <class T> T log_ref(T v) { return std::log(v); }
+template <class T> T log1p_ref(T v) { return std::log1p(v); }
+template <class T> T sqrt_ref(T v) { return std::sqrt(v); }
+template <class T> T sin_ref(T v) { return std::sin(v); }
+template <class T> T cos_ref(T v) { return std::cos(v); }
+template <class T> T tanh_ref(T v) { return std::tanh(v); }
+
+template <class T>
+void check_every_unary() {
+  check_unary_exact<T>("neg", neg, neg_ref<T>);
+  check_unary_exact<T>("square", square, square_ref<T>);
+  check_unary_exact<T>("abs", abs, abs_ref<T>);
+  check_unary_exact<T>("sign", sign, sign_ref<T>);
+  check_unary_exact<T>("exp", exp, exp_ref<T>);
+  check_unary_exact<T>("log", log, log_ref<T>);
+  check_unary_exact<T>("log1p", log1p, log1p_ref<T>);
+  check_unary_exact<T>("sqrt", sqrt, sqrt_ref<T>);
+  check_unary_exact<T>("sin", sin, sin_ref<T>);
+  check_unary_exact<T>("cos", cos, cos_ref<T>);
+  check_unary_exact<T>("tanh", tanh, tanh_ref<T>);
+}
+
+}  // namespace
+
+TEST_CASE("unary ops match the C library on special and subnormal values, bit for bit at every length", "[hostile][elementwise]") {
+  check_every_unary<double>();
+  check_every_unary<float>();
+  // The cases that were wrong, spelled out.
+  CHECK(sqrt(Tensor::scalar(INFINITY)).item() == INFINITY);
+  CHECK(sqrt(Tensor::scalar(INFINITY, DType::f32)).item<float>() == INFINITY);
+  CHECK(sqrt(Tensor::scalar(1e-310)).item() == std::sqrt(1e-310));
+  CHECK(std::signbit(neg(zeros({9})).to_vector<double>()[8]));
+  CHECK(exp(full({9}, -INFINITY)).to_vector<double>()[8] == 0.0);
+  CHECK(exp(full({9}, -720.0)).to_vector<double>()[3] == std::exp(-720.0));
+  CHECK(log(full({9}, 1e-310)).to_vector<double>()[3] == std::log(1e-310));
+}
+
+TEST_CASE("sqrt is correctly rounded", "[hostile][elementwise]") {
+  // IEEE: the result r of sqrt(x) is the double nearest the real root, so neither neighbour of r
+  // squares closer to x (checked in long double, exact enough for these magnitudes).
+  const Tensor x = rand({4096}, 8) * 1e6;
+  const std::vector<double> xs = x.to_vector<double>(), rs = sqrt(x).to_vector<double>();
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const long double target = xs[i];
+    auto miss = [&](double r) { return std::fabs(static_cast<long double>(r) * r - target); };
+    const double r = rs[i];
+    CHECK(miss(r) <= miss(std::nextafter(r, 0.0)));
+    CHECK(miss(r) <= miss(std::nextafter(r, INFINITY)));
+  }
+}
+
+// ---------------------------------------------------------------- batch index
+TEST_CASE("a failing matrix is named by its example when examples hold several", "[hostile][linalg]") {
+  std::vector<double> v;
+  for (int e = 0; e < 8; ++e)
+    for (int m = 0; m < 3; ++m)
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) v.push_back(i == j ? (e == 5 && m == 1 && i == 2 ? -1.0 : 2.0) : 0.0);
+  const Tensor mats = Tensor::from_vector(v, {8, 3, 4, 4});
+  try {
+    (void)vmap([](const Tensor& a) { return cholesky(a); })(mats);
+    FAIL("no error");
+  } catch (const NotPositiveDefinite& e) {
+    CHECK(e.batch_index == 5);
+    CHECK(e.minor == 3);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("example 5 of the batch of 8") &&
+                                          Catch::Contains("matrix 1 of the batch [3]"));
+  }
+  auto jitted = jit([](const Tensor& a) { return logdet(a); });
+  try {
+    (void)jitted(as_batch(mats));
+    FAIL("no error");
+  } catch (const NotPositiveDefinite& e) {
+    CHECK(e.batch_index == 5);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("example 5 of the batch of 8"));
+  }
+  // Unbatched, the stack's own index.
+  try {
+    (void)cholesky(mats);
+    FAIL("no error");
+  } catch (const NotPositiveDefinite& e) {
+    CHECK(e.batch_index == 16);
+    CHECK_THAT(std::string(e.what()), Catch::Contains("matrix [5, 1] of the batch [8, 3]"));
+  }
+}
+
+TEST_CASE("a corrupt .npy header raises vt::Error before anything large is allocated", "[hostile][errors]") {
+  const std::string path = fmt::format("/tmp/vtape_hostile_{}.npy", static_cast<long>(::getpid()));
+  auto write_with_shape = [&](const std::string& shape) {
+    save_npy(path, Tensor::from_vector({1, 2, 3}, {3}));
+    std::string bytes;
+    {
+      std::ifstream in(path, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    const std::size_t at = bytes.find("(3,)");
+    REQUIRE(at != std::string::npos);
+    bytes.replace(at, 4, shape);
+    std::ofstream(path, std::ios::binary) << bytes;
+  };
+  write_with_shape("(99999999999999999999999,)");
+  CHECK_THAT(outcome_of([&] { load_npy(path); }), Catch::StartsWith("vt::Error: load_npy") && Catch::Contains("out of range"));
+  write_with_shape("(1000000000, 100000)");
+  CHECK_THAT(outcome_of([&] { load_npy(path); }), Catch::StartsWith("vt::Error: load_npy") && Catch::Contains("fewer"));
+  write_with_shape("(4294967296, 4294967296)");
+  CHECK_THAT(outcome_of([&] { load_npy(path); }), Catch::StartsWith("vt::Error: load_npy") && Catch::Contains("too large"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("empty tensors with huge dimensions stay cheap", "[hostile][indexing]") {
+  // Found by the fuzzer: tril built a mask row by row over 2^62 rows of nothing.
+  const Tensor z = full({std::int64_t{1} << 62, 0}, 1.0);
+  CHECK(tril(z, 1).shape() == z.shape());
+  CHECK(triu(z).shape() == z.shape());
+  CHECK(sum(z).item() == 0.0);
+  CHECK(reshape(z, {0, std::int64_t{1} << 62}).shape() == Shape{0, std::int64_t{1} << 62});
+}
