@@ -3,7 +3,15 @@
 
 #include <vtape/vtape.hpp>
 
-int main() {
+#include "example_cli.hpp"
+
+int main(int argc, char** argv) try {
+  CLI::App app{"A first look at vtape: a small Gaussian negative log-likelihood, its value and its gradient. Takes no "
+               "arguments.",
+               "demo"};
+  cli::configure(app);
+  if (const std::optional<int> status = cli::parse(app, argc, argv)) return *status;
+
   const vt::Tensor x = vt::linspace(-1.0, 1.0, 5);
   const vt::Tensor y = vt::Tensor::from_vector({-1.9, -1.1, 0.1, 0.9, 2.1}, {5});
 
@@ -20,4 +28,7 @@ int main() {
   fmt::print("theta    = {}\n", theta);
   fmt::print("nll      = {:.6f}\n", value.item());
   fmt::print("gradient = {}\n", gradient);
+  return 0;
+} catch (...) {
+  return cli::fail_with_current_exception("demo");
 }

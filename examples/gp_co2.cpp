@@ -9,6 +9,7 @@
 //   gp_co2 [--data PATH] [--starts K] [--json]        fit, report the best start
 //   gp_co2 --theta t1,...,t11 --eval                  lml and its gradient at theta (JSON)
 //   --device cpu|cuda|cuda:N                          where the likelihoods are computed (cpu)
+//   (--help gives the bounds: starts 1..256, theta 11 finite numbers)
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <random>
 
+#include "example_cli.hpp"
 #include "gp_model.hpp"
 
 extern "C" void setulb_(const int* n, const int* m, double* x, const double* l, const double* u, const int* nbd,
@@ -25,14 +27,10 @@ extern "C" void setulb_(const int* n, const int* m, double* x, const double* l, 
 
 namespace {
 
-constexpr const char* usage_text =
-    "usage: gp_co2 [--data PATH] [--starts K] [--json] [--device cpu|cuda|cuda:N]\n"
-    "       gp_co2 [--data PATH] --theta t1,...,t11 --eval [--device cpu|cuda|cuda:N]\n";
-
-[[noreturn]] void usage(const std::string& problem) {
-  fmt::print(stderr, "gp_co2: {}\n{}", problem, usage_text);
-  std::exit(2);
-}
+// At most 256 starts: every round evaluates up to that many likelihoods and gradients of the
+// n x n kernel matrix as one batch; with the bundled data (n = 521 months) that is about 30 MiB a
+// start, 8 GiB for 256.
+constexpr std::int64_t max_starts = 256;
 
 // One L-BFGS-B run, driven by reverse communication. Settings as scipy's minimize(L-BFGS-B),
 // which scikit-learn uses: m = 10, factr = 1e7 (ftol 2.2e-9), pgtol = 1e-5, 15000 iterations.
@@ -85,17 +83,11 @@ class Lbfgsb {
   double dsave_[29] = {};
 };
 
+// --theta, already checked by its validator.
 std::vector<double> parse_theta(const std::string& text) {
   std::vector<double> theta;
-  std::stringstream list(text);
-  for (std::string item; std::getline(list, item, ',');) {
-    try {
-      theta.push_back(std::stod(item));
-    } catch (const std::exception&) {
-      usage(fmt::format("--theta: '{}' is not a number", item));
-    }
-  }
-  if (theta.size() != gp::n_theta) usage(fmt::format("--theta needs {} values, got {}", gp::n_theta, theta.size()));
+  if (std::string problem = cli::read_number_list(text, gp::n_theta, theta); !problem.empty())
+    throw vt::Error("--theta: " + problem);
   return theta;
 }
 
@@ -112,39 +104,34 @@ int main(int argc, char** argv) try {
   int starts = 8;
   bool json = false, eval = false;
   vt::Device device;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      fmt::print("{}", usage_text);
-      return 0;
-    } else if (a == "--data") {
-      data = value();
-    } else if (a == "--starts") {
-      const std::string v = value();
-      starts = std::atoi(v.c_str());
-      if (starts < 1) usage("--starts needs a positive integer, got " + v);
-    } else if (a == "--json") {
-      json = true;
-    } else if (a == "--theta") {
-      theta_text = value();
-    } else if (a == "--eval") {
-      eval = true;
-    } else if (a == "--device") {
-      const std::string name = value();
-      try {
-        device = vt::parse_device(name);
-      } catch (const vt::Error& e) {
-        usage(e.what());
-      }
-    } else {
-      usage("unknown argument " + a);
-    }
-  }
-  if (eval && theta_text.empty()) usage("--eval needs --theta");
+  std::string device_name = "cpu";
+  CLI::App app{"Gaussian-process regression of the Mauna Loa CO2 series with scikit-learn's kernel: fits the 11 "
+               "natural-log hyperparameters by maximising the log marginal likelihood with multi-start L-BFGS-B, or "
+               "evaluates it and its gradient at --theta (--eval, JSON).",
+               "gp_co2"};
+  cli::configure(app);
+  app.footer("Memory grows as starts x n^2 for n data rows: about 30 MiB a start on the bundled data.");
+  app.add_option("--data", data, "two-column CSV 't,value' with a header line")
+      ->type_name("PATH")
+      ->check(CLI::ExistingFile)
+      ->capture_default_str();
+  app.add_option("--starts", starts, fmt::format("L-BFGS-B starts run in lockstep, one batch a round (1..{})", max_starts))
+      ->type_name("K")
+      ->transform(cli::integer(1, max_starts))
+      ->capture_default_str();
+  app.add_flag("--json", json, "print the fit as one JSON object");
+  CLI::Option* theta_option =
+      app.add_option("--theta", theta_text,
+                     fmt::format("{} finite natural-log hyperparameters, comma-separated, in scikit-learn's order", gp::n_theta))
+          ->type_name("t1,...,t11")
+          ->check(cli::number_list(gp::n_theta));
+  app.add_flag("--eval", eval, "print lml and its gradient at --theta as JSON instead of fitting")->needs(theta_option);
+  app.add_option("--device", device_name, "where the likelihoods are computed: cpu, cuda or cuda:N")
+      ->type_name("DEVICE")
+      ->check(cli::device())
+      ->capture_default_str();
+  if (const std::optional<int> status = cli::parse(app, argc, argv)) return *status;
+  device = vt::parse_device(device_name);
 
   const gp::Series series = gp::read_csv(data);
   const auto n = static_cast<std::int64_t>(series.t.size());
@@ -233,7 +220,6 @@ int main(int argc, char** argv) try {
   fmt::print("best start {} ({}), log marginal likelihood {:.3f}\n", arg, runs[arg].status(), lml);
   fmt::print("kernel: {}\n", gp::sklearn_notation(theta));
   return 0;
-} catch (const vt::Error& e) {
-  fmt::print(stderr, "gp_co2: {}\n", e.what());
-  return 1;
+} catch (...) {
+  return cli::fail_with_current_exception("gp_co2");
 }

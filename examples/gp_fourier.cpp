@@ -4,27 +4,53 @@
 // (2 ngp x 2 ngp).
 //
 //   gp_fourier [--nobs 256] [--ngp 32] [--samples 64] [--reps 5]
+//   (--help gives the bounds: nobs 1..8192, ngp 1..4096, samples 1..65536, reps 1..1e6)
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <chrono>
 #include <random>
 
+#include "example_cli.hpp"
 #include "gp_fourier_model.hpp"
+
+namespace {
+
+// Bounds, so that no size computed from them can overflow: nobs <= 8192, 2 ngp <= 8192 and at most
+// 65536 samples, so the largest tensor, [samples, nobs, nobs] of float64 in the direct form, is at
+// most 2^16 * 2^26 * 8 bytes = 32 TiB (more than a machine has: that is an out-of-memory error).
+constexpr std::int64_t max_nobs = 8192, max_ngp = 4096, max_samples = 65536, max_reps = 1000000;
+
+}  // namespace
 
 int main(int argc, char** argv) try {
   std::int64_t nobs = 256, ngp = 32, samples = 64;
   int reps = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i];
-    const long v = std::atol(argv[i + 1]);
-    if (v < 1) throw vt::Error(fmt::format("{} needs a positive integer", a));
-    if (a == "--nobs") nobs = v;
-    else if (a == "--ngp") ngp = v;
-    else if (a == "--samples") samples = v;
-    else if (a == "--reps") reps = static_cast<int>(v);
-    else throw vt::Error("usage: gp_fourier [--nobs N] [--ngp M] [--samples K] [--reps R]");
-  }
+  CLI::App app{"The Fourier-basis likelihood log N(y | 0, F diag(phi) F^T + sigma^2 I) of JAX issue 21313: value and "
+               "gradient over a batch of (log10_A, gamma) samples, in the direct and the Woodbury forms.",
+               "gp_fourier"};
+  cli::configure(app);
+  app.footer("The bounds keep every size in range: the largest tensor, [samples, nobs, nobs] of float64,\n"
+             "is at most 32 TiB. "
+             "Asking for more memory than the machine has ends with a one-line out-of-memory error.");
+  app.add_option("--nobs", nobs, fmt::format("observations: the direct form factors nobs x nobs matrices (1..{})", max_nobs))
+      ->type_name("N")
+      ->transform(cli::integer(1, max_nobs))
+      ->capture_default_str();
+  app.add_option("--ngp", ngp, fmt::format("Fourier frequencies: 2 ngp basis columns (1..{})", max_ngp))
+      ->type_name("M")
+      ->transform(cli::integer(1, max_ngp))
+      ->capture_default_str();
+  app.add_option("--samples", samples, fmt::format("parameter samples, the batch (1..{})", max_samples))
+      ->type_name("K")
+      ->transform(cli::integer(1, max_samples))
+      ->capture_default_str();
+  app.add_option("--reps", reps, fmt::format("timed calls of each form, the median is reported (1..{})", max_reps))
+      ->type_name("R")
+      ->transform(cli::integer(1, max_reps))
+      ->capture_default_str();
+  if (const std::optional<int> status = cli::parse(app, argc, argv)) return *status;
+
   const gpf::Problem p = gpf::synthetic(nobs, ngp, 20261130);
   std::mt19937_64 gen(7);
   std::normal_distribution<double> normal;
@@ -62,7 +88,6 @@ int main(int argc, char** argv) try {
              "Woodbury {:.1f} ms (median of {})\n",
              diff, time_ms(direct), time_ms(woodbury), reps);
   return 0;
-} catch (const vt::Error& e) {
-  fmt::print(stderr, "gp_fourier: {}\n", e.what());
-  return 1;
+} catch (...) {
+  return cli::fail_with_current_exception("gp_fourier");
 }

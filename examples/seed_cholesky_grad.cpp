@@ -4,6 +4,7 @@
 //
 //   seed_cholesky_grad [--nbatch 16,32,...] [--nobs 256] [--ngp 64] [--reps 5] [--json]
 //                      [--pars FILE.npy [--grad-out FILE.npy]] [--device cpu|cuda|cuda:N]
+//   (--help gives the bounds: batch sizes 1..65536, nobs 1..8192, ngp 1..4096, reps 1..1e6)
 //
 // For each batch size B: a fresh jitted callable, whose trace-and-plan time (no execution) is
 // compile_ms; then run_ms, the median over `reps` calls on random parameters [B, 2ngp]. One more
@@ -17,9 +18,12 @@
 #include <chrono>
 #include <cmath>
 #include <numbers>
-#include <sstream>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vtape/vtape.hpp>
+
+#include "example_cli.hpp"
 
 namespace {
 
@@ -32,64 +36,59 @@ struct Options {
   vt::Device device;
 };
 
-constexpr const char* usage_text =
-    "usage: seed_cholesky_grad [--nbatch 16,32,...] [--nobs N] [--ngp M] [--reps R] [--json]\n"
-    "                          [--pars FILE.npy [--grad-out FILE.npy]] [--device cpu|cuda|cuda:N]\n";
+// Bounds, so that no size computed from them can overflow: at most 65536 examples a batch and
+// nobs <= 8192, 2 ngp <= 8192, so the largest tensor, [B, nobs, nobs] of float64, is at most
+// 2^16 * 2^26 * 8 bytes = 32 TiB (more than a machine has: that is an out-of-memory error).
+constexpr std::int64_t max_nbatch = 65536, max_nobs = 8192, max_ngp = 4096, max_reps = 1000000;
+constexpr std::size_t max_batch_sizes = 64;
 
-[[noreturn]] void usage(const std::string& problem) {
-  fmt::print(stderr, "seed_cholesky_grad: {}\n{}", problem, usage_text);
-  std::exit(2);
-}
-
-std::int64_t positive(const std::string& flag, const std::string& text) {
-  try {
-    std::size_t used = 0;
-    const long long v = std::stoll(text, &used);
-    if (used == text.size() && v > 0) return v;
-  } catch (const std::exception&) {
-  }
-  usage(fmt::format("{} needs a positive integer, got '{}'", flag, text));
-}
-
-Options parse(int argc, char** argv) {
+// Returns the options, or the exit status when the program should stop (after --help, or a bad
+// command line, reported on one line).
+std::variant<Options, int> parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      fmt::print("{}", usage_text);
-      std::exit(0);
-    } else if (a == "--nbatch") {
-      o.nbatch.clear();
-      std::stringstream list(value());
-      for (std::string item; std::getline(list, item, ',');) o.nbatch.push_back(positive("--nbatch", item));
-    } else if (a == "--nobs") {
-      o.nobs = positive(a, value());
-    } else if (a == "--ngp") {
-      o.ngp = positive(a, value());
-    } else if (a == "--reps") {
-      o.reps = static_cast<int>(positive(a, value()));
-    } else if (a == "--json") {
-      o.json = true;
-    } else if (a == "--pars") {
-      o.pars = value();
-    } else if (a == "--grad-out") {
-      o.grad_out = value();
-    } else if (a == "--device") {
-      const std::string name = value();
-      try {
-        o.device = vt::parse_device(name);
-      } catch (const vt::Error& e) {
-        usage(e.what());
-      }
-    } else {
-      usage("unknown argument " + a);
-    }
-  }
-  if (!o.grad_out.empty() && o.pars.empty()) usage("--grad-out needs --pars");
+  CLI::App app{"The program of JAX issue 21313: compile and run times of jit(value_and_grad(mean(vmap(func)))) per "
+               "batch size,\n  func(p) = mean(cho_solve(cho_factor(F diag(p^2) F^T + I), ones)), F the nobs x 2ngp "
+               "Fourier design matrix.",
+               "seed_cholesky_grad"};
+  cli::configure(app);
+  app.footer("The bounds keep every size in range: the largest tensor, [B, nobs, nobs] of float64,\n"
+             "is at most 32 TiB. "
+             "Asking for more memory than the machine has ends with a one-line out-of-memory error.");
+  std::string nbatch = "16,32,64,128,256,512,1024,2048", device = "cpu";
+  app.add_option("--nbatch", nbatch,
+                 fmt::format("batch sizes, comma-separated, each 1..{}, at most {} of them", max_nbatch, max_batch_sizes))
+      ->type_name("B1,B2,...")
+      ->check(cli::integer_list(1, max_nbatch, max_batch_sizes))
+      ->capture_default_str();
+  app.add_option("--nobs", o.nobs, fmt::format("observations: F has nobs rows, A is nobs x nobs (1..{})", max_nobs))
+      ->type_name("N")
+      ->transform(cli::integer(1, max_nobs))
+      ->capture_default_str();
+  app.add_option("--ngp", o.ngp, fmt::format("Fourier frequencies: F has 2 ngp columns (1..{})", max_ngp))
+      ->type_name("M")
+      ->transform(cli::integer(1, max_ngp))
+      ->capture_default_str();
+  app.add_option("--reps", o.reps, fmt::format("timed calls per batch size, the median is reported (1..{})", max_reps))
+      ->type_name("R")
+      ->transform(cli::integer(1, max_reps))
+      ->capture_default_str();
+  app.add_flag("--json", o.json, "print the results as one JSON object");
+  CLI::Option* pars = app.add_option("--pars", o.pars, "run on the parameters [B, 2 ngp] of this .npy file instead of random ones")
+                          ->type_name("FILE.npy")
+                          ->check(CLI::ExistingFile);
+  app.add_option("--grad-out", o.grad_out, "write the gradient for --pars to this .npy file")
+      ->type_name("FILE.npy")
+      ->needs(pars);
+  app.add_option("--device", device, "where the data live and the plan runs: cpu, cuda or cuda:N")
+      ->type_name("DEVICE")
+      ->check(cli::device())
+      ->capture_default_str();
+  if (const std::optional<int> status = cli::parse(app, argc, argv)) return *status;
+  std::vector<std::int64_t> sizes;
+  if (std::string problem = cli::read_int_list(nbatch, 1, max_nbatch, max_batch_sizes, sizes); !problem.empty())
+    throw vt::Error("--nbatch: " + problem);
+  o.nbatch = sizes;
+  o.device = vt::parse_device(device);
   return o;
 }
 
@@ -127,7 +126,9 @@ struct Run {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  const Options o = parse(argc, argv);
+  const std::variant<Options, int> parsed = parse(argc, argv);
+  if (const int* status = std::get_if<int>(&parsed)) return *status;
+  const Options& o = std::get<Options>(parsed);
   const vt::Tensor F = fourier_basis(o.nobs, o.ngp, o.device);
   const vt::Tensor Ft = F.t();
   const vt::Tensor ones = vt::ones({o.nobs}, vt::DType::f64, o.device);
@@ -200,7 +201,6 @@ int main(int argc, char** argv) try {
   fmt::print("one jitted callable across every batch size: {} trace(s), {} cache hit(s), {} recording(s), {} replay(s)\n",
              c.traces, c.cache_hits, c.recordings, c.replays);
   return 0;
-} catch (const vt::Error& e) {
-  fmt::print(stderr, "seed_cholesky_grad: {}\n", e.what());
-  return 1;
+} catch (...) {
+  return cli::fail_with_current_exception("seed_cholesky_grad");
 }

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# The examples' command lines (ctest examples_command_lines): every bad command line exits non-zero
+# without a crash signal (status < 128) after exactly one line on stderr, `<program>: ...`, that
+# names the flag or value at fault; the good ones, --help included, still work.
+#   cli_checks.sh DEMO SEED_CHOLESKY_GRAD GP_FOURIER [GP_CO2]   (an empty GP_CO2 skips its checks)
+set -uo pipefail
+demo=$1 seed=$2 fourier=$3 co2=${4:-}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0 checks=0
+
+complain() {
+  failures=$((failures + 1))
+  echo "FAIL: $*"
+  sed 's/^/    stderr: /' "$tmp/err" | head -5
+}
+
+# bad NEEDLE PROGRAM ARGS...: rejected, with one line on stderr that starts with the program's name
+# and contains NEEDLE (a fixed string), nothing on stdout.
+bad() {
+  local needle=$1 program=$2
+  shift 2
+  local rc=0 name
+  name=$(basename "$program")
+  checks=$((checks + 1))
+  timeout 20 "$program" "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+  local shown="$name$(printf ' %q' "$@")"
+  if [ "$rc" -eq 0 ]; then complain "$shown: accepted (status 0)"; return; fi
+  if [ "$rc" -eq 124 ]; then complain "$shown: still running after 20 s"; return; fi
+  if [ "$rc" -ge 128 ]; then complain "$shown: killed by signal $((rc - 128)) (status $rc)"; return; fi
+  local lines
+  lines=$(wc -l <"$tmp/err")
+  if [ "$lines" -ne 1 ]; then complain "$shown: $lines lines on stderr, expected one"; return; fi
+  if ! grep -q "^$name: " "$tmp/err"; then complain "$shown: stderr does not start with '$name: '"; return; fi
+  if ! grep -qF -- "$needle" "$tmp/err"; then complain "$shown: stderr does not name '$needle'"; return; fi
+  if [ -s "$tmp/out" ]; then complain "$shown: wrote to stdout"; return; fi
+}
+
+# good NEEDLE PROGRAM ARGS...: status 0 and NEEDLE (an extended regular expression) on stdout.
+good() {
+  local needle=$1 program=$2
+  shift 2
+  local rc=0 name
+  name=$(basename "$program")
+  checks=$((checks + 1))
+  timeout 30 "$program" "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+  local shown="$name$(printf ' %q' "$@")"
+  if [ "$rc" -ne 0 ]; then complain "$shown: status $rc, expected 0"; return; fi
+  if ! grep -qE -- "$needle" "$tmp/out"; then
+    complain "$shown: stdout does not match '$needle'"
+    sed 's/^/    stdout: /' "$tmp/out" | head -5
+  fi
+}
+
+# --- demo: no arguments ---
+good 'gradient = ' "$demo"
+good 'Usage: .*demo' "$demo" --help
+bad 'extra' "$demo" extra
+bad '--bogus' "$demo" --bogus
+
+# --- seed_cholesky_grad ---
+small=(--nobs 16 --ngp 3 --reps 1)
+good '"shared_cache": \{"traces": 1, "cache_hits": 3[,}]' "$seed" --nobs 16 --ngp 3 --nbatch 1,2,7,64 --reps 1 --json
+good '"nobs": 16, "ngp": 3' "$seed" --nobs 016 --ngp=3 --nbatch 2 --reps 1 --json  # decimal, not octal
+good '^ +2 ' "$seed" "${small[@]}" --nbatch 2
+good '1\.\.65536' "$seed" --help
+good '^Usage: .*seed_cholesky_grad' "$seed" -h
+bad '--reps' "$seed" "${small[@]}" --reps 4294967296 --nbatch 2
+bad '--reps' "$seed" "${small[@]}" --reps 0
+bad '--reps' "$seed" "${small[@]}" --reps 1000001
+bad '--reps' "$seed" "${small[@]}" --reps -1
+bad '--reps' "$seed" "${small[@]}" --reps 1.5
+bad '--nbatch' "$seed" "${small[@]}" --nbatch 4294967296
+bad '--nbatch' "$seed" "${small[@]}" --nbatch 99999999999999999999
+bad '--nbatch' "$seed" "${small[@]}" --nbatch 65537
+bad '--nbatch' "$seed" "${small[@]}" --nbatch ''
+bad '--nbatch' "$seed" "${small[@]}" --nbatch 16,
+bad '--nbatch' "$seed" "${small[@]}" --nbatch ,16
+bad '--nbatch' "$seed" "${small[@]}" --nbatch 16,,32
+bad '--nbatch' "$seed" "${small[@]}" --nbatch 16,abc
+bad '--nbatch' "$seed" "${small[@]}" --nbatch 0
+bad '--nbatch' "$seed" "${small[@]}" --nbatch "$(printf '1,%.0s' {1..64})1"  # 65 batch sizes
+bad '--nobs' "$seed" --nobs 16abc --ngp 3 --reps 1
+bad '--nobs' "$seed" --nobs 9223372036854775808 --ngp 3 --reps 1
+bad '--nobs' "$seed" --nobs 8193 --ngp 3 --reps 1
+bad '--nobs' "$seed" --nobs 0x10 --ngp 3 --reps 1
+bad '--nobs' "$seed" --nobs ' 16' --ngp 3 --reps 1
+bad '--nobs' "$seed" --nobs 1e3 --ngp 3 --reps 1
+bad '--nobs' "$seed" --nobs --ngp 3
+bad '--ngp' "$seed" --nobs 16 --ngp 4097 --reps 1
+bad '--ngp' "$seed" --nobs 16 --ngp 99999999999 --reps 1
+bad '--ngp' "$seed" --nobs 16 --reps 1 --ngp
+bad '--bogus' "$seed" "${small[@]}" --bogus
+bad 'extra' "$seed" "${small[@]}" extra
+bad 'extra' "$seed" "${small[@]}" -- extra
+bad '--pars' "$seed" "${small[@]}" --grad-out "$tmp/grad.npy"
+bad '--pars' "$seed" "${small[@]}" --pars "$tmp/missing.npy"
+bad '--device' "$seed" "${small[@]}" --device tpu
+printf 'not an npy file\n' >"$tmp/garbage.npy"
+bad 'garbage.npy' "$seed" "${small[@]}" --pars "$tmp/garbage.npy"  # a runtime error: one line too
+
+# --- gp_fourier ---
+good 'agree to [0-9.]+e-(1[0-9]|0[89])' "$fourier" --nobs 64 --ngp 8 --samples 4 --reps 1
+good '1\.\.65536' "$fourier" --help
+bad '--samples' "$fourier" --nobs 16 --ngp 2 --samples 99999999999
+bad '--samples' "$fourier" --nobs 16 --ngp 2 --samples 0
+bad '--samples' "$fourier" --nobs 16 --ngp 2 --samples 65537
+bad '--nobs' "$fourier" --nobs 16abc
+bad '--nobs' "$fourier" --nobs 8193
+bad '--ngp' "$fourier" --ngp ''
+bad '--ngp' "$fourier" --ngp 4097
+bad '--reps' "$fourier" --reps 4294967296
+bad '--bogus' "$fourier" --nobs 16 --ngp 2 --samples 2 --reps 1 --bogus
+bad '--nobs' "$fourier" --ngp 2 --nobs
+bad 'extra' "$fourier" --nobs 16 extra
+
+# --- gp_co2 ---
+if [ -n "$co2" ]; then
+  theta=7.604416279,3.943521672,1.941557834,4.516338972,0.3920420878,-1.247242236,1.061256502,-0.03252319171,-3.342626632,-2.103734234,-3.304978524
+  good '"lml": -115\.05163' "$co2" --eval --theta "$theta"
+  good '"lml": ' "$co2" --eval --theta "-$theta"  # a list that starts with a minus sign is a value
+  good '1\.\.256' "$co2" --help
+  bad '--theta' "$co2" --eval --theta "7.6x,${theta#*,}"
+  bad '--theta' "$co2" --eval --theta "$theta,"
+  bad '--theta' "$co2" --eval --theta ",$theta"
+  bad '--theta' "$co2" --eval --theta "${theta/,/,,}"
+  bad '--theta' "$co2" --eval --theta 1,2,3
+  bad '--theta' "$co2" --eval --theta "$theta,1"
+  bad '--theta' "$co2" --eval --theta "nan,${theta#*,}"
+  bad '--theta' "$co2" --eval --theta "1e999,${theta#*,}"
+  bad '--theta' "$co2" --eval --theta ''
+  bad '--theta' "$co2" --eval
+  bad '--starts' "$co2" --starts 1abc
+  bad '--starts' "$co2" --starts 99999999999
+  bad '--starts' "$co2" --starts 0
+  bad '--starts' "$co2" --starts 257
+  bad '--starts' "$co2" --starts ''
+  bad '--data' "$co2" --data "$tmp/missing.csv" --eval --theta "$theta"
+  printf 't,value\n1958.2,315.7\n1958.3,oops\n' >"$tmp/bad.csv"
+  bad 'bad.csv:3' "$co2" --data "$tmp/bad.csv" --eval --theta "$theta"  # a runtime error: one line too
+  bad '--device' "$co2" --device cuda:x --eval --theta "$theta"
+  bad '--bogus' "$co2" --eval --theta "$theta" --bogus
+  bad 'extra' "$co2" --json extra
+fi
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures of $checks command-line checks failed"
+  exit 1
+fi
+echo "command lines ok ($checks checks)"
