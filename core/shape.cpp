@@ -6,7 +6,12 @@
 
 namespace vt {
 
+// A zero dimension makes a shape empty even where its other dimensions' product would overflow
+// ([2^62, 3, 0] holds nothing), so zeros are looked for before anything is multiplied.
+bool has_zero(const Shape& shape) { return std::find(shape.begin(), shape.end(), 0) != shape.end(); }
+
 std::int64_t numel(const Shape& shape) {
+  if (has_zero(shape)) return 0;
   std::int64_t n = 1;
   for (auto d : shape) n *= d;
   return n;
@@ -29,10 +34,10 @@ std::int64_t checked_add(std::int64_t a, std::int64_t b, std::string_view op, st
 std::int64_t checked_numel(const Shape& shape, std::string_view op, std::size_t item_bytes, std::int64_t copies) {
   std::int64_t n = 1;
   bool overflow = copies < 0;
-  for (auto d : shape) {
+  for (auto d : shape)
     if (d < 0) fail("{}: negative dimension in shape {}", op, to_string(shape));
-    overflow |= __builtin_mul_overflow(n, d, &n);
-  }
+  if (has_zero(shape)) return 0;
+  for (auto d : shape) overflow |= __builtin_mul_overflow(n, d, &n);
   std::int64_t total;
   overflow |= __builtin_mul_overflow(n, copies, &total);
   overflow |= __builtin_mul_overflow(total, static_cast<std::int64_t>(item_bytes), &total);
@@ -49,7 +54,8 @@ Shape contiguous_strides(const Shape& shape) {
   std::int64_t s = 1;
   for (std::size_t i = shape.size(); i-- > 0;) {
     strides[i] = s;
-    s *= shape[i];
+    // Only an empty shape's suffix products can overflow; its strides address nothing.
+    if (__builtin_mul_overflow(s, shape[i], &s)) s = 0;
   }
   return strides;
 }

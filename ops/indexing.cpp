@@ -15,7 +15,7 @@ namespace {
 View window(View v, std::size_t axis, std::int64_t start, std::int64_t count, std::int64_t step) {
   v.data = static_cast<char*>(v.data) + start * v.strides[axis] * static_cast<std::int64_t>(size_of(v.dtype));
   v.shape[axis] = count;
-  v.strides[axis] *= step;
+  if (count > 1) v.strides[axis] *= step;  // in range: step * (count - 1) < the axis length (a huge step takes one element)
   return v;
 }
 

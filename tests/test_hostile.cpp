@@ -173,6 +173,9 @@ TEST_CASE("slices with huge stops and steps take the right elements and differen
   require_close(slice(x, 0, 1, INT64_MAX, 2), {2.0, 4.0});
   require_close(slice(x, 0, INT64_MIN, INT64_MAX), {1, 2, 3, 4, 5});
   CHECK(slice(x, 0, 4, 1).shape() == Shape{0});
+  // An axis with a stride above 1: the window's stride times a huge step must not be formed.
+  const Tensor m = reshape(arange(0, 10), {5, 2});
+  require_close(slice(m, 0, 1, INT64_MAX, INT64_MAX / 2 + 7), {2.0, 3.0});
   require_close(grad([](const Tensor& v) { return sum(slice(v, 0, 1, INT64_MAX, INT64_MAX / 2 + 7) * 3.0); })(x),
                 {0, 3, 0, 0, 0});
   require_close(grad([](const Tensor& v) { return sum(slice(v, 0, 0, INT64_MAX, 3)); })(x), {1, 0, 0, 1, 0});
@@ -399,4 +402,14 @@ TEST_CASE("empty tensors with huge dimensions stay cheap", "[hostile][indexing]"
   CHECK(triu(z).shape() == z.shape());
   CHECK(sum(z).item() == 0.0);
   CHECK(reshape(z, {0, std::int64_t{1} << 62}).shape() == Shape{0, std::int64_t{1} << 62});
+  // Batched, and with dimensions whose product alone would overflow: still empty, still cheap.
+  const Tensor big = full({std::int64_t{1} << 62, 3, 0}, 1.0);
+  CHECK(big.numel() == 0);
+  // A per-example shape must fit on its own, whatever B (jit plans memory per example): with
+  // B = 0 the tensor is empty, but examples of [2^62, 3] float64 could never exist.
+  CHECK_THAT(outcome_of([&] { vmap([](const Tensor& a) { return exp(a); })(reshape(big, {0, std::int64_t{1} << 62, 3})); }),
+             Catch::StartsWith("vt::Error: exp") && Catch::Contains("too large"));
+  const Tensor batched = as_batch(full({3, std::int64_t{1} << 62, 0}, 2.0));
+  CHECK((batched * 2.0).to_vector<double>().empty());
+  CHECK(transpose(big).shape() == Shape{0, 3, std::int64_t{1} << 62});
 }
