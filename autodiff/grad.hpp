@@ -43,7 +43,8 @@ struct TransformScope {
 bool differentiating();
 // While jit traces, the transforms around the call do not reach into the trace: the trace starts
 // from no open transform, so a plan (the Cholesky adjoint's form, say, which depends on whether a
-// backward pass is itself differentiated) is the same wherever it was first traced.
+// backward pass is itself differentiated) is the same wherever it was first traced. (A jitted call
+// inside a transform runs op by op and never traces; `compile` may trace there.)
 struct IsolatedTrace {
   IsolatedTrace();
   ~IsolatedTrace();

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include "../core/graph.hpp"
@@ -15,7 +16,9 @@ namespace vt::detail {
 namespace {
 
 constexpr std::int64_t alignment = 64;
-std::int64_t aligned(std::int64_t bytes) { return (bytes + alignment - 1) / alignment * alignment; }
+std::int64_t aligned(std::int64_t bytes) {
+  return checked_add(bytes, alignment - 1, "jit", "a buffer's size") / alignment * alignment;
+}
 
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -233,7 +236,7 @@ class Arena {
       return at;
     }
     const std::int64_t at = top_;
-    top_ += bytes;
+    top_ = checked_add(top_, bytes, "jit", "the plan's memory");
     return at;
   }
   void release(std::int64_t at, std::int64_t bytes) {
@@ -605,12 +608,33 @@ bool tracing() { return active_traces > 0; }
 std::shared_ptr<const CacheEntry> JitCache::get(const std::vector<Tensor>& inputs, const Tracer& trace,
                                                 bool count_call) {
   const std::string key = key_of(inputs);
-  std::lock_guard lock(mutex_);
-  if (count_call) ++counters_.calls;
-  if (auto it = entries_.find(key); it != entries_.end()) {
+  auto cached = [&]() -> std::shared_ptr<const CacheEntry> {  // with mutex_ held
+    const auto it = entries_.find(key);
+    if (it == entries_.end()) return nullptr;
     if (count_call) ++counters_.cache_hits;
     return it->second;
+  };
+  {
+    std::lock_guard lock(mutex_);
+    if (count_call) ++counters_.calls;
+    if (auto hit = cached()) return hit;
+    if (tracer_ == std::this_thread::get_id())
+      fail("jit: the function asks for a plan of its own (compile) while it is being traced");
   }
+  // Traces run one at a time, without the cache's lock: the function may read the counters.
+  std::lock_guard one_trace(trace_mutex_);
+  {
+    std::lock_guard lock(mutex_);
+    if (auto hit = cached()) return hit;  // another thread traced it meanwhile
+    tracer_ = std::this_thread::get_id();
+  }
+  struct Traced_by {
+    JitCache& cache;
+    ~Traced_by() {
+      std::lock_guard lock(cache.mutex_);
+      cache.tracer_ = {};
+    }
+  } traced_by{*this};
   std::vector<Tensor> symbolic;
   for (const Tensor& t : inputs) symbolic.push_back(symbolic_like(t));
   const auto t0 = std::chrono::steady_clock::now();
@@ -627,6 +651,9 @@ std::shared_ptr<const CacheEntry> JitCache::get(const std::vector<Tensor>& input
   auto entry = std::make_shared<CacheEntry>();
   entry->plan = build_plan(symbolic, traced, entry->summary);
   entry->skeleton = traced.skeleton;
+  for (const PlanValue& v : entry->plan->values)
+    entry->runs_eagerly |= v.kind == PlanValue::Kind::constant && v.constant.impl().tracked;
+  std::lock_guard lock(mutex_);
   ++counters_.traces;
   counters_.trace_ms += trace_ms;
   counters_.plan_ms += ms_since(t1);

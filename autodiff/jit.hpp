@@ -17,12 +17,16 @@
 // cho_solve; exact in real arithmetic, so results may differ from eager by rounding, and an Inf
 // or overflow inside such a chain may come out as NaN instead of Inf) and dead-code elimination, in execution order, with a memory plan computed once in
 // per-example units: a batched buffer's offset is its per-example offset times B, so a call
-// allocates one arena whatever B is. Calls may run concurrently; tracing is serialised.
+// allocates one arena whatever B is. Calls may run concurrently; tracing is serialised (the
+// cache's counters stay readable meanwhile; a function asking for its own plan while it is being
+// traced raises).
 //
 // Composition: a jitted function called while another traces is inlined into that trace (so jitted
 // pieces compose, and a jitted function may call itself, its recursion ending on static shapes).
-// Inside grad or vjp it runs op by op, recorded for the gradient, like an ordinary function; for
-// speed, put jit outside: jit(grad(f)).
+// Inside grad or vjp it runs op by op, recorded for the gradient, like an ordinary function, and
+// with the tensors it captures as they are at that call (a plan has their values at its trace);
+// for speed, put jit outside: jit(grad(f)). grad's watch is per thread: a plan traced on another
+// thread that captures a tracked tensor is not used either (the function runs op by op).
 #include <any>
 #include <array>
 #include <functional>
@@ -30,6 +34,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "grad.hpp"
@@ -72,6 +77,9 @@ struct CacheEntry {
   std::shared_ptr<const Plan> plan;
   std::any skeleton;
   PlanSummary summary;
+  // The trace captured a tensor that a transform tracks (a grad on another thread, a vjp's output):
+  // calls run the function op by op so that its gradient is recorded, never a plan constant's zero.
+  bool runs_eagerly = false;
 };
 
 class JitCache {
@@ -81,9 +89,11 @@ class JitCache {
   JitCounters counters() const;
 
  private:
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;  // entries_, counters_ and tracer_; never held while tracing
+  std::mutex trace_mutex_;    // one trace at a time
   std::map<std::string, std::shared_ptr<const CacheEntry>> entries_;
   JitCounters counters_;
+  std::thread::id tracer_;    // the thread tracing now, if any
 };
 
 std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs);
@@ -111,6 +121,7 @@ class Jitted {
     for (const Tensor& t : in)
       if (t.defined() && t.impl().tracked) return f_(args...);
     const auto entry = lookup<R, sizeof...(Args)>(in, true);
+    if (entry->runs_eagerly) return f_(args...);
     return detail::rebuild(detail::run_plan(*entry->plan, in), std::any_cast<const R&>(entry->skeleton));
   }
 

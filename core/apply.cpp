@@ -55,6 +55,9 @@ View physical(const Value& v, std::int64_t batch, bool lead) {
 
 void run_forward(const OpDef& op, const Attrs& attrs, const std::vector<Value>& in, const Value& out,
                  std::int64_t batch, Backend& backend) {
+  // Nothing to compute: kernels never see an empty output, whose other dimensions may be huge
+  // (a stack of 0 matrices of 2^32 x 2^32 has n * n overflow in any kernel's arithmetic).
+  if (numel(out.shape) == 0 || (out.batched && batch == 0)) return;
   bool batched = false;
   for (const Value& v : in) batched |= v.batched;
   std::vector<View> views;

@@ -1,15 +1,31 @@
 #include "npy.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <fstream>
-#include <regex>
+#include <string_view>
 
 namespace vt {
 
 namespace {
 constexpr char magic[] = "\x93NUMPY";
+
+// numpy's own limit on a header it will read (max_header_size): far more than any float array's.
+constexpr std::uint32_t max_header = 10000;
+
+// The text after `'key':` in a .npy header (a Python dict literal), spaces skipped; empty when the
+// key is absent. Plain string search: no regex, whose recursion a hostile header could overflow.
+std::string_view value_of(std::string_view header, std::string_view key) {
+  const std::string quoted = "'" + std::string(key) + "'";
+  std::size_t at = header.find(quoted);
+  if (at == std::string_view::npos) return {};
+  at = header.find_first_not_of(" ", at + quoted.size());
+  if (at == std::string_view::npos || header[at] != ':') return {};
+  at = header.find_first_not_of(" ", at + 1);
+  return at == std::string_view::npos ? std::string_view() : header.substr(at);
 }
+}  // namespace
 
 Tensor load_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -29,45 +45,57 @@ Tensor load_npy(const std::string& path) {
   } else {
     fail("load_npy: '{}' has unsupported format version {}", path, major);
   }
-  if (header_len > (1u << 20)) fail("load_npy: '{}' has a header of {} bytes; a .npy header is small", path, header_len);
+  if (header_len > max_header)
+    fail("load_npy: '{}' has a header of {} bytes, more than numpy writes for an array ({})", path, header_len,
+         max_header);
   std::string header(header_len, '\0');
   if (!in.read(header.data(), header_len)) fail("load_npy: '{}' has a truncated header", path);
 
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']*)')")))
+  const std::string_view descr_field = value_of(header, "descr");
+  const std::size_t descr_end = descr_field.size() > 1 ? descr_field.find('\'', 1) : std::string_view::npos;
+  if (descr_field.empty() || descr_field[0] != '\'' || descr_end == std::string_view::npos)
     fail("load_npy: '{}' has no dtype in its header", path);
-  const std::string descr = m[1];
+  const std::string descr(descr_field.substr(1, descr_end - 1));
   DType dtype;
   if (descr == "<f8") dtype = DType::f64;
   else if (descr == "<f4") dtype = DType::f32;
   else fail("load_npy: '{}' holds dtype '{}'; vtape reads float32 ('<f4') and float64 ('<f8')", path, descr);
-  if (std::regex_search(header, std::regex(R"('fortran_order'\s*:\s*True)")))
+  if (value_of(header, "fortran_order").substr(0, 4) == "True")
     fail("load_npy: '{}' is in Fortran order; save it in C order (np.ascontiguousarray)", path);
-  if (!std::regex_search(header, m, std::regex(R"('shape'\s*:\s*\(([^)]*)\))")))
+  const std::string_view shape_field = value_of(header, "shape");
+  const std::size_t close = shape_field.find(')');
+  if (shape_field.empty() || shape_field[0] != '(' || close == std::string_view::npos)
     fail("load_npy: '{}' has no shape in its header", path);
+  const std::string_view dims = shape_field.substr(1, close - 1);  // "3, 4" or "3," or ""
   Shape shape;
-  const std::string dims = m[1];
-  const std::regex number(R"(\d+)");
-  for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it) {
-    const std::string digits = it->str();
+  for (std::size_t at = 0; at < dims.size();) {
+    const std::size_t comma = std::min(dims.find(',', at), dims.size());
+    std::string_view item = dims.substr(at, comma - at);
+    item.remove_prefix(std::min(item.find_first_not_of(' '), item.size()));
+    item.remove_suffix(item.size() - std::min(item.find_last_not_of(' ') + 1, item.size()));
+    at = comma + 1;
+    if (item.empty() && comma == dims.size()) break;  // after a trailing comma
     std::int64_t d = 0;
-    const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), d);
-    if (ec != std::errc() || ptr != digits.data() + digits.size())
-      fail("load_npy: '{}' has a dimension {} out of range in its shape ({})", path, digits, dims);
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), d);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || d < 0)
+      fail("load_npy: '{}' has a dimension '{}' out of range in its shape ({})", path, item, dims);
     shape.push_back(d);
   }
   // The file must hold the data before it is allocated: a corrupt shape must not ask for terabytes.
   const std::int64_t bytes = checked_numel(shape, "load_npy", size_of(dtype)) * static_cast<std::int64_t>(size_of(dtype));
+  // (A stream that cannot seek, a pipe, is read as it comes: a short one fails the read instead.)
   const std::streamoff data_start = in.tellg();
-  in.seekg(0, std::ios::end);
-  const std::streamoff available = in.tellg() - data_start;
-  in.seekg(data_start);
-  if (available < bytes)
-    fail("load_npy: '{}' holds {} bytes of data, fewer than its shape {} needs ({})", path, available, to_string(shape),
-         bytes);
+  if (data_start >= 0 && in.seekg(0, std::ios::end)) {
+    const std::streamoff available = in.tellg() - data_start;
+    in.seekg(data_start);
+    if (available < bytes)
+      fail("load_npy: '{}' holds {} bytes of data, fewer than its shape {} needs ({})", path, available,
+           to_string(shape), bytes);
+  }
+  in.clear();
   Tensor t = Tensor::empty(shape, dtype);
   if (!in.read(static_cast<char*>(const_cast<void*>(t.raw_data())), static_cast<std::streamsize>(bytes)))
-    fail("load_npy: reading '{}' failed", path);
+    fail("load_npy: '{}' holds fewer values than its shape {} needs", path, to_string(shape));
   return t;
 }
 

@@ -73,7 +73,7 @@ const OpDef concatenate_op{"concatenate",
                                if (other != s)
                                  fail("concatenate: shapes {} and {} differ outside axis {}", to_string(in[0].shape),
                                       to_string(in[i].shape), axis);
-                               s[axis] += in[i].shape[axis];
+                               s[axis] = checked_add(s[axis], in[i].shape[axis], "concatenate", "the joined axis");
                              }
                              return TypeInfo{in[0].dtype, s};
                            },

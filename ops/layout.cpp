@@ -68,10 +68,13 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
       infer = static_cast<int>(i);
     } else if (target[i] < 0) {
       fail("reshape: negative dimension in {}", to_string(shape));
-    } else {
-      known = checked_mul(known, target[i], "reshape", fmt::format("the size of shape {}", to_string(shape)));
     }
   }
+  // The known dimensions' product; a zero among them makes it 0 whatever the others ([2^62, 4, 0]).
+  Shape known_dims;
+  for (auto d : target)
+    if (d != -1) known_dims.push_back(d);
+  known = checked_numel(known_dims, "reshape");
   if (infer >= 0) {
     if (known == 0 || x.numel() % known != 0)
       fail("reshape: cannot reshape {} into {}", to_string(x.shape()), to_string(shape));

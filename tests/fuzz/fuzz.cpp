@@ -207,12 +207,17 @@ struct Gen {
   }
   DType rdt() { return smooth() ? DType::f64 : (g.chance(0.3) ? DType::f32 : DType::f64); }
 
-  // A usable register satisfying pred, or -1.
+  // A usable register satisfying pred, or -1. Registers with a huge dimension (empty tensors such
+  // as ones({2^62, 0})) are not reused: constants shaped after them could not be generated.
   template <class P>
   int reg(P pred) {
     std::vector<int> ok;
-    for (std::size_t k = 0; k < R.size(); ++k)
-      if (info[k].usable && R[k].defined() && pred(R[k], info[k])) ok.push_back(static_cast<int>(k));
+    for (std::size_t k = 0; k < R.size(); ++k) {
+      if (!info[k].usable || !R[k].defined()) continue;
+      const Shape& s = R[k].shape();
+      if (std::any_of(s.begin(), s.end(), [](std::int64_t d) { return d > 4096; })) continue;
+      if (pred(R[k], info[k])) ok.push_back(static_cast<int>(k));
+    }
     return ok.empty() ? -1 : g.pick(ok);
   }
   int any() { return reg([](const Tensor&, const RegInfo&) { return true; }); }
