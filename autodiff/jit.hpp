@@ -12,14 +12,13 @@
 // the values they had when it was traced.
 //
 // Ops whose inputs are all constants run once, while tracing. The plan is the traced graph after
-// common-subexpression elimination, matmul
-// reassociation ((P Q) Y -> P (Q Y) when Q's inner size is small, the low-rank cotangents of
-// cho_solve; exact in real arithmetic, so results may differ from eager by rounding, and an Inf
-// or overflow inside such a chain may come out as NaN instead of Inf) and dead-code elimination, in execution order, with a memory plan computed once in
-// per-example units: a batched buffer's offset is its per-example offset times B, so a call
-// allocates one arena whatever B is. Calls may run concurrently; tracing is serialised (the
-// cache's counters stay readable meanwhile; a function asking for its own plan while it is being
-// traced raises).
+// common-subexpression elimination, matmul reassociation ((P Q) Y -> P (Q Y) when Q's inner size
+// is small, the low-rank cotangents of cho_solve; exact in real arithmetic, so results may differ
+// from eager by rounding, and an Inf or overflow inside such a chain may come out as NaN) and
+// dead-code elimination, in execution order, with a memory plan computed once in per-example
+// units: a batched buffer's offset is its per-example offset times B, so a call allocates one
+// arena whatever B is. Calls may run concurrently; tracing is serialised (the cache's counters
+// stay readable meanwhile; a function asking for its own plan while it is being traced raises).
 //
 // Composition: a jitted function called while another traces is inlined into that trace (so jitted
 // pieces compose, and a jitted function may call itself, its recursion ending on static shapes).
