@@ -628,13 +628,13 @@ std::shared_ptr<const CacheEntry> JitCache::get(const std::vector<Tensor>& input
     if (auto hit = cached()) return hit;  // another thread traced it meanwhile
     tracer_ = std::this_thread::get_id();
   }
-  struct Traced_by {
+  struct ClearTracer {  // also when the trace throws
     JitCache& cache;
-    ~Traced_by() {
+    ~ClearTracer() {
       std::lock_guard lock(cache.mutex_);
       cache.tracer_ = {};
     }
-  } traced_by{*this};
+  } clear_tracer{*this};
   std::vector<Tensor> symbolic;
   for (const Tensor& t : inputs) symbolic.push_back(symbolic_like(t));
   const auto t0 = std::chrono::steady_clock::now();

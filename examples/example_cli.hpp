@@ -111,6 +111,16 @@ inline CLI::Validator integer(std::int64_t lo, std::int64_t hi) {
       "");
 }
 
+// An integer option in [lo, hi] named `type` in the help, whose text ends with the bounds.
+template <class T>
+CLI::Option* add_integer(CLI::App& app, const std::string& flag, T& value, std::int64_t lo, std::int64_t hi,
+                         const std::string& type, const std::string& help) {
+  return app.add_option(flag, value, fmt::format("{} ({}..{})", help, lo, hi))
+      ->type_name(type)
+      ->transform(integer(lo, hi))
+      ->capture_default_str();
+}
+
 // A comma-separated list of 1..max_items integers in [lo, hi].
 inline std::string read_int_list(std::string_view text, std::int64_t lo, std::int64_t hi, std::size_t max_items,
                                  std::vector<std::int64_t>& out) {

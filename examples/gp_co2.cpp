@@ -115,10 +115,7 @@ int main(int argc, char** argv) try {
       ->type_name("PATH")
       ->check(CLI::ExistingFile)
       ->capture_default_str();
-  app.add_option("--starts", starts, fmt::format("L-BFGS-B starts run in lockstep, one batch a round (1..{})", max_starts))
-      ->type_name("K")
-      ->transform(cli::integer(1, max_starts))
-      ->capture_default_str();
+  cli::add_integer(app, "--starts", starts, 1, max_starts, "K", "L-BFGS-B starts run in lockstep, one batch a round");
   app.add_flag("--json", json, "print the fit as one JSON object");
   CLI::Option* theta_option =
       app.add_option("--theta", theta_text,

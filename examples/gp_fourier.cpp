@@ -33,22 +33,10 @@ int main(int argc, char** argv) try {
   app.footer("The bounds keep every size in range: the largest tensor, [samples, nobs, nobs] of float64,\n"
              "is at most 32 TiB. "
              "Asking for more memory than the machine has ends with a one-line out-of-memory error.");
-  app.add_option("--nobs", nobs, fmt::format("observations: the direct form factors nobs x nobs matrices (1..{})", max_nobs))
-      ->type_name("N")
-      ->transform(cli::integer(1, max_nobs))
-      ->capture_default_str();
-  app.add_option("--ngp", ngp, fmt::format("Fourier frequencies: 2 ngp basis columns (1..{})", max_ngp))
-      ->type_name("M")
-      ->transform(cli::integer(1, max_ngp))
-      ->capture_default_str();
-  app.add_option("--samples", samples, fmt::format("parameter samples, the batch (1..{})", max_samples))
-      ->type_name("K")
-      ->transform(cli::integer(1, max_samples))
-      ->capture_default_str();
-  app.add_option("--reps", reps, fmt::format("timed calls of each form, the median is reported (1..{})", max_reps))
-      ->type_name("R")
-      ->transform(cli::integer(1, max_reps))
-      ->capture_default_str();
+  cli::add_integer(app, "--nobs", nobs, 1, max_nobs, "N", "observations: the direct form factors nobs x nobs matrices");
+  cli::add_integer(app, "--ngp", ngp, 1, max_ngp, "M", "Fourier frequencies: 2 ngp basis columns");
+  cli::add_integer(app, "--samples", samples, 1, max_samples, "K", "parameter samples, the batch");
+  cli::add_integer(app, "--reps", reps, 1, max_reps, "R", "timed calls of each form, the median is reported");
   if (const std::optional<int> status = cli::parse(app, argc, argv)) return *status;
 
   const gpf::Problem p = gpf::synthetic(nobs, ngp, 20261130);

@@ -60,18 +60,9 @@ std::variant<Options, int> parse(int argc, char** argv) {
       ->type_name("B1,B2,...")
       ->check(cli::integer_list(1, max_nbatch, max_batch_sizes))
       ->capture_default_str();
-  app.add_option("--nobs", o.nobs, fmt::format("observations: F has nobs rows, A is nobs x nobs (1..{})", max_nobs))
-      ->type_name("N")
-      ->transform(cli::integer(1, max_nobs))
-      ->capture_default_str();
-  app.add_option("--ngp", o.ngp, fmt::format("Fourier frequencies: F has 2 ngp columns (1..{})", max_ngp))
-      ->type_name("M")
-      ->transform(cli::integer(1, max_ngp))
-      ->capture_default_str();
-  app.add_option("--reps", o.reps, fmt::format("timed calls per batch size, the median is reported (1..{})", max_reps))
-      ->type_name("R")
-      ->transform(cli::integer(1, max_reps))
-      ->capture_default_str();
+  cli::add_integer(app, "--nobs", o.nobs, 1, max_nobs, "N", "observations: F has nobs rows, A is nobs x nobs");
+  cli::add_integer(app, "--ngp", o.ngp, 1, max_ngp, "M", "Fourier frequencies: F has 2 ngp columns");
+  cli::add_integer(app, "--reps", o.reps, 1, max_reps, "R", "timed calls per batch size, the median is reported");
   app.add_flag("--json", o.json, "print the results as one JSON object");
   CLI::Option* pars = app.add_option("--pars", o.pars, "run on the parameters [B, 2 ngp] of this .npy file instead of random ones")
                           ->type_name("FILE.npy")
