@@ -5,6 +5,7 @@
 
 #include "../core/graph.hpp"
 #include "../ops/batch.hpp"
+#include "../ops/creation.hpp"
 #include "../ops/elementwise.hpp"
 #include "../ops/reduce.hpp"
 
@@ -12,17 +13,14 @@ namespace vt {
 
 namespace {
 
-const OpDef identity_op{"identity",
-                        [](const std::vector<TypeInfo>& in, const Attrs&) { return in[0]; },
-                        nullptr,
-                        [](const Node&, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+// watch's op: the variable is its input's alias, its cotangent passes through.
+const OpDef identity_op{.name = "identity",
+                        .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return in[0]; },
+                        .forward = nullptr,
+                        .adjoint = [](const Node&, const Tensor&, const Tensor& g, const AdjointContext&) {
                           return std::vector<Tensor>{g};
                         },
-                        false, /*aliases_input=*/true};
-
-const OpDef stop_gradient_op{"stop_gradient",
-                             [](const std::vector<TypeInfo>& in, const Attrs&) { return in[0]; },
-                             nullptr, nullptr, false, /*aliases_input=*/true};
+                        .aliases_input = true};
 
 // Tracked tensors reachable from `outputs`, inputs before the tensors computed from them.
 std::vector<Tensor> topological_order(const std::vector<Tensor>& outputs) {
@@ -46,8 +44,6 @@ std::vector<Tensor> topological_order(const std::vector<Tensor>& outputs) {
   return order;
 }
 
-thread_local bool differentiable_sweep = true;
-
 thread_local int open_transforms = 0;
 
 // A cotangent batched like its primal. A batched primal whose cotangent is the same for every
@@ -64,11 +60,6 @@ Tensor match_batching(const Tensor& g, const Tensor& primal, bool per_example_ou
 
 std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
                              const std::vector<Tensor>& wrt, bool differentiable) {
-  struct Mode {  // restored on exit, also when an adjoint throws
-    bool saved = differentiable_sweep;
-    ~Mode() { differentiable_sweep = saved; }
-  } mode;
-  differentiable_sweep = differentiable;
   PerExampleScope per_example;  // adjoints are per example, like the ops they differentiate
   bool per_example_outputs = false;
   for (const Tensor& o : outputs) per_example_outputs |= o.is_batched();
@@ -109,12 +100,13 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
     const auto found = cot.find(t.impl_ptr().get());
     if (found == cot.end() || !t.impl().node || !relevant.count(t.impl_ptr().get())) continue;
     const Node& node = *t.impl().node;
-    std::vector<bool> needs(node.inputs.size());
-    for (std::size_t i = 0; i < needs.size(); ++i) needs[i] = relevant.count(node.inputs[i].impl_ptr().get()) > 0;
+    AdjointContext context{.needs = std::vector<bool>(node.inputs.size()), .differentiated = differentiable};
+    for (std::size_t i = 0; i < node.inputs.size(); ++i)
+      context.needs[i] = relevant.count(node.inputs[i].impl_ptr().get()) > 0;
     if (OpCounter* counter = OpCounter::active()) ++counter->adjoints[std::string(node.op->name)];
-    const std::vector<Tensor> grads = node.op->adjoint(node, t, found->second, needs);
+    const std::vector<Tensor> grads = node.op->adjoint(node, t, found->second, context);
     for (std::size_t i = 0; i < grads.size(); ++i) {
-      if (!needs[i] || !grads[i].defined()) continue;
+      if (!context.needs[i] || !grads[i].defined()) continue;
       if (grads[i].shape() != node.inputs[i].shape())
         fail("{}: internal error, adjoint gives shape {} for input {} of shape {}", node.op->name,
              to_string(grads[i].shape()), i, to_string(node.inputs[i].shape()));
@@ -131,25 +123,12 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
   return result;
 }
 
-Tensor stop_gradient(const Tensor& x) {
-  if (!x.impl().tracked && !x.is_symbolic()) return x;
-  return apply(stop_gradient_op, {x});
-}
-
 namespace detail {
-
-bool backward_is_differentiable() { return differentiable_sweep; }
 
 bool differentiating() { return open_transforms > 0; }
 
-IsolatedTrace::IsolatedTrace() : open_transforms_(open_transforms), differentiable_sweep_(differentiable_sweep) {
-  open_transforms = 0;
-  differentiable_sweep = true;
-}
-IsolatedTrace::~IsolatedTrace() {
-  open_transforms = open_transforms_;
-  differentiable_sweep = differentiable_sweep_;
-}
+IsolatedTrace::IsolatedTrace() : open_transforms_(open_transforms) { open_transforms = 0; }
+IsolatedTrace::~IsolatedTrace() { open_transforms = open_transforms_; }
 
 TransformScope::TransformScope() : nested(open_transforms > 0) { ++open_transforms; }
 TransformScope::~TransformScope() { --open_transforms; }

@@ -1,5 +1,5 @@
 #pragma once
-// Reverse mode over the recorded graph: grad, value_and_grad, vjp, stop_gradient.
+// Reverse mode over the recorded graph: grad, value_and_grad, vjp (and stop_gradient, from ops/).
 //
 // The transforms take a C++ callable of tensors and return another callable. Arguments are
 // marked as variables, the function runs (recording the ops that depend on them), and the reverse
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../core/tensor.hpp"
+#include "../ops/stop_gradient.hpp"
 
 namespace vt {
 
@@ -23,12 +24,7 @@ namespace vt {
 std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
                              const std::vector<Tensor>& wrt, bool differentiable = true);
 
-// x with the gradient cut: it behaves as a constant for every enclosing transform.
-Tensor stop_gradient(const Tensor& x);
-
 namespace detail {
-// True inside a reverse sweep whose result an outer transform differentiates.
-bool backward_is_differentiable();
 // Marks a differentiating transform (grad, vjp) as running on this thread. `nested`: another one
 // was already running, so it may differentiate this one's results through captured variables.
 struct TransformScope {
@@ -53,7 +49,6 @@ struct IsolatedTrace {
 
  private:
   int open_transforms_;
-  bool differentiable_sweep_;
 };
 // x marked as a variable of a new transform (connected to x's own history when an outer
 // transform watches x).

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "../core/graph.hpp"
+#include "../ops/matmul.hpp"
 
 namespace vt::detail {
 
@@ -154,7 +155,7 @@ std::vector<int> reader_counts(const Plan& plan) {
 
 // ---------------------------------------------------------------- passes
 bool is_plain_matmul(const Plan& plan, const PlanStep& s) {
-  if (s.op->name != "matmul") return false;
+  if (s.op != &matmul_op) return false;
   for (int v : s.in)
     if (plan.values[static_cast<std::size_t>(v)].shape.size() != 2) return false;
   return true;
@@ -185,12 +186,12 @@ void reassociate_matmuls(Plan& plan) {
       if (after * 2 > before) continue;
       // The new inner product, then the outer one in its place.
       std::vector<int> first = side == 0 ? std::vector<int>{m1.in[1], other} : std::vector<int>{other, m1.in[0]};
-      std::vector<Value> types;
+      std::vector<Operand> types;
       for (int v : first) {
         const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
         types.push_back({pv.dtype, pv.shape, pv.batched, nullptr});
       }
-      const Value t = infer_output(*s.op, types, {});
+      const Operand t = infer_output(*s.op, types, {});
       plan.values.emplace_back(PlanValue::Kind::computed, t.dtype, t.shape, t.batched);
       const int tid = static_cast<int>(plan.values.size()) - 1;
       plan.values.back().producer = static_cast<int>(steps.size());
@@ -378,7 +379,7 @@ Placement place(const Plan& plan, std::int64_t batch, ArgumentData argument) {
 }
 
 void run_steps(const Plan& plan, const std::vector<void*>& data, std::int64_t batch, Backend& be) {
-  std::vector<Value> in;
+  std::vector<Operand> in;
   for (const PlanStep& s : plan.steps) {
     if (s.op->aliases_input) continue;
     in.clear();
@@ -387,8 +388,8 @@ void run_steps(const Plan& plan, const std::vector<void*>& data, std::int64_t ba
       in.push_back({pv.dtype, pv.shape, pv.batched, data[static_cast<std::size_t>(v)]});
     }
     const PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
-    run_forward(*s.op, s.attrs, in, {out.dtype, out.shape, out.batched, data[static_cast<std::size_t>(s.out)]}, batch,
-                be);
+    const Operand o{out.dtype, out.shape, out.batched, data[static_cast<std::size_t>(s.out)]};
+    run_kernel(*s.op, s.attrs, kernel_views(in, o, batch), batch, be);
   }
 }
 

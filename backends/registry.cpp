@@ -1,12 +1,11 @@
 #include <array>
 #include <atomic>
-#include <charconv>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 
 #include "../core/error.hpp"
-#include "backend.hpp"
+#include "../core/backend.hpp"
 #include "cpu/cpu_backend.hpp"
 
 #ifdef VTAPE_WITH_CUDA
@@ -82,19 +81,6 @@ int cuda_device_count() {
 #else
   return 0;
 #endif
-}
-
-Device parse_device(std::string_view text) {
-  if (text == "cpu") return Device::cpu();
-  if (text == "cuda") return Device::cuda(0);
-  if (text.starts_with("cuda:")) {
-    const std::string_view digits = text.substr(5);
-    int index = -1;
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
-    if (ec == std::errc() && end == digits.data() + digits.size() && index >= 0 && !digits.empty())
-      return Device::cuda(index);
-  }
-  fail("parse_device: '{}' is not a device (expected cpu, cuda or cuda:N)", text);
 }
 
 void register_backend(Device device, Backend* backend) {

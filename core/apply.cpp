@@ -25,8 +25,8 @@ int OpCounter::adjoint(std::string_view op) const {
   return it == adjoints.end() ? 0 : it->second;
 }
 
-Value infer_output(const OpDef& op, const std::vector<Value>& in, const Attrs& attrs) {
-  std::vector<TypeInfo> types;
+Operand infer_output(const OpDef& op, const std::vector<Operand>& in, const Attrs& attrs) {
+  std::vector<ExampleType> types;
   types.reserve(in.size());
   bool batched = false;
   for (std::size_t i = 0; i < in.size(); ++i) {
@@ -35,15 +35,15 @@ Value infer_output(const OpDef& op, const std::vector<Value>& in, const Attrs& a
     batched |= in[i].batched;
     types.push_back({in[i].dtype, in[i].shape});
   }
-  TypeInfo type = op.infer(types, attrs);
+  ExampleType type = op.infer(types, attrs);
   (void)checked_numel(type.shape, op.name, size_of(type.dtype));  // no negative or overflowing shape leaves a rule
   return {type.dtype, std::move(type.shape), batched && !op.reduces_batch, nullptr};
 }
 
 namespace {
-// The physical view of a value: [B, ...shape] when batched; an unbatched input of a batched op
-// gets a leading axis of stride 0, broadcasting it across the batch without a copy.
-View physical(const Value& v, std::int64_t batch, bool lead) {
+// The physical view of an operand: [B, ...shape] when `lead`; an unbatched one gets stride 0
+// along the batch axis.
+View physical(const Operand& v, std::int64_t batch, bool lead) {
   View view{v.dtype, v.data, v.shape, contiguous_strides(v.shape)};
   if (lead) {
     view.shape.insert(view.shape.begin(), batch);
@@ -53,22 +53,24 @@ View physical(const Value& v, std::int64_t batch, bool lead) {
 }
 }  // namespace
 
-void run_forward(const OpDef& op, const Attrs& attrs, const std::vector<Value>& in, const Value& out,
-                 std::int64_t batch, Backend& backend) {
+KernelViews kernel_views(const std::vector<Operand>& in, const Operand& out, std::int64_t batch) {
+  KernelViews views;
+  for (const Operand& v : in) views.batched |= v.batched;
+  views.in.reserve(in.size());
+  for (const Operand& v : in) views.in.push_back(physical(v, batch, views.batched));
+  views.out = physical(out, batch, out.batched);
+  return views;
+}
+
+void run_kernel(const OpDef& op, const Attrs& attrs, const KernelViews& views, std::int64_t batch, Backend& backend) {
   // Nothing to compute: kernels never see an empty output, whose other dimensions may be huge
   // (a stack of 0 matrices of 2^32 x 2^32 has n * n overflow in any kernel's arithmetic).
-  if (numel(out.shape) == 0 || (out.batched && batch == 0)) return;
-  bool batched = false;
-  for (const Value& v : in) batched |= v.batched;
-  std::vector<View> views;
-  views.reserve(in.size());
-  for (const Value& v : in) views.push_back(physical(v, batch, batched));
-  const View out_view = physical(out, batch, out.batched);
-  op.forward(KernelArgs{op.name, backend, views, out_view, attrs, batched, batch});
+  if (numel(views.out.shape) == 0) return;
+  op.forward(KernelArgs{op.name, backend, views.in, views.out, attrs, views.batched, batch});
 }
 
 Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
-  std::vector<Value> values;
+  std::vector<Operand> values;
   values.reserve(inputs.size());
   bool symbolic = false, tracked = false, batched = false;
   std::int64_t batch = 0;
@@ -88,7 +90,7 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
     }
     values.push_back({t.dtype(), t.shape(), t.is_batched(), t.is_symbolic() ? nullptr : const_cast<void*>(t.raw_data())});
   }
-  Value out = infer_output(op, values, attrs);
+  Operand out = infer_output(op, values, attrs);
   if (active_counter) ++active_counter->forwards[std::string(op.name)];
 
   auto impl = std::make_shared<TensorImpl>();
@@ -96,9 +98,7 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
   impl->shape = out.shape;
   impl->batched = out.batched;
   impl->batch = out.batched ? batch : 0;
-  impl->device = op.moves_device ? Device{static_cast<DeviceKind>(attrs.ints[0]), static_cast<int>(attrs.ints[1])}
-                 : inputs.empty()  ? Device{}
-                                   : inputs[0].device();
+  impl->device = op.output_device ? op.output_device(attrs) : inputs.empty() ? Device{} : inputs[0].device();
   impl->tracked = tracked && op.adjoint != nullptr;
 
   if (!symbolic && op.aliases_input) {
@@ -110,7 +110,7 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
     out.data = impl->storage->data;
     Backend& backend = backend_for(impl->device);
     try {
-      run_forward(op, attrs, values, out, batch, backend);
+      run_kernel(op, attrs, kernel_views(values, out, batch), batch, backend);
     } catch (...) {
       backend.raise_deferred();  // a failure deferred earlier on this thread came first
       throw;
@@ -120,22 +120,6 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
   if (impl->tracked || symbolic)
     impl->node = std::make_shared<Node>(Node{&op, std::move(attrs), std::move(inputs)});
   return Tensor(std::move(impl));
-}
-
-View expand_view(const View& in, const View& out, bool batched) {
-  const std::size_t lead = batched ? 1 : 0;
-  const std::size_t rank = out.shape.size(), in_rank = in.shape.size();
-  View v{in.dtype, in.data, out.shape, Shape(rank, 0)};
-  if (batched) v.strides[0] = in.strides[0];
-  for (std::size_t i = lead; i < in_rank; ++i) {
-    const std::size_t d = rank - (in_rank - i);  // right-aligned
-    v.strides[d] = in.shape[i] == out.shape[d] ? in.strides[i] : 0;
-  }
-  return v;
-}
-
-View reshaped_view(const View& v, const Shape& shape) {
-  return View{v.dtype, v.data, shape, contiguous_strides(shape)};
 }
 
 }  // namespace vt

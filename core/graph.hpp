@@ -6,28 +6,100 @@
 //
 // Nodes hold the per-example output type and never the batch size, so a recorded graph is the same
 // for every batch size.
+//
+// Four descriptions of a value, from the most abstract to the most physical:
+//   Tensor       what users hold: dtype, device, per-example shape, batching, storage, history.
+//   ExampleType  dtype and per-example shape: what an op's shape rule sees (no batch, no data).
+//   Operand      an ExampleType with its batching and its data pointer: an op's input or output
+//                as apply and jit plans hand it to run_forward (the batch size is passed beside).
+//   View         the strided window a backend kernel reads or writes (core/view.hpp): the batch
+//                axis, when there is one, is an ordinary leading axis of stride 0 or one example.
+// (jit's plans describe their values as PlanValue, autodiff/jit/plan.hpp: an ExampleType, its
+// batching, and where the value comes from: an argument, a constant or a step.)
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <string>
 #include <memory>
+#include <string>
 #include <string_view>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "tensor.hpp"
 
 namespace vt {
 
-// Static (non-tensor) arguments of an op: axes, flags, constants. Compared and hashed by jit.
+// Static (non-tensor) arguments of an op (axes, flags, constants), packed as jit compares and
+// hashes them. Ops never index them by position: each op with attributes declares a struct of
+// named fields whose `fields()` ties them in order, and pack_attrs / unpack_attrs below are the one
+// place that converts. A field is an integer, bool or enum, a double, a Shape or a Device.
 struct Attrs {
   std::vector<std::int64_t> ints;
   std::vector<double> reals;
   friend bool operator==(const Attrs&, const Attrs&) = default;
 };
 
-struct TypeInfo {
+namespace attrs_detail {
+template <class T>
+concept IntLike = std::is_integral_v<T> || std::is_enum_v<T>;
+
+template <IntLike T>
+void put(Attrs& a, T v) { a.ints.push_back(static_cast<std::int64_t>(v)); }
+inline void put(Attrs& a, double v) { a.reals.push_back(v); }
+inline void put(Attrs& a, const Shape& v) {  // its length first
+  a.ints.push_back(static_cast<std::int64_t>(v.size()));
+  a.ints.insert(a.ints.end(), v.begin(), v.end());
+}
+inline void put(Attrs& a, Device d) {
+  put(a, d.kind);
+  put(a, d.index);
+}
+
+struct Reader {
+  const Attrs& a;
+  std::size_t i = 0, r = 0;
+  template <IntLike T>
+  void get(T& v) { v = static_cast<T>(a.ints.at(i++)); }
+  void get(double& v) { v = a.reals.at(r++); }
+  void get(Shape& v) {
+    const auto n = static_cast<std::size_t>(a.ints.at(i++));
+    v.assign(a.ints.begin() + static_cast<std::ptrdiff_t>(i), a.ints.begin() + static_cast<std::ptrdiff_t>(i + n));
+    i += n;
+  }
+  void get(Device& d) {
+    get(d.kind);
+    get(d.index);
+  }
+};
+}  // namespace attrs_detail
+
+template <class Typed>
+Attrs pack_attrs(Typed typed) {
+  Attrs a;
+  std::apply([&](const auto&... field) { (attrs_detail::put(a, field), ...); }, typed.fields());
+  return a;
+}
+
+template <class Typed>
+Typed unpack_attrs(const Attrs& a) {
+  Typed typed{};
+  attrs_detail::Reader reader{a};
+  std::apply([&](auto&... field) { (reader.get(field), ...); }, typed.fields());
+  return typed;
+}
+
+struct ExampleType {
   DType dtype;
   Shape shape;  // per example
+};
+
+// An op's input or output as run_forward sees it (see the list at the top).
+struct Operand {
+  DType dtype;
+  Shape shape;  // per example
+  bool batched;
+  void* data;
 };
 
 // Arguments handed to a forward kernel. When `batched`, every view carries a leading batch axis
@@ -42,19 +114,27 @@ struct KernelArgs {
   std::int64_t batch;
 };
 
+// What an adjoint is told besides its node, the node's output and that output's cotangent.
+struct AdjointContext {
+  // Whether input i wants a cotangent, so that work for constants is skipped.
+  std::vector<bool> needs;
+  // An outer transform differentiates this backward pass: cotangents must be written with
+  // differentiable ops. When false, an adjoint may use faster kernels that have no adjoint.
+  bool differentiated = true;
+};
+
 struct Node;
 
 struct OpDef {
   std::string_view name;
   // Output type from the per-example input types; raises vt::Error naming the op on bad input.
-  TypeInfo (*infer)(const std::vector<TypeInfo>& in, const Attrs& attrs);
+  ExampleType (*infer)(const std::vector<ExampleType>& in, const Attrs& attrs);
   void (*forward)(const KernelArgs& args);
   // Cotangents of the inputs given the output and its cotangent, written with ordinary ops so that
   // the backward pass is itself a recorded graph. An undefined Tensor means "no gradient".
   // Null for ops that are not differentiable (gradients stop there).
-  // `needs[i]` says whether input i wants a cotangent, so that work for constants is skipped.
   std::vector<Tensor> (*adjoint)(const Node& node, const Tensor& out, const Tensor& gout,
-                                 const std::vector<bool>& needs);
+                                 const AdjointContext& context);
   // Inputs whose dtype may differ from the first one's (casts); by default all must agree.
   bool mixed_dtypes = false;
   // The output is input 0's storage seen with another shape (reshape, identity): no kernel runs.
@@ -67,10 +147,13 @@ struct OpDef {
   // Bit i set: the forward never reads input i's data (it is there for the adjoint or the type),
   // so a plan need not keep that buffer alive for this use.
   std::uint32_t handle_inputs = 0;
-  // The output lives on the device given by attrs.ints[0] (kind) and ints[1] (index), not on the
-  // inputs' device (to_device); the forward gets that device's backend.
-  bool moves_device = false;
+  // When set, the output lives on this device rather than the inputs' (to_device); the forward
+  // gets that device's backend.
+  Device (*output_device)(const Attrs& attrs) = nullptr;
 };
+
+// The shape rule of ops whose output has input 0's type.
+inline ExampleType same_type(const std::vector<ExampleType>& in, const Attrs&) { return in[0]; }
 
 struct Node {
   const OpDef* op;
@@ -80,21 +163,24 @@ struct Node {
 
 Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs = {});
 
-// What a kernel sees of a tensor or of a plan's buffer: dtype, per-example shape, batching, data.
-struct Value {
-  DType dtype;
-  Shape shape;
-  bool batched;
-  void* data;
-};
-
 // The output type and batching of `op` on inputs of these types; raises on bad input. Shared by
 // apply and by jit, so both see one set of rules.
-Value infer_output(const OpDef& op, const std::vector<Value>& in, const Attrs& attrs);
+Operand infer_output(const OpDef& op, const std::vector<Operand>& in, const Attrs& attrs);
 
-// Runs op's forward kernel: `batch` is B when any input is batched. Shared by apply and jit plans.
-void run_forward(const OpDef& op, const Attrs& attrs, const std::vector<Value>& in, const Value& out,
-                 std::int64_t batch, Backend& backend);
+// The views a forward kernel gets for these operands: when any input is batched, every input view
+// has a leading batch axis of size `batch` (stride 0 for an unbatched input, broadcast without a
+// copy), and so does the output when it is batched. Apart from that axis's size and the data
+// pointers, they depend only on the operands' types and batching: jit computes them once per plan.
+struct KernelViews {
+  std::vector<View> in;
+  View out;
+  bool batched = false;  // any input is batched
+};
+KernelViews kernel_views(const std::vector<Operand>& in, const Operand& out, std::int64_t batch);
+
+// Runs op's forward kernel over these views (nothing runs for an empty output). Shared by apply and
+// jit plans.
+void run_kernel(const OpDef& op, const Attrs& attrs, const KernelViews& views, std::int64_t batch, Backend& backend);
 
 // Outside vmap, a batched tensor is a batch of examples and a reduction over all of its axes
 // includes the batch. Inside vmap bodies and reverse sweeps every op is per example; this scope
@@ -127,12 +213,5 @@ class OpCounter {
  private:
   OpCounter* previous_;
 };
-
-// `in` broadcast (stride 0) to the physical shape of `out`, numpy-style on the per-example axes;
-// the leading batch axis, present in both when `batched`, is matched as it is.
-View expand_view(const View& in, const View& out, bool batched);
-
-// `v` with its shape replaced by `shape` (same element count, contiguous).
-View reshaped_view(const View& v, const Shape& shape);
 
 }  // namespace vt

@@ -1,18 +1,8 @@
 #include "tensor.hpp"
 
-#include <cmath>
-#include <cstring>
-#include <random>
-
-#include "../ops/elementwise.hpp"
-#include "../ops/layout.hpp"
-#include "../ops/transfer.hpp"
+#include <functional>
 
 namespace vt {
-
-std::string to_string(Device d) {
-  return d.kind == DeviceKind::cpu ? std::string("cpu") : fmt::format("cuda:{}", d.index);
-}
 
 Storage::Storage(Device device, std::size_t bytes)
     : device(device), data(backend_for(device).allocate(bytes)), bytes(bytes) {}
@@ -51,8 +41,7 @@ View view_of(const Tensor& t) {
   return v;
 }
 
-namespace {
-Tensor empty_named(const Shape& shape, DType dtype, Device device, std::string_view op) {
+Tensor allocate(const Shape& shape, DType dtype, Device device, std::string_view op) {
   const std::int64_t count = checked_numel(shape, op, size_of(dtype));
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = dtype;
@@ -61,9 +50,16 @@ Tensor empty_named(const Shape& shape, DType dtype, Device device, std::string_v
   impl->storage = std::make_shared<Storage>(device, static_cast<std::size_t>(count) * size_of(dtype));
   return Tensor(std::move(impl));
 }
-}  // namespace
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) { return empty_named(shape, dtype, device, "empty"); }
+Tensor uploaded(const Tensor& host, Device device) {
+  if (device == Device{}) return host;
+  Tensor out = allocate(host.shape(), host.dtype(), device, "upload");
+  const std::size_t bytes = static_cast<std::size_t>(host.numel()) * size_of(host.dtype());
+  if (bytes > 0) backend_for(device).from_host(const_cast<void*>(out.raw_data()), host.raw_data(), bytes);
+  return out;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) { return allocate(shape, dtype, device, "empty"); }
 
 Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, DType dtype, Device device) {
   if (static_cast<std::int64_t>(values.size()) != checked_numel(shape, "from_vector"))
@@ -71,9 +67,14 @@ Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape
   Tensor src = Tensor::from_blob(const_cast<double*>(values.data()), shape, DType::f64);
   Tensor out = Tensor::empty(shape, dtype);
   backend_for(Device{}).copy(view_of(src), view_of(out));
-  return device == Device{} ? out : to_device(out, device);
+  return uploaded(out, device);
 }
-Tensor Tensor::scalar(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
+
+Tensor Tensor::scalar(double value, DType dtype, Device device) {
+  Tensor out = allocate({}, dtype, device, "scalar");
+  backend_for(device).fill(view_of(out), value);
+  return out;
+}
 
 Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner) {
   auto impl = std::make_shared<TensorImpl>();
@@ -143,83 +144,6 @@ T Tensor::at(std::initializer_list<std::int64_t> index) const {
 }
 template float Tensor::at<float>(std::initializer_list<std::int64_t>) const;
 template double Tensor::at<double>(std::initializer_list<std::int64_t>) const;
-
-Tensor Tensor::t() const {
-  if (ndim() < 2) fail("t: needs a tensor of rank >= 2, got shape {}", to_string(shape()));
-  return swapaxes(*this, -1, -2);
-}
-Tensor Tensor::operator-() const { return neg(*this); }
-Tensor Tensor::astype(DType d) const { return vt::astype(*this, d); }
-Tensor Tensor::reshape(const Shape& s) const { return vt::reshape(*this, s); }
-Tensor Tensor::to(Device d) const { return to_device(*this, d); }
-
-// ------------------------------------------------------------------ creation
-namespace {
-Tensor full_named(const Shape& shape, double value, DType dtype, Device device, std::string_view op) {
-  Tensor out = empty_named(shape, dtype, device, op);
-  backend_for(device).fill(view_of(out), value);
-  return out;
-}
-
-// A new tensor whose element i (row-major) is value(i), computed on the host in double and rounded
-// once to dtype, then moved to `device`. The tensor is allocated (and its size checked) first.
-template <class Value>
-Tensor from_host_values(const Shape& shape, DType dtype, Device device, std::string_view op, Value value) {
-  Tensor host = empty_named(shape, dtype, Device{}, op);
-  visit_dtype(dtype, [&](auto zero) {
-    using T = decltype(zero);
-    T* p = static_cast<T*>(const_cast<void*>(host.raw_data()));
-    for (std::int64_t i = 0, n = host.numel(); i < n; ++i) p[i] = static_cast<T>(value(i));
-  });
-  return device == Device{} ? host : to_device(host, device);
-}
-}  // namespace
-
-Tensor full(const Shape& shape, double value, DType dtype, Device device) {
-  return full_named(shape, value, dtype, device, "full");
-}
-Tensor zeros(const Shape& shape, DType dtype, Device device) { return full_named(shape, 0.0, dtype, device, "zeros"); }
-Tensor ones(const Shape& shape, DType dtype, Device device) { return full_named(shape, 1.0, dtype, device, "ones"); }
-
-Tensor eye(std::int64_t n, DType dtype, Device device) {
-  if (n < 0) fail("eye: negative size {}", n);
-  Tensor out = full_named({n, n}, 0.0, dtype, device, "eye");
-  View diagonal = view_of(out);
-  diagonal.shape = {n};
-  diagonal.strides = {n + 1};
-  backend_for(device).fill(diagonal, 1.0);
-  return out;
-}
-
-Tensor arange(double start, double stop, double step, DType dtype, Device device) {
-  if (!std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step))
-    fail("arange: start, stop and step must be finite, got {}, {}, {}", start, stop, step);
-  if (step == 0) fail("arange: step must be nonzero");
-  const double count = std::max(0.0, std::ceil((stop - start) / step));  // inf when the quotient overflows
-  if (!(count <= static_cast<double>(max_size / 16)))
-    fail("arange: {} to {} in steps of {} gives {:g} elements, too many to hold", start, stop, step, count);
-  const auto n = static_cast<std::int64_t>(count);
-  return from_host_values({n}, dtype, device, "arange", [&](std::int64_t i) { return start + static_cast<double>(i) * step; });
-}
-
-Tensor linspace(double start, double stop, std::int64_t num, DType dtype, Device device) {
-  if (num < 0) fail("linspace: negative number of samples {}", num);
-  return from_host_values({num}, dtype, device, "linspace", [&](std::int64_t i) {
-    return num == 1 ? start : start + (stop - start) * static_cast<double>(i) / static_cast<double>(num - 1);
-  });
-}
-
-Tensor randn(const Shape& shape, std::uint64_t seed, DType dtype, Device device) {
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<double> dist;
-  return from_host_values(shape, dtype, device, "randn", [&](std::int64_t) { return dist(gen); });
-}
-
-Tensor rand(const Shape& shape, std::uint64_t seed, DType dtype, Device device) {
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<double> dist;
-  return from_host_values(shape, dtype, device, "rand", [&](std::int64_t) { return dist(gen); });
-}
 
 }  // namespace vt
 

@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "../backends/backend.hpp"
+#include "backend.hpp"
 #include "dtype.hpp"
 #include "error.hpp"
 #include "shape.hpp"
@@ -92,7 +92,7 @@ class Tensor {
   const void* raw_data() const;
   template <class T> const T* data() const;
 
-  // ---- convenience forms of common ops
+  // ---- convenience forms of common ops (defined with their ops, in ops/)
   Tensor t() const;  // swaps the last two axes (the matrix transpose)
   Tensor operator-() const;
   Tensor astype(DType dtype) const;
@@ -106,17 +106,13 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
-// Creation ops; every one takes an optional dtype (float64 by default) and device (the CPU).
-Tensor zeros(const Shape& shape, DType dtype = DType::f64, Device device = {});
-Tensor ones(const Shape& shape, DType dtype = DType::f64, Device device = {});
-Tensor full(const Shape& shape, double value, DType dtype = DType::f64, Device device = {});
-Tensor eye(std::int64_t n, DType dtype = DType::f64, Device device = {});
-Tensor arange(double start, double stop, double step = 1.0, DType dtype = DType::f64, Device device = {});
-Tensor linspace(double start, double stop, std::int64_t num, DType dtype = DType::f64, Device device = {});
-// Standard normal / uniform [0, 1) samples from a seeded generator (reproducible across runs and
-// devices: they are drawn on the host).
-Tensor randn(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64, Device device = {});
-Tensor rand(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64, Device device = {});
+// A new tensor of uninitialised memory whose size is checked in the name of `op` (the error names
+// it and the shape).
+Tensor allocate(const Shape& shape, DType dtype, Device device, std::string_view op);
+
+// A copy of the CPU tensor `host` on `device`, made by that device's backend (`host` itself when
+// device is the CPU). No op is recorded: the result is a fresh constant.
+Tensor uploaded(const Tensor& host, Device device);
 
 // The physical view of a tensor's data as [B, ...shape] when batched, else shape.
 View view_of(const Tensor& t);

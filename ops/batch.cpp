@@ -18,8 +18,6 @@ void divide_by_batch(const KernelArgs& k, const View& v) {
   k.backend.binary(BinaryKind::mul, v, View{v.dtype, factor.data, v.shape, Shape(v.shape.size(), 0)}, v);
 }
 
-TypeInfo same_type(const std::vector<TypeInfo>& in, const Attrs&) { return in[0]; }
-
 template <ReduceKind Kind, bool Mean>
 void batch_reduce_forward(const KernelArgs& k) {
   Shape kept = k.out.shape;
@@ -29,17 +27,22 @@ void batch_reduce_forward(const KernelArgs& k) {
   if (Mean) divide_by_batch(k, out);
 }
 
-// Attrs: ints = [divide by B]
+// broadcast_to_batch's attribute: divide by B (the adjoint of batch_mean) or not (of batch_sum).
+struct SpreadAttrs {
+  bool mean;
+  auto fields() { return std::tie(mean); }
+};
+
 const OpDef broadcast_to_batch_op{
     .name = "broadcast_to_batch",
     .infer = same_type,
     .forward =
         [](const KernelArgs& k) {
           k.backend.copy(k.in[0], k.out);
-          if (k.attrs.ints[0]) divide_by_batch(k, k.out);
+          if (unpack_attrs<SpreadAttrs>(k.attrs).mean) divide_by_batch(k, k.out);
         },
-    .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
-      return std::vector<Tensor>{n.attrs.ints[0] ? batch_mean(g) : batch_sum(g), Tensor()};
+    .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+      return std::vector<Tensor>{unpack_attrs<SpreadAttrs>(n.attrs).mean ? batch_mean(g) : batch_sum(g), Tensor()};
     },
     .mixed_dtypes = true,
     .handle_inputs = 0b10};
@@ -47,7 +50,7 @@ const OpDef broadcast_to_batch_op{
 const OpDef batch_sum_op{.name = "batch_sum",
                          .infer = same_type,
                          .forward = batch_reduce_forward<ReduceKind::sum, false>,
-                         .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+                         .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
                            return std::vector<Tensor>{broadcast_to_batch(g, n.inputs[0])};
                          },
                          .reduces_batch = true};
@@ -55,15 +58,15 @@ const OpDef batch_sum_op{.name = "batch_sum",
 const OpDef batch_mean_op{.name = "batch_mean",
                           .infer = same_type,
                           .forward = batch_reduce_forward<ReduceKind::sum, true>,
-                          .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
-                            return std::vector<Tensor>{apply(broadcast_to_batch_op, {g, n.inputs[0]}, Attrs{{1}, {}})};
+                          .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+                            return std::vector<Tensor>{apply(broadcast_to_batch_op, {g, n.inputs[0]}, pack_attrs(SpreadAttrs{true}))};
                           },
                           .reduces_batch = true};
 
 const OpDef batch_max_op{.name = "batch_max",
                          .infer = same_type,
                          .forward = batch_reduce_forward<ReduceKind::max, false>,
-                         .adjoint = [](const Node& n, const Tensor& y, const Tensor& g, const std::vector<bool>&) {
+                         .adjoint = [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext&) {
                            const Tensor& x = n.inputs[0];
                            const Tensor hit = equal(x, broadcast_to_batch(y, x));
                            return std::vector<Tensor>{broadcast_to_batch(g / batch_sum(hit), x) * hit};
@@ -77,13 +80,13 @@ Tensor realias(const Tensor& x, Shape shape, bool batched, std::int64_t batch, c
 const OpDef as_batch_op{.name = "as_batch",
                         .infer = nullptr,
                         .forward = nullptr,
-                        .adjoint = [](const Node&, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+                        .adjoint = [](const Node&, const Tensor&, const Tensor& g, const AdjointContext&) {
                           return std::vector<Tensor>{unbatch(g)};
                         }};
 const OpDef unbatch_op{.name = "unbatch",
                        .infer = nullptr,
                        .forward = nullptr,
-                       .adjoint = [](const Node&, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+                       .adjoint = [](const Node&, const Tensor&, const Tensor& g, const AdjointContext&) {
                          return std::vector<Tensor>{g.is_batched() ? g : as_batch(g)};
                        }};
 
@@ -129,7 +132,7 @@ Tensor batch_max(const Tensor& x) { return apply(batch_max_op, {check_batched(x,
 Tensor broadcast_to_batch(const Tensor& x, const Tensor& like) {
   check_batched(like, "broadcast_to_batch");
   if (x.is_batched()) return x;
-  return apply(broadcast_to_batch_op, {x, like}, Attrs{{0}, {}});
+  return apply(broadcast_to_batch_op, {x, like}, pack_attrs(SpreadAttrs{false}));
 }
 
 }  // namespace vt

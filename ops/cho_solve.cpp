@@ -1,6 +1,5 @@
 // SPD solve family: cho_solve and solve, differentiated at the level of A.
 // Inputs of the op: (A, L, b); L only supplies the factorization, gradients go to A and b.
-#include "../autodiff/grad.hpp"
 #include "../core/graph.hpp"
 #include "elementwise.hpp"
 #include "indexing.hpp"
@@ -9,6 +8,7 @@
 #include "matmul.hpp"
 #include "matrix_batch.hpp"
 #include "reduce.hpp"
+#include "stop_gradient.hpp"
 
 namespace vt {
 
@@ -19,39 +19,49 @@ void cho_solve_forward(const KernelArgs& k) {
   std::shared_ptr<Storage> scratch;
   const MatrixOperand l = matrix_operand(k.backend, k.in[1], s.batch, s.n, s.n, scratch, k.batched);
   // L y = b, then L^T x = y, in one pass over the factors.
-  k.backend.trsm(TrsmArgs{k.out.dtype, numel(s.batch), s.n, s.k, true, false, true, l.data, l.stride, s.x.data,
-                          s.n * s.k});
+  k.backend.trsm(TrsmArgs{.dtype = k.out.dtype,
+                          .count = numel(s.batch),
+                          .n = s.n,
+                          .nrhs = s.k,
+                          .lower = true,
+                          .transpose = false,
+                          .then_transposed = true,
+                          .t = l.data,
+                          .stride_t = l.stride,
+                          .b = s.x.data,
+                          .stride_b = s.n * s.k});
 }
 
 Tensor cho_solve_raw(const Tensor& a, const Tensor& l, const Tensor& b);
 
 // x = A^-1 b:  bbar = A^-1 xbar (one more solve with the same factor),  Abar = -sym(bbar x^T).
-std::vector<Tensor> cho_solve_adjoint(const Node& node, const Tensor& x, const Tensor& g, const std::vector<bool>& needs) {
+std::vector<Tensor> cho_solve_adjoint(const Node& node, const Tensor& x, const Tensor& g, const AdjointContext& ctx) {
   const Tensor& a = node.inputs[0];
   const Tensor& b = node.inputs[2];
   const bool vector = b.ndim() == 1;
   const Tensor xm = vector ? as_columns(x) : x;
   const Tensor bm = cho_solve_raw(a, node.inputs[1], vector ? as_columns(g) : g);
   Tensor a_bar;
-  if (needs[0]) {
+  if (ctx.needs[0]) {
     // -(bbar x^T + x bbar^T) / 2 as one product of [n, 2k] by [2k, n] matrices.
     const Tensor left = concatenate({bm * -0.5, xm * -0.5}, -1);
     const Tensor right = concatenate({xm, bm}, -1);
     a_bar = sum_to(matmul(left, swapaxes(right, -1, -2)), a.shape());
   }
-  return {a_bar, Tensor(), needs[2] ? sum_to(reshape(bm, x.shape()), b.shape()) : Tensor()};
+  return {a_bar, Tensor(), ctx.needs[2] ? sum_to(reshape(bm, x.shape()), b.shape()) : Tensor()};
 }
 
-const OpDef cho_solve_op{"cho_solve",
-                         [](const std::vector<TypeInfo>& in, const Attrs&) {
-                           if (in[0].shape != in[1].shape)
-                             fail("cho_solve: factor of shape {} for matrices of shape {}", to_string(in[1].shape),
-                                  to_string(in[0].shape));
-                           return solve_type("cho_solve", in[1], in[2]);
-                         },
-                         cho_solve_forward, cho_solve_adjoint,
-                         /*mixed_dtypes=*/false, /*aliases_input=*/false, /*reduces_batch=*/false,
-                         /*in_place=*/false, /*handle_inputs=*/0b001};  // A: for the adjoint only
+const OpDef cho_solve_op{.name = "cho_solve",
+                         .infer =
+                             [](const std::vector<ExampleType>& in, const Attrs&) {
+                               if (in[0].shape != in[1].shape)
+                                 fail("cho_solve: factor of shape {} for matrices of shape {}", to_string(in[1].shape),
+                                      to_string(in[0].shape));
+                               return solve_type("cho_solve", in[1], in[2]);
+                             },
+                         .forward = cho_solve_forward,
+                         .adjoint = cho_solve_adjoint,
+                         .handle_inputs = 0b001};  // A: for the adjoint only
 
 Tensor cho_solve_raw(const Tensor& a, const Tensor& l, const Tensor& b) {
   return apply(cho_solve_op, {a, l, astype(b, a.dtype())});

@@ -1,8 +1,8 @@
 // Cholesky family: cholesky, cholesky_checked, cho_factor. Shape rule, forward, adjoint.
 #include <cmath>
 
-#include "../autodiff/grad.hpp"
 #include "../core/graph.hpp"
+#include "creation.hpp"
 #include "elementwise.hpp"
 #include "indexing.hpp"
 #include "layout.hpp"
@@ -10,15 +10,14 @@
 #include "matmul.hpp"
 #include "matrix_batch.hpp"
 #include "reduce.hpp"
+#include "stop_gradient.hpp"
 
 namespace vt {
 
 namespace {
 
-TypeInfo square_type(const std::vector<TypeInfo>& in, std::string_view op) {
-  const Shape& s = in[0].shape;
-  if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2])
-    fail("{}: needs square matrices [..., n, n], got shape {}", op, to_string(s));
+ExampleType square_type(const std::vector<ExampleType>& in, std::string_view op) {
+  check_square(op, in[0].shape);
   return in[0];
 }
 
@@ -67,26 +66,28 @@ void factor_forward(const KernelArgs& k, bool checked) {
 
 // The blocked reverse-mode kernel (Murray 2016), used when nothing differentiates the backward
 // pass itself. Inputs: (L, Lbar).
-const OpDef cholesky_backward_op{"cholesky_backward",
-                                 [](const std::vector<TypeInfo>& in, const Attrs&) {
-                                   return TypeInfo{in[0].dtype, broadcast_shapes(in[0].shape, in[1].shape, "cholesky_backward")};
-                                 },
-                                 [](const KernelArgs& k) {
-                                   k.backend.copy(expand_view(k.in[1], k.out, k.batched), k.out);
-                                   const std::int64_t n = k.out.shape.back();
-                                   const Shape batch(k.out.shape.begin(), k.out.shape.end() - 2);
-                                   std::shared_ptr<Storage> scratch;
-                                   const MatrixOperand l = matrix_operand(k.backend, k.in[0], batch, n, n, scratch, k.batched);
-                                   k.backend.cholesky_backward(k.out.dtype, numel(batch), n, l.data, l.stride, k.out.data,
-                                                               n * n);
-                                 },
-                                 nullptr};
+const OpDef cholesky_backward_op{
+    .name = "cholesky_backward",
+    .infer =
+        [](const std::vector<ExampleType>& in, const Attrs&) {
+          return ExampleType{in[0].dtype, broadcast_shapes(in[0].shape, in[1].shape, "cholesky_backward")};
+        },
+    .forward =
+        [](const KernelArgs& k) {
+          k.backend.copy(expand_view(k.in[1], k.out, k.batched), k.out);
+          const std::int64_t n = k.out.shape.back();
+          const Shape batch = batch_axes(k.out.shape);
+          std::shared_ptr<Storage> scratch;
+          const MatrixOperand l = matrix_operand(k.backend, k.in[0], batch, n, n, scratch, k.batched);
+          k.backend.cholesky_backward(k.out.dtype, numel(batch), n, l.data, l.stride, k.out.data, n * n);
+        },
+    .adjoint = nullptr};
 
 // Abar = sym(L^-T Phi(L^T Lbar) L^-1), Phi taking the lower triangle with the diagonal halved.
 // When an outer transform differentiates this backward pass, it is written with differentiable
 // ops (triangular solves, never an explicit inverse); otherwise the blocked kernel runs.
-std::vector<Tensor> cholesky_adjoint(const Node&, const Tensor& l, const Tensor& g, const std::vector<bool>&) {
-  if (!detail::backward_is_differentiable()) return {apply(cholesky_backward_op, {l, g})};
+std::vector<Tensor> cholesky_adjoint(const Node&, const Tensor& l, const Tensor& g, const AdjointContext& ctx) {
+  if (!ctx.differentiated) return {apply(cholesky_backward_op, {l, g})};
   // Only Lbar's lower triangle enters (tril(L^T Lbar) reads no other); selecting it first keeps an
   // Inf in its upper triangle from meeting L's zeros.
   const Tensor m = matmul(swapaxes(l, -1, -2), tril(g));
@@ -98,18 +99,18 @@ std::vector<Tensor> cholesky_adjoint(const Node&, const Tensor& l, const Tensor&
 
 // The factorization overwrites its copy of A, so it can run in A's own buffer.
 const OpDef cholesky_op{.name = "cholesky",
-                        .infer = [](const std::vector<TypeInfo>& in, const Attrs&) { return square_type(in, "cholesky"); },
+                        .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, "cholesky"); },
                         .forward = [](const KernelArgs& k) { factor_forward(k, false); },
                         .adjoint = cholesky_adjoint,
                         .in_place = true};
 const OpDef cho_factor_op{.name = "cho_factor",
-                          .infer = [](const std::vector<TypeInfo>& in, const Attrs&) { return square_type(in, "cho_factor"); },
+                          .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, "cho_factor"); },
                           .forward = [](const KernelArgs& k) { factor_forward(k, false); },
                           .adjoint = cholesky_adjoint,
                           .in_place = true};
 const OpDef cholesky_checked_op{
     .name = "cholesky_checked",
-    .infer = [](const std::vector<TypeInfo>& in, const Attrs&) { return square_type(in, "cholesky_checked"); },
+    .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, "cholesky_checked"); },
     .forward = [](const KernelArgs& k) { factor_forward(k, true); },
     .adjoint = cholesky_adjoint,
     .in_place = true};

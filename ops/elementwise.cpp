@@ -2,6 +2,7 @@
 #include "elementwise.hpp"
 
 #include "../core/graph.hpp"
+#include "creation.hpp"
 #include "reduce.hpp"
 
 namespace vt {
@@ -9,10 +10,8 @@ namespace vt {
 namespace {
 
 // ---------------------------------------------------------------- shape rules
-TypeInfo same_type(const std::vector<TypeInfo>& in, const Attrs&) { return in[0]; }
-
 template <const char* Name>
-TypeInfo broadcast_type(const std::vector<TypeInfo>& in, const Attrs&) {
+ExampleType broadcast_type(const std::vector<ExampleType>& in, const Attrs&) {
   Shape s = in[0].shape;
   for (std::size_t i = 1; i < in.size(); ++i) s = broadcast_shapes(s, in[i].shape, Name);
   return {in[0].dtype, s};
@@ -22,50 +21,47 @@ TypeInfo broadcast_type(const std::vector<TypeInfo>& in, const Attrs&) {
 template <UnaryKind K>
 void unary_forward(const KernelArgs& k) { k.backend.unary(K, k.in[0], k.out); }
 
-using Adjoint = std::vector<Tensor> (*)(const Node&, const Tensor&, const Tensor&, const std::vector<bool>&);
-
 // Maps write each output element from the same element of their inputs, so they run in place.
-OpDef in_place(OpDef op) {
-  op.in_place = true;
-  return op;
-}
-
-#define VT_UNARY(NAME, KIND, ADJOINT)                                                                \
-  const OpDef NAME##_op = in_place({#NAME, same_type, unary_forward<UnaryKind::KIND>, ADJOINT});   \
-  }                                                                                          \
+#define VT_UNARY(NAME, KIND, ADJOINT)                                                       \
+  const OpDef NAME##_op{.name = #NAME,                                                      \
+                        .infer = same_type,                                                 \
+                        .forward = unary_forward<UnaryKind::KIND>,                          \
+                        .adjoint = ADJOINT,                                                 \
+                        .in_place = true};                                                  \
+  }                                                                                         \
   Tensor NAME(const Tensor& x) { return apply(NAME##_op, {x}); }                            \
   namespace {
 
 const Tensor& x_of(const Node& n) { return n.inputs[0]; }
 
-VT_UNARY(neg, neg, [](const Node&, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+VT_UNARY(neg, neg, [](const Node&, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{neg(g)};
 })
-VT_UNARY(exp, exp, [](const Node&, const Tensor& y, const Tensor& g, const std::vector<bool>&) {
+VT_UNARY(exp, exp, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g * y};
 })
-VT_UNARY(log, log, [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+VT_UNARY(log, log, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g / x_of(n)};
 })
-VT_UNARY(log1p, log1p, [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+VT_UNARY(log1p, log1p, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g / (x_of(n) + 1.0)};
 })
-VT_UNARY(sqrt, sqrt, [](const Node&, const Tensor& y, const Tensor& g, const std::vector<bool>&) {
+VT_UNARY(sqrt, sqrt, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g * 0.5 / y};
 })
-VT_UNARY(square, square, [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+VT_UNARY(square, square, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g * (x_of(n) * 2.0)};
 })
-VT_UNARY(sin, sin, [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+VT_UNARY(sin, sin, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g * cos(x_of(n))};
 })
-VT_UNARY(cos, cos, [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+VT_UNARY(cos, cos, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{neg(g * sin(x_of(n)))};
 })
-VT_UNARY(tanh, tanh, [](const Node&, const Tensor& y, const Tensor& g, const std::vector<bool>&) {
+VT_UNARY(tanh, tanh, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g * (1.0 - square(y))};
 })
-VT_UNARY(abs, abs, [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+VT_UNARY(abs, abs, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g * sign(x_of(n))};
 })
 VT_UNARY(sign, sign, nullptr)
@@ -84,74 +80,109 @@ constexpr char add_name[] = "add", sub_name[] = "sub", mul_name[] = "mul", div_n
                maximum_name[] = "maximum", less_name[] = "less", greater_name[] = "greater", equal_name[] = "equal",
                where_name[] = "where";
 
-const OpDef add_op = in_place({add_name, broadcast_type<add_name>, binary_forward<BinaryKind::add>,
-                   [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
-                     return std::vector<Tensor>{needs[0] ? to_input(n, 0, g) : Tensor(),
-                                                needs[1] ? to_input(n, 1, g) : Tensor()};
-                   }});
-const OpDef sub_op = in_place({sub_name, broadcast_type<sub_name>, binary_forward<BinaryKind::sub>,
-                   [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
-                     return std::vector<Tensor>{needs[0] ? to_input(n, 0, g) : Tensor(),
-                                                needs[1] ? to_input(n, 1, neg(g)) : Tensor()};
-                   }});
-const OpDef mul_op = in_place({mul_name, broadcast_type<mul_name>, binary_forward<BinaryKind::mul>,
-                   [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
-                     return std::vector<Tensor>{needs[0] ? to_input(n, 0, g * n.inputs[1]) : Tensor(),
-                                                needs[1] ? to_input(n, 1, g * n.inputs[0]) : Tensor()};
-                   }});
-const OpDef div_op = in_place({div_name, broadcast_type<div_name>, binary_forward<BinaryKind::div>,
-                   [](const Node& n, const Tensor& y, const Tensor& g, const std::vector<bool>& needs) {
+const OpDef add_op{.name = add_name,
+  .infer = broadcast_type<add_name>,
+  .forward = binary_forward<BinaryKind::add>,
+  .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+                     return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(),
+                                                ctx.needs[1] ? to_input(n, 1, g) : Tensor()};
+                   },
+  .in_place = true};
+const OpDef sub_op{.name = sub_name,
+  .infer = broadcast_type<sub_name>,
+  .forward = binary_forward<BinaryKind::sub>,
+  .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+                     return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(),
+                                                ctx.needs[1] ? to_input(n, 1, neg(g)) : Tensor()};
+                   },
+  .in_place = true};
+const OpDef mul_op{.name = mul_name,
+  .infer = broadcast_type<mul_name>,
+  .forward = binary_forward<BinaryKind::mul>,
+  .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+                     return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * n.inputs[1]) : Tensor(),
+                                                ctx.needs[1] ? to_input(n, 1, g * n.inputs[0]) : Tensor()};
+                   },
+  .in_place = true};
+const OpDef div_op{.name = div_name,
+  .infer = broadcast_type<div_name>,
+  .forward = binary_forward<BinaryKind::div>,
+  .adjoint = [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
                      const Tensor gb = g / n.inputs[1];
-                     return std::vector<Tensor>{needs[0] ? to_input(n, 0, gb) : Tensor(),
-                                                needs[1] ? to_input(n, 1, neg(gb * y)) : Tensor()};
-                   }});
-const OpDef pow_op = in_place({pow_name, broadcast_type<pow_name>, binary_forward<BinaryKind::pow>,
-                   [](const Node& n, const Tensor& y, const Tensor& g, const std::vector<bool>& needs) {
+                     return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, gb) : Tensor(),
+                                                ctx.needs[1] ? to_input(n, 1, neg(gb * y)) : Tensor()};
+                   },
+  .in_place = true};
+const OpDef pow_op{.name = pow_name,
+  .infer = broadcast_type<pow_name>,
+  .forward = binary_forward<BinaryKind::pow>,
+  .adjoint = [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
                      const Tensor& a = n.inputs[0];
                      const Tensor& b = n.inputs[1];
                      Tensor ga, gb;
-                     if (needs[0]) ga = to_input(n, 0, g * b * pow(a, b - 1.0));
-                     if (needs[1]) {
+                     if (ctx.needs[0]) ga = to_input(n, 0, g * b * pow(a, b - 1.0));
+                     if (ctx.needs[1]) {
                        // d/db a^b = a^b log a; at a == 0 the limit of the product is 0.
                        const Tensor zero = zeros({}, a.dtype(), a.device());
                        const Tensor is_zero = equal(a, zero);
                        gb = to_input(n, 1, g * y * log(where(is_zero, ones({}, a.dtype(), a.device()), a)));
                      }
                      return std::vector<Tensor>{ga, gb};
-                   }});
-const OpDef maximum_op = in_place({maximum_name, broadcast_type<maximum_name>, binary_forward<BinaryKind::maximum>,
-                       [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
+                   },
+  .in_place = true};
+const OpDef maximum_op{.name = maximum_name,
+  .infer = broadcast_type<maximum_name>,
+  .forward = binary_forward<BinaryKind::maximum>,
+  .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
                          const Tensor& a = n.inputs[0];
                          const Tensor& b = n.inputs[1];
                          const Tensor share_a = greater(a, b) + equal(a, b) * 0.5;
-                         return std::vector<Tensor>{needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
-                                                    needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
-                       }});
-const OpDef less_op{less_name, broadcast_type<less_name>, binary_forward<BinaryKind::less>, nullptr};
-const OpDef greater_op{greater_name, broadcast_type<greater_name>, binary_forward<BinaryKind::greater>, nullptr};
-const OpDef equal_op{equal_name, broadcast_type<equal_name>, binary_forward<BinaryKind::equal>, nullptr};
+                         return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
+                                                    ctx.needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
+                       },
+  .in_place = true};
+const OpDef less_op{.name = less_name,
+  .infer = broadcast_type<less_name>,
+  .forward = binary_forward<BinaryKind::less>,
+  .adjoint = nullptr};
+const OpDef greater_op{.name = greater_name,
+  .infer = broadcast_type<greater_name>,
+  .forward = binary_forward<BinaryKind::greater>,
+  .adjoint = nullptr};
+const OpDef equal_op{.name = equal_name,
+  .infer = broadcast_type<equal_name>,
+  .forward = binary_forward<BinaryKind::equal>,
+  .adjoint = nullptr};
 
-const OpDef where_op = in_place({where_name, broadcast_type<where_name>,
-                     [](const KernelArgs& k) {
+const OpDef where_op{.name = where_name,
+  .infer = broadcast_type<where_name>,
+  .forward = [](const KernelArgs& k) {
                        k.backend.select(expand_view(k.in[0], k.out, k.batched), expand_view(k.in[1], k.out, k.batched),
                                         expand_view(k.in[2], k.out, k.batched), k.out);
                      },
-                     [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
+  .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
                        const Tensor zero = zeros({}, g.dtype(), g.device());
                        const Tensor& c = n.inputs[0];
-                       return std::vector<Tensor>{Tensor(), needs[1] ? to_input(n, 1, where(c, g, zero)) : Tensor(),
-                                                  needs[2] ? to_input(n, 2, where(c, zero, g)) : Tensor()};
-                     }});
+                       return std::vector<Tensor>{Tensor(), ctx.needs[1] ? to_input(n, 1, where(c, g, zero)) : Tensor(),
+                                                  ctx.needs[2] ? to_input(n, 2, where(c, zero, g)) : Tensor()};
+                     },
+  .in_place = true};
 
-const OpDef astype_op{"astype",
-                      [](const std::vector<TypeInfo>& in, const Attrs& a) {
-                        return TypeInfo{static_cast<DType>(a.ints[0]), in[0].shape};
-                      },
-                      [](const KernelArgs& k) { k.backend.copy(k.in[0], k.out); },
-                      [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+struct AstypeAttrs {
+  DType dtype;
+  auto fields() { return std::tie(dtype); }
+};
+
+const OpDef astype_op{.name = "astype",
+                      .infer =
+                          [](const std::vector<ExampleType>& in, const Attrs& a) {
+                            return ExampleType{unpack_attrs<AstypeAttrs>(a).dtype, in[0].shape};
+                          },
+                      .forward = [](const KernelArgs& k) { k.backend.copy(k.in[0], k.out); },
+                      .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
                         return std::vector<Tensor>{astype(g, n.inputs[0].dtype())};
                       },
-                      /*mixed_dtypes=*/true};
+                      .mixed_dtypes = true};
 
 // Promotes two tensors to a common dtype before a binary op.
 Tensor binary(const OpDef& op, const Tensor& a, const Tensor& b) {
@@ -164,7 +195,7 @@ Tensor binary(const OpDef& op, const Tensor& a, const Tensor& b) {
 
 Tensor astype(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
-  return apply(astype_op, {x}, Attrs{{static_cast<std::int64_t>(dtype)}, {}});
+  return apply(astype_op, {x}, pack_attrs(AstypeAttrs{dtype}));
 }
 
 Tensor add(const Tensor& a, const Tensor& b) { return binary(add_op, a, b); }
@@ -200,5 +231,8 @@ Tensor operator+(double a, const Tensor& b) { return add(Tensor::scalar(a, b.dty
 Tensor operator-(double a, const Tensor& b) { return sub(Tensor::scalar(a, b.dtype(), b.device()), b); }
 Tensor operator*(double a, const Tensor& b) { return mul(Tensor::scalar(a, b.dtype(), b.device()), b); }
 Tensor operator/(double a, const Tensor& b) { return div(Tensor::scalar(a, b.dtype(), b.device()), b); }
+
+Tensor Tensor::operator-() const { return neg(*this); }
+Tensor Tensor::astype(DType d) const { return vt::astype(*this, d); }
 
 }  // namespace vt

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "../core/graph.hpp"
+#include "creation.hpp"
 #include "elementwise.hpp"
 #include "layout.hpp"
 
@@ -21,77 +22,95 @@ View window(View v, std::size_t axis, std::int64_t start, std::int64_t count, st
 
 std::size_t lead(const KernelArgs& k) { return k.batched ? 1 : 0; }
 
+// slice's and slice_scatter's attributes: the window [start : start + count*step : step] of an
+// axis of `length` elements.
+struct Window {
+  std::int64_t axis, start, step, count, length;
+  auto fields() { return std::tie(axis, start, step, count, length); }
+};
+
 Tensor slice_scatter(const Tensor& g, const Attrs& a);
 
-// Attrs: ints = [axis, start, step, count]
-const OpDef slice_op{"slice",
-                     [](const std::vector<TypeInfo>& in, const Attrs& a) {
-                       Shape s = in[0].shape;
-                       s[static_cast<std::size_t>(a.ints[0])] = a.ints[3];
-                       return TypeInfo{in[0].dtype, s};
-                     },
-                     [](const KernelArgs& k) {
-                       const auto axis = lead(k) + static_cast<std::size_t>(k.attrs.ints[0]);
-                       k.backend.copy(window(k.in[0], axis, k.attrs.ints[1], k.attrs.ints[3], k.attrs.ints[2]), k.out);
-                     },
-                     [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
-                       Attrs a = n.attrs;
-                       a.ints.push_back(n.inputs[0].shape()[static_cast<std::size_t>(a.ints[0])]);
-                       return std::vector<Tensor>{slice_scatter(g, a)};
+const OpDef slice_op{.name = "slice",
+                     .infer =
+                         [](const std::vector<ExampleType>& in, const Attrs& a) {
+                           const Window w = unpack_attrs<Window>(a);
+                           Shape s = in[0].shape;
+                           s[static_cast<std::size_t>(w.axis)] = w.count;
+                           return ExampleType{in[0].dtype, s};
+                         },
+                     .forward =
+                         [](const KernelArgs& k) {
+                           const Window w = unpack_attrs<Window>(k.attrs);
+                           const auto axis = lead(k) + static_cast<std::size_t>(w.axis);
+                           k.backend.copy(window(k.in[0], axis, w.start, w.count, w.step), k.out);
+                         },
+                     .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+                       return std::vector<Tensor>{slice_scatter(g, n.attrs)};
                      }};
 
 // The adjoint of slice: zeros of the sliced tensor's shape with g written into the window.
-// Attrs: ints = [axis, start, step, count, full length]
-const OpDef slice_scatter_op{"slice_scatter",
-                             [](const std::vector<TypeInfo>& in, const Attrs& a) {
-                               Shape s = in[0].shape;
-                               s[static_cast<std::size_t>(a.ints[0])] = a.ints[4];
-                               return TypeInfo{in[0].dtype, s};
-                             },
-                             [](const KernelArgs& k) {
-                               const auto axis = lead(k) + static_cast<std::size_t>(k.attrs.ints[0]);
-                               k.backend.fill(k.out, 0.0);
-                               k.backend.copy(k.in[0], window(k.out, axis, k.attrs.ints[1], k.attrs.ints[3], k.attrs.ints[2]));
-                             },
-                             [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
-                               const auto& a = n.attrs.ints;
+const OpDef slice_scatter_op{.name = "slice_scatter",
+                             .infer =
+                                 [](const std::vector<ExampleType>& in, const Attrs& a) {
+                                   const Window w = unpack_attrs<Window>(a);
+                                   Shape s = in[0].shape;
+                                   s[static_cast<std::size_t>(w.axis)] = w.length;
+                                   return ExampleType{in[0].dtype, s};
+                                 },
+                             .forward =
+                                 [](const KernelArgs& k) {
+                                   const Window w = unpack_attrs<Window>(k.attrs);
+                                   const auto axis = lead(k) + static_cast<std::size_t>(w.axis);
+                                   k.backend.fill(k.out, 0.0);
+                                   k.backend.copy(k.in[0], window(k.out, axis, w.start, w.count, w.step));
+                                 },
+                             .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+                               const Window w = unpack_attrs<Window>(n.attrs);
                                // Stops just past the last element taken: start + step * count may overflow.
-                               const std::int64_t stop = a[3] == 0 ? a[1] : a[1] + a[2] * (a[3] - 1) + 1;
-                               return std::vector<Tensor>{slice(g, a[0], a[1], stop, a[2])};
+                               const std::int64_t stop = w.count == 0 ? w.start : w.start + w.step * (w.count - 1) + 1;
+                               return std::vector<Tensor>{slice(g, w.axis, w.start, stop, w.step)};
                              }};
 
 Tensor slice_scatter(const Tensor& g, const Attrs& a) { return apply(slice_scatter_op, {g}, a); }
 
-// Attrs: ints = [axis]
-const OpDef concatenate_op{"concatenate",
-                           [](const std::vector<TypeInfo>& in, const Attrs& a) {
-                             const auto axis = static_cast<std::size_t>(a.ints[0]);
-                             Shape s = in[0].shape;
-                             for (std::size_t i = 1; i < in.size(); ++i) {
-                               Shape other = in[i].shape;
-                               if (other.size() == s.size()) other[axis] = s[axis];
-                               if (other != s)
-                                 fail("concatenate: shapes {} and {} differ outside axis {}", to_string(in[0].shape),
-                                      to_string(in[i].shape), axis);
-                               s[axis] = checked_add(s[axis], in[i].shape[axis], "concatenate", "the joined axis");
-                             }
-                             return TypeInfo{in[0].dtype, s};
-                           },
-                           [](const KernelArgs& k) {
-                             const auto axis = lead(k) + static_cast<std::size_t>(k.attrs.ints[0]);
-                             std::int64_t start = 0;
-                             for (const View& v : k.in) {
-                               k.backend.copy(v, window(k.out, axis, start, v.shape[axis], 1));
-                               start += v.shape[axis];
-                             }
-                           },
-                           [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
-                             const auto axis = n.attrs.ints[0];
+struct ConcatenateAttrs {
+  std::int64_t axis;
+  auto fields() { return std::tie(axis); }
+};
+
+const OpDef concatenate_op{.name = "concatenate",
+                           .infer =
+                               [](const std::vector<ExampleType>& in, const Attrs& a) {
+                                 const auto axis = static_cast<std::size_t>(unpack_attrs<ConcatenateAttrs>(a).axis);
+                                 Shape s = in[0].shape;
+                                 for (std::size_t i = 1; i < in.size(); ++i) {
+                                   Shape other = in[i].shape;
+                                   if (other.size() == s.size()) other[axis] = s[axis];
+                                   if (other != s)
+                                     fail("concatenate: shapes {} and {} differ outside axis {}", to_string(in[0].shape),
+                                          to_string(in[i].shape), axis);
+                                   s[axis] = checked_add(s[axis], in[i].shape[axis], "concatenate", "the joined axis");
+                                 }
+                                 return ExampleType{in[0].dtype, s};
+                               },
+                           .forward =
+                               [](const KernelArgs& k) {
+                                 const auto axis =
+                                     lead(k) + static_cast<std::size_t>(unpack_attrs<ConcatenateAttrs>(k.attrs).axis);
+                                 std::int64_t start = 0;
+                                 for (const View& v : k.in) {
+                                   k.backend.copy(v, window(k.out, axis, start, v.shape[axis], 1));
+                                   start += v.shape[axis];
+                                 }
+                               },
+                           .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+                             const std::int64_t axis = unpack_attrs<ConcatenateAttrs>(n.attrs).axis;
                              std::vector<Tensor> out;
                              std::int64_t start = 0;
                              for (std::size_t i = 0; i < n.inputs.size(); ++i) {
                                const std::int64_t len = n.inputs[i].shape()[static_cast<std::size_t>(axis)];
-                               out.push_back(needs[i] ? slice(g, axis, start, start + len) : Tensor());
+                               out.push_back(ctx.needs[i] ? slice(g, axis, start, start + len) : Tensor());
                                start += len;
                              }
                              return out;
@@ -99,42 +118,40 @@ const OpDef concatenate_op{"concatenate",
 
 Tensor diag_embed(const Tensor& v, std::int64_t rows, std::int64_t cols);
 
-// A view of the main diagonal of the trailing [rows, cols] matrix of v.
-View diagonal_view(View v) {
-  const std::size_t r = v.shape.size();
-  const std::int64_t len = std::min(v.shape[r - 2], v.shape[r - 1]);
-  v.strides[r - 2] += v.strides[r - 1];
-  v.strides.pop_back();
-  v.shape.pop_back();
-  v.shape.back() = len;
-  return v;
-}
-
-const OpDef diagonal_op{"diagonal",
-                        [](const std::vector<TypeInfo>& in, const Attrs&) {
-                          Shape s(in[0].shape.begin(), in[0].shape.end() - 1);
-                          s.back() = std::min(in[0].shape[in[0].shape.size() - 2], in[0].shape.back());
-                          return TypeInfo{in[0].dtype, s};
-                        },
-                        [](const KernelArgs& k) { k.backend.copy(diagonal_view(k.in[0]), k.out); },
-                        [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+const OpDef diagonal_op{.name = "diagonal",
+                        .infer =
+                            [](const std::vector<ExampleType>& in, const Attrs&) {
+                              Shape s(in[0].shape.begin(), in[0].shape.end() - 1);
+                              s.back() = std::min(in[0].shape[in[0].shape.size() - 2], in[0].shape.back());
+                              return ExampleType{in[0].dtype, s};
+                            },
+                        .forward = [](const KernelArgs& k) { k.backend.copy(diagonal_view(k.in[0]), k.out); },
+                        .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
                           const Shape& s = n.inputs[0].shape();
                           return std::vector<Tensor>{diag_embed(g, s[s.size() - 2], s.back())};
                         }};
 
-// Attrs: ints = [rows, cols]; leading axes are kept.
-const OpDef diag_embed_op{"diag_embed",
-                          [](const std::vector<TypeInfo>& in, const Attrs& a) {
-                            Shape s = in[0].shape;
-                            s.back() = a.ints[0];
-                            s.push_back(a.ints[1]);
-                            return TypeInfo{in[0].dtype, s};
-                          },
-                          [](const KernelArgs& k) {
-                            k.backend.fill(k.out, 0.0);
-                            k.backend.copy(k.in[0], diagonal_view(k.out));
-                          },
-                          [](const Node&, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+// Leading axes are kept; the last one becomes the diagonal of a [rows, cols] matrix.
+struct DiagEmbedAttrs {
+  std::int64_t rows, cols;
+  auto fields() { return std::tie(rows, cols); }
+};
+
+const OpDef diag_embed_op{.name = "diag_embed",
+                          .infer =
+                              [](const std::vector<ExampleType>& in, const Attrs& a) {
+                                const DiagEmbedAttrs d = unpack_attrs<DiagEmbedAttrs>(a);
+                                Shape s = in[0].shape;
+                                s.back() = d.rows;
+                                s.push_back(d.cols);
+                                return ExampleType{in[0].dtype, s};
+                              },
+                          .forward =
+                              [](const KernelArgs& k) {
+                                k.backend.fill(k.out, 0.0);
+                                k.backend.copy(k.in[0], diagonal_view(k.out));
+                              },
+                          .adjoint = [](const Node&, const Tensor&, const Tensor& g, const AdjointContext&) {
                             return std::vector<Tensor>{diagonal(g)};
                           }};
 
@@ -155,7 +172,7 @@ Tensor triangle(const Tensor& x, std::int64_t k, bool lower, const char* op) {
 }
 
 Tensor diag_embed(const Tensor& v, std::int64_t rows, std::int64_t cols) {
-  return apply(diag_embed_op, {v}, Attrs{{rows, cols}, {}});
+  return apply(diag_embed_op, {v}, pack_attrs(DiagEmbedAttrs{rows, cols}));
 }
 
 }  // namespace
@@ -168,7 +185,7 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
   const std::int64_t lo = clamp(start), hi = clamp(stop);
   const std::int64_t count = hi > lo ? (hi - lo - 1) / step + 1 : 0;  // ceil((hi - lo) / step), without overflow
   if (lo == 0 && count == len && step == 1) return x;
-  return apply(slice_op, {x}, Attrs{{ax, lo, step, count}, {}});
+  return apply(slice_op, {x}, pack_attrs(Window{ax, lo, step, count, len}));
 }
 
 Tensor concatenate(const std::vector<Tensor>& xs, std::int64_t axis) {
@@ -183,7 +200,7 @@ Tensor concatenate(const std::vector<Tensor>& xs, std::int64_t axis) {
   std::vector<Tensor> in;
   for (const Tensor& x : xs) in.push_back(astype(x, d));
   if (in.size() == 1) return in[0];
-  return apply(concatenate_op, std::move(in), Attrs{{ax}, {}});
+  return apply(concatenate_op, std::move(in), pack_attrs(ConcatenateAttrs{ax}));
 }
 
 Tensor stack(const std::vector<Tensor>& xs, std::int64_t axis) {

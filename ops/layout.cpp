@@ -10,49 +10,69 @@ namespace vt {
 
 namespace {
 
-Shape shape_attr(const Attrs& a) { return Shape(a.ints.begin(), a.ints.end()); }
+// reshape's and broadcast_to's attribute: the output's shape.
+struct ShapeAttrs {
+  Shape shape;
+  auto fields() { return std::tie(shape); }
+};
 
-const OpDef reshape_op{"reshape",
-                       [](const std::vector<TypeInfo>& in, const Attrs& a) { return TypeInfo{in[0].dtype, shape_attr(a)}; },
-                       nullptr,
-                       [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+// transpose's attribute: output axis i is input axis perm[i].
+struct PermutationAttrs {
+  Shape perm;
+  auto fields() { return std::tie(perm); }
+};
+
+const OpDef reshape_op{.name = "reshape",
+                       .infer =
+                           [](const std::vector<ExampleType>& in, const Attrs& a) {
+                             return ExampleType{in[0].dtype, unpack_attrs<ShapeAttrs>(a).shape};
+                           },
+                       .forward = nullptr,
+                       .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
                          return std::vector<Tensor>{reshape(g, n.inputs[0].shape())};
                        },
-                       false, /*aliases_input=*/true};
+                       .aliases_input = true};
 
-const OpDef transpose_op{"transpose",
-                         [](const std::vector<TypeInfo>& in, const Attrs& a) {
-                           Shape s(in[0].shape.size());
-                           for (std::size_t i = 0; i < s.size(); ++i) s[i] = in[0].shape[static_cast<std::size_t>(a.ints[i])];
-                           return TypeInfo{in[0].dtype, s};
-                         },
-                         [](const KernelArgs& k) {
-                           // Read the input through permuted strides; the batch axis stays first.
-                           const std::size_t lead = k.batched ? 1 : 0;
-                           View src = k.in[0];
-                           for (std::size_t i = 0; i < k.attrs.ints.size(); ++i) {
-                             const auto from = lead + static_cast<std::size_t>(k.attrs.ints[i]);
-                             src.shape[lead + i] = k.in[0].shape[from];
-                             src.strides[lead + i] = k.in[0].strides[from];
-                           }
-                           k.backend.copy(src, k.out);
-                         },
-                         [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
-                           std::vector<std::int64_t> inverse(n.attrs.ints.size());
+const OpDef transpose_op{.name = "transpose",
+                         .infer =
+                             [](const std::vector<ExampleType>& in, const Attrs& a) {
+                               const Shape perm = unpack_attrs<PermutationAttrs>(a).perm;
+                               Shape s(in[0].shape.size());
+                               for (std::size_t i = 0; i < s.size(); ++i) s[i] = in[0].shape[static_cast<std::size_t>(perm[i])];
+                               return ExampleType{in[0].dtype, s};
+                             },
+                         .forward =
+                             [](const KernelArgs& k) {
+                               // Read the input through permuted strides; the batch axis stays first.
+                               const Shape perm = unpack_attrs<PermutationAttrs>(k.attrs).perm;
+                               const std::size_t lead = k.batched ? 1 : 0;
+                               View src = k.in[0];
+                               for (std::size_t i = 0; i < perm.size(); ++i) {
+                                 const auto from = lead + static_cast<std::size_t>(perm[i]);
+                                 src.shape[lead + i] = k.in[0].shape[from];
+                                 src.strides[lead + i] = k.in[0].strides[from];
+                               }
+                               k.backend.copy(src, k.out);
+                             },
+                         .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+                           const Shape perm = unpack_attrs<PermutationAttrs>(n.attrs).perm;
+                           std::vector<std::int64_t> inverse(perm.size());
                            for (std::size_t i = 0; i < inverse.size(); ++i)
-                             inverse[static_cast<std::size_t>(n.attrs.ints[i])] = static_cast<std::int64_t>(i);
+                             inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
                            return std::vector<Tensor>{transpose(g, inverse)};
                          }};
 
-const OpDef broadcast_op{"broadcast_to",
-                         [](const std::vector<TypeInfo>& in, const Attrs& a) {
-                           const Shape target = shape_attr(a);
-                           if (broadcast_shapes(in[0].shape, target, "broadcast_to") != target)
-                             fail("broadcast_to: cannot broadcast shape {} to {}", to_string(in[0].shape), to_string(target));
-                           return TypeInfo{in[0].dtype, target};
-                         },
-                         [](const KernelArgs& k) { k.backend.copy(expand_view(k.in[0], k.out, k.batched), k.out); },
-                         [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+const OpDef broadcast_op{.name = "broadcast_to",
+                         .infer =
+                             [](const std::vector<ExampleType>& in, const Attrs& a) {
+                               const Shape target = unpack_attrs<ShapeAttrs>(a).shape;
+                               if (broadcast_shapes(in[0].shape, target, "broadcast_to") != target)
+                                 fail("broadcast_to: cannot broadcast shape {} to {}", to_string(in[0].shape),
+                                      to_string(target));
+                               return ExampleType{in[0].dtype, target};
+                             },
+                         .forward = [](const KernelArgs& k) { k.backend.copy(expand_view(k.in[0], k.out, k.batched), k.out); },
+                         .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
                            return std::vector<Tensor>{sum_to(g, n.inputs[0].shape())};
                          }};
 
@@ -82,7 +102,7 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
   }
   if (numel(target) != x.numel()) fail("reshape: cannot reshape {} into {}", to_string(x.shape()), to_string(shape));
   if (target == x.shape()) return x;
-  return apply(reshape_op, {x}, Attrs{target, {}});
+  return apply(reshape_op, {x}, pack_attrs(ShapeAttrs{target}));
 }
 
 Tensor transpose(const Tensor& x) {
@@ -95,16 +115,16 @@ Tensor transpose(const Tensor& x, const std::vector<std::int64_t>& perm) {
   if (perm.size() != x.ndim())
     fail("transpose: permutation of {} axes for a tensor of shape {}", perm.size(), to_string(x.shape()));
   std::vector<int> seen(x.ndim(), 0);
-  Attrs a;
+  PermutationAttrs a;
   for (auto p : perm) {
     const int axis = normalize_axis(p, x.ndim(), "transpose");
     if (seen[static_cast<std::size_t>(axis)]++) fail("transpose: [{}] is not a permutation", fmt::join(perm, ", "));
-    a.ints.push_back(axis);
+    a.perm.push_back(axis);
   }
   bool identity = true;
-  for (std::size_t i = 0; i < a.ints.size(); ++i) identity &= a.ints[i] == static_cast<std::int64_t>(i);
+  for (std::size_t i = 0; i < a.perm.size(); ++i) identity &= a.perm[i] == static_cast<std::int64_t>(i);
   if (identity) return x;
-  return apply(transpose_op, {x}, std::move(a));
+  return apply(transpose_op, {x}, pack_attrs(std::move(a)));
 }
 
 Tensor swapaxes(const Tensor& x, std::int64_t a, std::int64_t b) {
@@ -117,7 +137,13 @@ Tensor swapaxes(const Tensor& x, std::int64_t a, std::int64_t b) {
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
-  return apply(broadcast_op, {x}, Attrs{shape, {}});
+  return apply(broadcast_op, {x}, pack_attrs(ShapeAttrs{shape}));
 }
+
+Tensor Tensor::t() const {
+  if (ndim() < 2) fail("t: needs a tensor of rank >= 2, got shape {}", to_string(shape()));
+  return swapaxes(*this, -1, -2);
+}
+Tensor Tensor::reshape(const Shape& s) const { return vt::reshape(*this, s); }
 
 }  // namespace vt

@@ -1,34 +1,31 @@
 // logdet family: log det A of SPD matrices from their Cholesky factor, 2 sum(log diag L).
 // Inputs of the op: (A, L); the adjoint is gbar A^-1, with A^-1 from solves against the factor.
-#include "../autodiff/grad.hpp"
 #include "../core/graph.hpp"
+#include "creation.hpp"
 #include "elementwise.hpp"
 #include "layout.hpp"
+#include "matrix_batch.hpp"
 #include "reduce.hpp"
 #include "linalg.hpp"
+#include "stop_gradient.hpp"
 
 namespace vt {
 
 namespace {
 
 void logdet_forward(const KernelArgs& k) {
-  const View& l = k.in[1];
-  const std::size_t r = l.shape.size();
   // The diagonal of every factor, squared then logged in scratch, summed into the output.
-  View diag = l;
-  diag.strides[r - 2] += diag.strides[r - 1];
-  diag.strides.pop_back();
-  diag.shape.pop_back();
+  const View diag = diagonal_view(k.in[1]);
   Shape shape = diag.shape;
-  Storage scratch(k.backend.device(), static_cast<std::size_t>(numel(shape)) * size_of(l.dtype));
-  const View logs{l.dtype, scratch.data, shape, contiguous_strides(shape)};
+  Storage scratch(k.backend.device(), static_cast<std::size_t>(numel(shape)) * size_of(diag.dtype));
+  const View logs{diag.dtype, scratch.data, shape, contiguous_strides(shape)};
   k.backend.unary(UnaryKind::square, diag, logs);
   k.backend.unary(UnaryKind::log, logs, logs);
   shape.back() = 1;
   k.backend.reduce(ReduceKind::sum, logs, reshaped_view(k.out, shape));
 }
 
-std::vector<Tensor> logdet_adjoint(const Node& node, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+std::vector<Tensor> logdet_adjoint(const Node& node, const Tensor&, const Tensor& g, const AdjointContext&) {
   const Tensor& a = node.inputs[0];
   const std::int64_t n = a.shape(-1);
   const Tensor inverse = cho_solve(CholeskyFactor{a, node.inputs[1]}, eye(n, a.dtype(), a.device()));
@@ -38,16 +35,17 @@ std::vector<Tensor> logdet_adjoint(const Node& node, const Tensor&, const Tensor
   return {sum_to(reshape(g, gs) * inverse, a.shape()), Tensor()};
 }
 
-const OpDef logdet_op{"logdet",
-                      [](const std::vector<TypeInfo>& in, const Attrs&) {
-                        if (in[0].shape != in[1].shape)
-                          fail("logdet: factor of shape {} for matrices of shape {}", to_string(in[1].shape),
-                               to_string(in[0].shape));
-                        return TypeInfo{in[0].dtype, Shape(in[0].shape.begin(), in[0].shape.end() - 2)};
-                      },
-                      logdet_forward, logdet_adjoint,
-                      /*mixed_dtypes=*/false, /*aliases_input=*/false, /*reduces_batch=*/false,
-                      /*in_place=*/false, /*handle_inputs=*/0b01};  // A: for the adjoint only
+const OpDef logdet_op{.name = "logdet",
+                      .infer =
+                          [](const std::vector<ExampleType>& in, const Attrs&) {
+                            if (in[0].shape != in[1].shape)
+                              fail("logdet: factor of shape {} for matrices of shape {}", to_string(in[1].shape),
+                                   to_string(in[0].shape));
+                            return ExampleType{in[0].dtype, batch_axes(in[0].shape)};
+                          },
+                      .forward = logdet_forward,
+                      .adjoint = logdet_adjoint,
+                      .handle_inputs = 0b01};  // A: for the adjoint only
 
 }  // namespace
 

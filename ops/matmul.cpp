@@ -21,7 +21,7 @@ Shape as_right(Shape s) {
   return s;
 }
 
-TypeInfo matmul_type(const std::vector<TypeInfo>& in, const Attrs&) {
+ExampleType matmul_type(const std::vector<ExampleType>& in, const Attrs&) {
   const Shape& a = in[0].shape;
   const Shape& b = in[1].shape;
   if (a.empty() || b.empty())
@@ -55,11 +55,24 @@ void matmul_forward(const KernelArgs& k) {
   std::shared_ptr<Storage> scratch_a, scratch_b;
   const MatrixOperand pa = matrix_operand(k.backend, va, out_batch, m, kk, scratch_a, k.batched);
   const MatrixOperand pb = matrix_operand(k.backend, vb, out_batch, kk, n, scratch_b, k.batched);
-  k.backend.gemm(GemmArgs{k.out.dtype, numel(out_batch), m, n, kk, false, false, 1.0, 0.0, pa.data, pa.stride,
-                          pb.data, pb.stride, k.out.data, m * n});
+  k.backend.gemm(GemmArgs{.dtype = k.out.dtype,
+                          .count = numel(out_batch),
+                          .m = m,
+                          .n = n,
+                          .k = kk,
+                          .trans_a = false,
+                          .trans_b = false,
+                          .alpha = 1.0,
+                          .beta = 0.0,
+                          .a = pa.data,
+                          .stride_a = pa.stride,
+                          .b = pb.data,
+                          .stride_b = pb.stride,
+                          .c = k.out.data,
+                          .stride_c = m * n});
 }
 
-std::vector<Tensor> matmul_adjoint(const Node& node, const Tensor&, const Tensor& g, const std::vector<bool>& needs) {
+std::vector<Tensor> matmul_adjoint(const Node& node, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
   const Tensor& a = node.inputs[0];
   const Tensor& b = node.inputs[1];
   // Work on the matrix forms, then sum over broadcast batch axes and restore vector shapes.
@@ -69,14 +82,14 @@ std::vector<Tensor> matmul_adjoint(const Node& node, const Tensor&, const Tensor
   g_shape.push_back(b2.shape().back());
   const Tensor g2 = reshape(g, g_shape);
   Tensor ga, gb;
-  if (needs[0]) ga = reshape(sum_to(matmul(g2, swapaxes(b2, -1, -2)), a2.shape()), a.shape());
-  if (needs[1]) gb = reshape(sum_to(matmul(swapaxes(a2, -1, -2), g2), b2.shape()), b.shape());
+  if (ctx.needs[0]) ga = reshape(sum_to(matmul(g2, swapaxes(b2, -1, -2)), a2.shape()), a.shape());
+  if (ctx.needs[1]) gb = reshape(sum_to(matmul(swapaxes(a2, -1, -2), g2), b2.shape()), b.shape());
   return {ga, gb};
 }
 
-const OpDef matmul_op{"matmul", matmul_type, matmul_forward, matmul_adjoint};
-
 }  // namespace
+
+const OpDef matmul_op{.name = "matmul", .infer = matmul_type, .forward = matmul_forward, .adjoint = matmul_adjoint};
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   const DType d = promote(a.dtype(), b.dtype());

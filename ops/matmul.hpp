@@ -7,4 +7,8 @@ namespace vt {
 // broadcast leading batch axes. One batched GEMM call over all the matrices.
 Tensor matmul(const Tensor& a, const Tensor& b);
 
+// The op itself, for passes that recognise it by identity (jit reassociates chains of matmuls).
+struct OpDef;
+extern const OpDef matmul_op;
+
 }  // namespace vt

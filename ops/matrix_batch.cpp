@@ -35,14 +35,14 @@ MatrixOperand matrix_operand(Backend& be, const View& v, const Shape& batch, std
   return {scratch->data, mat};
 }
 
-}  // namespace vt
+void check_square(std::string_view op, const Shape& shape) {
+  if (shape.size() < 2 || shape[shape.size() - 1] != shape[shape.size() - 2])
+    fail("{}: needs square matrices [..., n, n], got shape {}", op, to_string(shape));
+}
 
-namespace vt {
-
-TypeInfo solve_type(std::string_view op, const TypeInfo& t, const TypeInfo& b) {
+ExampleType solve_type(std::string_view op, const ExampleType& t, const ExampleType& b) {
   const Shape& ts = t.shape;
-  if (ts.size() < 2 || ts[ts.size() - 1] != ts[ts.size() - 2])
-    fail("{}: needs square matrices [..., n, n], got shape {}", op, to_string(ts));
+  check_square(op, ts);
   const std::int64_t n = ts.back();
   const bool vector = b.shape.size() == 1;
   if (b.shape.empty() || b.shape[vector ? 0 : b.shape.size() - 2] != n)

@@ -1,6 +1,7 @@
 #pragma once
-// Shared by the matrix op families (matmul, linear algebra): lays an operand with broadcast
-// leading axes out as `count` matrices at one stride, as batched BLAS/LAPACK-style kernels want.
+// Shared by the matrix op families (matmul, linear algebra): their shape rules, and the layout of
+// an operand with broadcast leading axes as `count` matrices at one stride, as batched
+// BLAS/LAPACK-style kernels want.
 #include <memory>
 
 #include "../core/graph.hpp"
@@ -23,13 +24,12 @@ MatrixOperand matrix_operand(Backend& backend, const View& v, const Shape& batch
 // The leading (batch) axes of a matrix shape.
 inline Shape batch_axes(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
 
-}  // namespace vt
-
-namespace vt {
+// Raises, naming `op`, unless `shape` is a stack of square matrices [..., n, n].
+void check_square(std::string_view op, const Shape& shape);
 
 // Shape rule shared by the solves: a matrix `t` [..., n, n] against a right-hand side `b` that is
 // a vector [n] or matrices [..., n, k]; leading axes broadcast.
-TypeInfo solve_type(std::string_view op, const TypeInfo& t, const TypeInfo& b);
+ExampleType solve_type(std::string_view op, const ExampleType& t, const ExampleType& b);
 
 // Copies the right-hand side (input b_input) into the output and returns the output as matrices
 // [batch..., n, k], ready for in-place triangular solves against input t_input.

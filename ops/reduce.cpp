@@ -1,4 +1,4 @@
-// Reduction family: sum, mean, max. Attrs: ints = [kind, keepdims, axes...].
+// Reduction family: sum, mean, max, sum_to.
 #include "reduce.hpp"
 
 #include "../core/graph.hpp"
@@ -10,53 +10,67 @@ namespace vt {
 
 namespace {
 
+// The reduced axes (sorted, unique) and whether they are kept with size 1.
+struct ReduceAttrs {
+  bool keepdims;
+  Axes axes;
+  auto fields() { return std::tie(keepdims, axes); }
+};
+
 // The input shape with the reduced axes set to 1.
-Shape kept_shape(const Shape& in, const Attrs& a) {
+Shape kept_shape(const Shape& in, const ReduceAttrs& a) {
   Shape s = in;
-  for (std::size_t i = 2; i < a.ints.size(); ++i) s[static_cast<std::size_t>(a.ints[i])] = 1;
+  for (auto axis : a.axes) s[static_cast<std::size_t>(axis)] = 1;
   return s;
 }
 
-TypeInfo reduce_type(const std::vector<TypeInfo>& in, const Attrs& a) {
+ExampleType reduce_type(const std::vector<ExampleType>& in, const Attrs& attrs) {
+  const ReduceAttrs a = unpack_attrs<ReduceAttrs>(attrs);
   Shape kept = kept_shape(in[0].shape, a);
-  if (a.ints[1]) return {in[0].dtype, kept};
+  if (a.keepdims) return {in[0].dtype, kept};
   Shape s;
-  for (std::size_t d = 0, k = 2; d < in[0].shape.size(); ++d) {
-    if (k < a.ints.size() && a.ints[k] == static_cast<std::int64_t>(d)) ++k;
+  for (std::size_t d = 0, k = 0; d < in[0].shape.size(); ++d) {
+    if (k < a.axes.size() && a.axes[k] == static_cast<std::int64_t>(d)) ++k;
     else s.push_back(in[0].shape[d]);
   }
   return {in[0].dtype, s};
 }
 
+template <ReduceKind Kind>
 void reduce_forward(const KernelArgs& k) {
-  Shape kept = kept_shape(k.batched ? Shape(k.in[0].shape.begin() + 1, k.in[0].shape.end()) : k.in[0].shape, k.attrs);
+  const ReduceAttrs a = unpack_attrs<ReduceAttrs>(k.attrs);
+  Shape kept = kept_shape(k.batched ? Shape(k.in[0].shape.begin() + 1, k.in[0].shape.end()) : k.in[0].shape, a);
   if (k.batched) kept.insert(kept.begin(), k.batch);
-  k.backend.reduce(static_cast<ReduceKind>(k.attrs.ints[0]), k.in[0], reshaped_view(k.out, kept));
+  k.backend.reduce(Kind, k.in[0], reshaped_view(k.out, kept));
 }
-
-Axes axes_of(const Attrs& a) { return Axes(a.ints.begin() + 2, a.ints.end()); }
 
 // The output cotangent broadcast back over the reduced axes.
 Tensor spread(const Node& n, const Tensor& g) {
-  return broadcast_to(reshape(g, kept_shape(n.inputs[0].shape(), n.attrs)), n.inputs[0].shape());
+  const Shape& in = n.inputs[0].shape();
+  return broadcast_to(reshape(g, kept_shape(in, unpack_attrs<ReduceAttrs>(n.attrs))), in);
 }
 
-const OpDef sum_op{"sum", reduce_type, reduce_forward,
-                   [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+const OpDef sum_op{.name = "sum",
+                   .infer = reduce_type,
+                   .forward = reduce_forward<ReduceKind::sum>,
+                   .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
                      return std::vector<Tensor>{spread(n, g)};
                    }};
-const OpDef max_op{"max", reduce_type, reduce_forward,
-                   [](const Node& n, const Tensor& y, const Tensor& g, const std::vector<bool>&) {
+const OpDef max_op{.name = "max",
+                   .infer = reduce_type,
+                   .forward = reduce_forward<ReduceKind::max>,
+                   .adjoint = [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext&) {
                      const Tensor& x = n.inputs[0];
+                     const ReduceAttrs a = unpack_attrs<ReduceAttrs>(n.attrs);
                      const Tensor hit = equal(x, spread(n, y));
-                     const Tensor count = spread(n, sum(hit, axes_of(n.attrs), n.attrs.ints[1] != 0));
+                     const Tensor count = spread(n, sum(hit, a.axes, a.keepdims));
                      return std::vector<Tensor>{spread(n, g) * hit / count};
                    }};
 
-Tensor reduce(const OpDef& op, ReduceKind kind, const Tensor& x, const Axes& axes, bool keepdims) {
-  Attrs a{{static_cast<std::int64_t>(kind), keepdims ? 1 : 0}, {}};
-  for (int ax : normalize_axes(axes, x.ndim(), op.name)) a.ints.push_back(ax);
-  return apply(op, {x}, std::move(a));
+Tensor reduce(const OpDef& op, const Tensor& x, const Axes& axes, bool keepdims) {
+  ReduceAttrs a{keepdims, {}};
+  for (int ax : normalize_axes(axes, x.ndim(), op.name)) a.axes.push_back(ax);
+  return apply(op, {x}, pack_attrs(std::move(a)));
 }
 
 // Outside vmap, a reduction over all axes of a batched tensor includes the batch.
@@ -75,7 +89,7 @@ Tensor per_example(Reduction reduction) {
 
 Tensor sum(const Tensor& x, const Axes& axes, bool keepdims) {
   if (over_batch_too(x, axes)) return batch_sum(per_example([&] { return sum(x, axes, keepdims); }));
-  return reduce(sum_op, ReduceKind::sum, x, axes, keepdims);
+  return reduce(sum_op, x, axes, keepdims);
 }
 
 Tensor mean(const Tensor& x, const Axes& axes, bool keepdims) {
@@ -90,7 +104,7 @@ Tensor max(const Tensor& x, const Axes& axes, bool keepdims) {
   if (over_batch_too(x, axes)) return batch_max(per_example([&] { return max(x, axes, keepdims); }));
   for (int ax : normalize_axes(axes, x.ndim(), "max"))
     if (x.shape()[ax] == 0) fail("max: reduction over an empty axis {} of shape {}", ax, to_string(x.shape()));
-  return reduce(max_op, ReduceKind::max, x, axes, keepdims);
+  return reduce(max_op, x, axes, keepdims);
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {

@@ -10,11 +10,14 @@ namespace vt {
 
 namespace {
 
-Device device_in(const Attrs& a, std::size_t at) { return {static_cast<DeviceKind>(a.ints[at]), static_cast<int>(a.ints[at + 1])}; }
+struct TransferAttrs {
+  Device to, from;
+  auto fields() { return std::tie(to, from); }
+};
 
-// Attrs: ints = [target kind, target index, source kind, source index]; k.backend is the target's.
+// k.backend is the target's.
 void transfer_forward(const KernelArgs& k) {
-  const Device to = device_in(k.attrs, 0), from = device_in(k.attrs, 2);
+  const auto [to, from] = unpack_attrs<TransferAttrs>(k.attrs);
   const std::size_t bytes = static_cast<std::size_t>(numel(k.out.shape)) * size_of(k.out.dtype);
   if (bytes == 0) return;
   Backend& source = backend_for(from);
@@ -30,12 +33,12 @@ void transfer_forward(const KernelArgs& k) {
 }
 
 const OpDef to_device_op{.name = "to_device",
-                         .infer = [](const std::vector<TypeInfo>& in, const Attrs&) { return in[0]; },
+                         .infer = same_type,
                          .forward = transfer_forward,
-                         .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const std::vector<bool>&) {
+                         .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
                            return std::vector<Tensor>{to_device(g, n.inputs[0].device())};
                          },
-                         .moves_device = true};
+                         .output_device = [](const Attrs& a) { return unpack_attrs<TransferAttrs>(a).to; }};
 
 }  // namespace
 
@@ -47,10 +50,9 @@ Tensor to_device(const Tensor& x, Device device) {
          "arguments before calling the jitted function",
          to_string(x.device()), to_string(device));
   backend_for(device);  // raises now, naming the device, if it is not available
-  return apply(to_device_op, {x},
-               Attrs{{static_cast<std::int64_t>(device.kind), device.index, static_cast<std::int64_t>(x.device().kind),
-                      x.device().index},
-                     {}});
+  return apply(to_device_op, {x}, pack_attrs(TransferAttrs{device, x.device()}));
 }
+
+Tensor Tensor::to(Device d) const { return to_device(*this, d); }
 
 }  // namespace vt

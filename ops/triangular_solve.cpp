@@ -1,4 +1,4 @@
-// Triangular solve family. Attrs: ints = [lower, transpose].
+// Triangular solve family: op(T) X = B for triangular T, on either side.
 #include "../core/graph.hpp"
 #include "elementwise.hpp"
 #include "indexing.hpp"
@@ -12,36 +12,53 @@ namespace vt {
 
 namespace {
 
+// Which triangle of T holds it, and whether T^T is solved with.
+struct TriangleAttrs {
+  bool lower, transpose;
+  auto fields() { return std::tie(lower, transpose); }
+};
+
 void triangular_solve_forward(const KernelArgs& k) {
   const SolveLayout s = solve_layout(k, 0, 1);
   std::shared_ptr<Storage> scratch;
   const MatrixOperand t = matrix_operand(k.backend, k.in[0], s.batch, s.n, s.n, scratch, k.batched);
-  k.backend.trsm(TrsmArgs{k.out.dtype, numel(s.batch), s.n, s.k, k.attrs.ints[0] != 0, k.attrs.ints[1] != 0, false,
-                          t.data, t.stride, s.x.data, s.n * s.k});
+  const TriangleAttrs a = unpack_attrs<TriangleAttrs>(k.attrs);
+  k.backend.trsm(TrsmArgs{.dtype = k.out.dtype,
+                          .count = numel(s.batch),
+                          .n = s.n,
+                          .nrhs = s.k,
+                          .lower = a.lower,
+                          .transpose = a.transpose,
+                          .then_transposed = false,
+                          .t = t.data,
+                          .stride_t = t.stride,
+                          .b = s.x.data,
+                          .stride_b = s.n * s.k});
 }
 
 // X = op(T)^-1 B:  Bbar = op(T)^-T Xbar;  Tbar = -Bbar X^T (T X = B) or -X Bbar^T (T^T X = B),
 // restricted to T's triangle.
 std::vector<Tensor> triangular_solve_adjoint(const Node& node, const Tensor& x, const Tensor& g,
-                                             const std::vector<bool>& needs) {
+                                             const AdjointContext& ctx) {
   const Tensor& t = node.inputs[0];
   const Tensor& b = node.inputs[1];
-  const bool lower = node.attrs.ints[0] != 0, transpose = node.attrs.ints[1] != 0;
+  const auto [lower, transpose] = unpack_attrs<TriangleAttrs>(node.attrs);
   const bool vector = b.ndim() == 1;
   const Tensor xm = vector ? as_columns(x) : x;
   const Tensor bm = triangular_solve(t, vector ? as_columns(g) : g, lower, !transpose);
   Tensor t_bar;
-  if (needs[0]) {
+  if (ctx.needs[0]) {
     const Tensor outer = transpose ? matmul(xm, swapaxes(bm, -1, -2)) : matmul(bm, swapaxes(xm, -1, -2));
     t_bar = sum_to(neg(lower ? tril(outer) : triu(outer)), t.shape());
   }
-  return {t_bar, needs[1] ? sum_to(reshape(bm, x.shape()), b.shape()) : Tensor()};
+  return {t_bar, ctx.needs[1] ? sum_to(reshape(bm, x.shape()), b.shape()) : Tensor()};
 }
 
 const OpDef triangular_solve_op{
-    "triangular_solve",
-    [](const std::vector<TypeInfo>& in, const Attrs&) { return solve_type("triangular_solve", in[0], in[1]); },
-    triangular_solve_forward, triangular_solve_adjoint};
+    .name = "triangular_solve",
+    .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return solve_type("triangular_solve", in[0], in[1]); },
+    .forward = triangular_solve_forward,
+    .adjoint = triangular_solve_adjoint};
 
 }  // namespace
 
@@ -52,7 +69,7 @@ Tensor triangular_solve(const Tensor& t, const Tensor& b, bool lower, bool trans
     if (b.ndim() < 2) fail("triangular_solve: a right-side solve needs matrices, got shape {}", to_string(b.shape()));
     return swapaxes(triangular_solve(t, swapaxes(b, -1, -2), lower, !transpose, true), -1, -2);
   }
-  return apply(triangular_solve_op, {astype(t, d), astype(b, d)}, Attrs{{lower ? 1 : 0, transpose ? 1 : 0}, {}});
+  return apply(triangular_solve_op, {astype(t, d), astype(b, d)}, pack_attrs(TriangleAttrs{lower, transpose}));
 }
 
 }  // namespace vt

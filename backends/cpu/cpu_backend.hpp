@@ -2,7 +2,7 @@
 #include <map>
 #include <mutex>
 
-#include "../backend.hpp"
+#include "../../core/backend.hpp"
 
 namespace vt::cpu {
 

@@ -5,7 +5,7 @@
 // against a column-major reference (tests/test_column_major.cpp).
 #include <cstdint>
 
-#include "../backend.hpp"
+#include "../../core/backend.hpp"
 
 namespace vt::cuda {
 

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "../backend.hpp"
+#include "../../core/backend.hpp"
 
 namespace vt::cuda {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "../../core/dtype.hpp"
-#include "../backend.hpp"
+#include "../../core/backend.hpp"
 
 namespace vt::cuda::kernels {
 

@@ -3,44 +3,26 @@
 // describe their operands as strided views and call one of these kernels once per op, over the
 // whole batch. Every kernel takes the batch count and per-example sizes as run-time arguments,
 // so a plan compiled once serves every batch size.
+//
+// The interface is core vocabulary; the implementations (backends/cpu, backends/cuda) and the
+// registry that hands them out (backend_for, in backends/registry.cpp) live in backends/.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <stdexcept>
-#include <string>
-#include <string_view>
 
-#include "../core/dtype.hpp"
-#include "../core/shape.hpp"
+#include "device.hpp"
+#include "dtype.hpp"
+#include "shape.hpp"
+#include "view.hpp"
 
 namespace vt {
-
-enum class DeviceKind { cpu, cuda };
-
-struct Device {
-  DeviceKind kind = DeviceKind::cpu;
-  int index = 0;
-  static Device cpu() { return {}; }
-  static Device cuda(int index = 0) { return {DeviceKind::cuda, index}; }
-  friend bool operator==(const Device&, const Device&) = default;
-};
-std::string to_string(Device d);  // "cpu", "cuda:0"
-// "cpu", "cuda" (= cuda:0) or "cuda:N"; raises vt::Error on anything else.
-Device parse_device(std::string_view text);
 
 // Whether this build has the CUDA backend, and how many CUDA devices the process can use (0 when
 // the build has no CUDA, no driver is loaded or no device is present; never raises).
 bool built_with_cuda();
 int cuda_device_count();
-
-// A strided window over device memory, in elements. A stride of 0 broadcasts.
-struct View {
-  DType dtype = DType::f64;
-  void* data = nullptr;
-  Shape shape;
-  Shape strides;
-};
 
 enum class UnaryKind { neg, exp, log, log1p, sqrt, square, sin, cos, tanh, abs, sign };
 // Comparisons produce 1 or 0 in the operands' dtype.

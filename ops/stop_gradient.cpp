@@ -1,0 +1,21 @@
+// stop_gradient: an alias of its input with no adjoint, so no transform differentiates through it.
+#include "stop_gradient.hpp"
+
+#include "../core/graph.hpp"
+
+namespace vt {
+
+namespace {
+const OpDef stop_gradient_op{.name = "stop_gradient",
+                             .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return in[0]; },
+                             .forward = nullptr,
+                             .adjoint = nullptr,
+                             .aliases_input = true};
+}  // namespace
+
+Tensor stop_gradient(const Tensor& x) {
+  if (!x.impl().tracked && !x.is_symbolic()) return x;
+  return apply(stop_gradient_op, {x});
+}
+
+}  // namespace vt
