@@ -15,11 +15,10 @@ namespace {
 
 // watch's op: the variable is its input's alias, its cotangent passes through.
 const OpDef identity_op{.name = "identity",
-                        .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return in[0]; },
+                        .infer = same_type,
                         .forward = nullptr,
-                        .adjoint = [](const Node&, const Tensor&, const Tensor& g, const AdjointContext&) {
-                          return std::vector<Tensor>{g};
-                        },
+                        .adjoint = [](const Node&, const Tensor&, const Tensor& g,
+                                      const AdjointContext&) { return std::vector<Tensor>{g}; },
                         .aliases_input = true};
 
 // Tracked tensors reachable from `outputs`, inputs before the tensors computed from them.

@@ -19,7 +19,7 @@ template <class T> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::f32; }
 template <> constexpr DType dtype_of<double>() { return DType::f64; }
 
-// Calls fn with a value of the C++ type of d: dispatch<DType>(d, [](auto zero){ using T = decltype(zero); ... }).
+// Calls fn with a value of the C++ type of d: visit_dtype(d, [](auto zero) { using T = decltype(zero); ... }).
 template <class Fn>
 decltype(auto) visit_dtype(DType d, Fn&& fn) {
   if (d == DType::f32) return fn(float{});

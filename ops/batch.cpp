@@ -41,36 +41,40 @@ const OpDef broadcast_to_batch_op{
           k.backend.copy(k.in[0], k.out);
           if (unpack_attrs<SpreadAttrs>(k.attrs).mean) divide_by_batch(k, k.out);
         },
-    .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
-      return std::vector<Tensor>{unpack_attrs<SpreadAttrs>(n.attrs).mean ? batch_mean(g) : batch_sum(g), Tensor()};
-    },
+    .adjoint =
+        [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+          return std::vector<Tensor>{unpack_attrs<SpreadAttrs>(n.attrs).mean ? batch_mean(g) : batch_sum(g), Tensor()};
+        },
     .mixed_dtypes = true,
     .handle_inputs = 0b10};
 
-const OpDef batch_sum_op{.name = "batch_sum",
-                         .infer = same_type,
-                         .forward = batch_reduce_forward<ReduceKind::sum, false>,
-                         .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
-                           return std::vector<Tensor>{broadcast_to_batch(g, n.inputs[0])};
-                         },
-                         .reduces_batch = true};
+const OpDef batch_sum_op{
+    .name = "batch_sum",
+    .infer = same_type,
+    .forward = batch_reduce_forward<ReduceKind::sum, false>,
+    .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
+                  const AdjointContext&) { return std::vector<Tensor>{broadcast_to_batch(g, n.inputs[0])}; },
+    .reduces_batch = true};
 
-const OpDef batch_mean_op{.name = "batch_mean",
-                          .infer = same_type,
-                          .forward = batch_reduce_forward<ReduceKind::sum, true>,
-                          .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
-                            return std::vector<Tensor>{apply(broadcast_to_batch_op, {g, n.inputs[0]}, pack_attrs(SpreadAttrs{true}))};
-                          },
-                          .reduces_batch = true};
+const OpDef batch_mean_op{
+    .name = "batch_mean",
+    .infer = same_type,
+    .forward = batch_reduce_forward<ReduceKind::sum, true>,
+    .adjoint =
+        [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+          return std::vector<Tensor>{apply(broadcast_to_batch_op, {g, n.inputs[0]}, pack_attrs(SpreadAttrs{true}))};
+        },
+    .reduces_batch = true};
 
 const OpDef batch_max_op{.name = "batch_max",
                          .infer = same_type,
                          .forward = batch_reduce_forward<ReduceKind::max, false>,
-                         .adjoint = [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext&) {
-                           const Tensor& x = n.inputs[0];
-                           const Tensor hit = equal(x, broadcast_to_batch(y, x));
-                           return std::vector<Tensor>{broadcast_to_batch(g / batch_sum(hit), x) * hit};
-                         },
+                         .adjoint =
+                             [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext&) {
+                               const Tensor& x = n.inputs[0];
+                               const Tensor hit = equal(x, broadcast_to_batch(y, x));
+                               return std::vector<Tensor>{broadcast_to_batch(g / batch_sum(hit), x) * hit};
+                             },
                          .reduces_batch = true};
 
 // as_batch and unbatch see the same storage with the batch axis inside or outside the shape.

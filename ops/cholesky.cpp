@@ -98,16 +98,18 @@ std::vector<Tensor> cholesky_adjoint(const Node&, const Tensor& l, const Tensor&
 }
 
 // The factorization overwrites its copy of A, so it can run in A's own buffer.
-const OpDef cholesky_op{.name = "cholesky",
-                        .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, "cholesky"); },
-                        .forward = [](const KernelArgs& k) { factor_forward(k, false); },
-                        .adjoint = cholesky_adjoint,
-                        .in_place = true};
-const OpDef cho_factor_op{.name = "cho_factor",
-                          .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, "cho_factor"); },
-                          .forward = [](const KernelArgs& k) { factor_forward(k, false); },
-                          .adjoint = cholesky_adjoint,
-                          .in_place = true};
+const OpDef cholesky_op{
+    .name = "cholesky",
+    .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, "cholesky"); },
+    .forward = [](const KernelArgs& k) { factor_forward(k, false); },
+    .adjoint = cholesky_adjoint,
+    .in_place = true};
+const OpDef cho_factor_op{
+    .name = "cho_factor",
+    .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, "cho_factor"); },
+    .forward = [](const KernelArgs& k) { factor_forward(k, false); },
+    .adjoint = cholesky_adjoint,
+    .in_place = true};
 const OpDef cholesky_checked_op{
     .name = "cholesky_checked",
     .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, "cholesky_checked"); },

@@ -80,94 +80,86 @@ constexpr char add_name[] = "add", sub_name[] = "sub", mul_name[] = "mul", div_n
                maximum_name[] = "maximum", less_name[] = "less", greater_name[] = "greater", equal_name[] = "equal",
                where_name[] = "where";
 
-const OpDef add_op{.name = add_name,
-  .infer = broadcast_type<add_name>,
-  .forward = binary_forward<BinaryKind::add>,
-  .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
-                     return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(),
-                                                ctx.needs[1] ? to_input(n, 1, g) : Tensor()};
-                   },
-  .in_place = true};
-const OpDef sub_op{.name = sub_name,
-  .infer = broadcast_type<sub_name>,
-  .forward = binary_forward<BinaryKind::sub>,
-  .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
-                     return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(),
-                                                ctx.needs[1] ? to_input(n, 1, neg(g)) : Tensor()};
-                   },
-  .in_place = true};
-const OpDef mul_op{.name = mul_name,
-  .infer = broadcast_type<mul_name>,
-  .forward = binary_forward<BinaryKind::mul>,
-  .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
-                     return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * n.inputs[1]) : Tensor(),
-                                                ctx.needs[1] ? to_input(n, 1, g * n.inputs[0]) : Tensor()};
-                   },
-  .in_place = true};
-const OpDef div_op{.name = div_name,
-  .infer = broadcast_type<div_name>,
-  .forward = binary_forward<BinaryKind::div>,
-  .adjoint = [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
-                     const Tensor gb = g / n.inputs[1];
-                     return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, gb) : Tensor(),
-                                                ctx.needs[1] ? to_input(n, 1, neg(gb * y)) : Tensor()};
-                   },
-  .in_place = true};
-const OpDef pow_op{.name = pow_name,
-  .infer = broadcast_type<pow_name>,
-  .forward = binary_forward<BinaryKind::pow>,
-  .adjoint = [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
-                     const Tensor& a = n.inputs[0];
-                     const Tensor& b = n.inputs[1];
-                     Tensor ga, gb;
-                     if (ctx.needs[0]) ga = to_input(n, 0, g * b * pow(a, b - 1.0));
-                     if (ctx.needs[1]) {
-                       // d/db a^b = a^b log a; at a == 0 the limit of the product is 0.
-                       const Tensor zero = zeros({}, a.dtype(), a.device());
-                       const Tensor is_zero = equal(a, zero);
-                       gb = to_input(n, 1, g * y * log(where(is_zero, ones({}, a.dtype(), a.device()), a)));
-                     }
-                     return std::vector<Tensor>{ga, gb};
-                   },
-  .in_place = true};
-const OpDef maximum_op{.name = maximum_name,
-  .infer = broadcast_type<maximum_name>,
-  .forward = binary_forward<BinaryKind::maximum>,
-  .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
-                         const Tensor& a = n.inputs[0];
-                         const Tensor& b = n.inputs[1];
-                         const Tensor share_a = greater(a, b) + equal(a, b) * 0.5;
-                         return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
-                                                    ctx.needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
-                       },
-  .in_place = true};
-const OpDef less_op{.name = less_name,
-  .infer = broadcast_type<less_name>,
-  .forward = binary_forward<BinaryKind::less>,
-  .adjoint = nullptr};
-const OpDef greater_op{.name = greater_name,
-  .infer = broadcast_type<greater_name>,
-  .forward = binary_forward<BinaryKind::greater>,
-  .adjoint = nullptr};
-const OpDef equal_op{.name = equal_name,
-  .infer = broadcast_type<equal_name>,
-  .forward = binary_forward<BinaryKind::equal>,
-  .adjoint = nullptr};
+using Adjoint = std::vector<Tensor> (*)(const Node&, const Tensor&, const Tensor&, const AdjointContext&);
+
+// A broadcasting binary map. Like the unary maps, it runs in place.
+template <BinaryKind Kind, const char* Name>
+constexpr OpDef binary_op(Adjoint adjoint) {
+  return {.name = Name,
+          .infer = broadcast_type<Name>,
+          .forward = binary_forward<Kind>,
+          .adjoint = adjoint,
+          .in_place = true};
+}
+
+const OpDef add_op = binary_op<BinaryKind::add, add_name>(
+    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(),
+                                 ctx.needs[1] ? to_input(n, 1, g) : Tensor()};
+    });
+const OpDef sub_op = binary_op<BinaryKind::sub, sub_name>(
+    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(),
+                                 ctx.needs[1] ? to_input(n, 1, neg(g)) : Tensor()};
+    });
+const OpDef mul_op = binary_op<BinaryKind::mul, mul_name>(
+    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * n.inputs[1]) : Tensor(),
+                                 ctx.needs[1] ? to_input(n, 1, g * n.inputs[0]) : Tensor()};
+    });
+const OpDef div_op = binary_op<BinaryKind::div, div_name>(
+    [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
+      const Tensor gb = g / n.inputs[1];
+      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, gb) : Tensor(),
+                                 ctx.needs[1] ? to_input(n, 1, neg(gb * y)) : Tensor()};
+    });
+const OpDef pow_op = binary_op<BinaryKind::pow, pow_name>(
+    [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
+      const Tensor& a = n.inputs[0];
+      const Tensor& b = n.inputs[1];
+      Tensor ga, gb;
+      if (ctx.needs[0]) ga = to_input(n, 0, g * b * pow(a, b - 1.0));
+      if (ctx.needs[1]) {
+        // d/db a^b = a^b log a; at a == 0 the limit of the product is 0.
+        const Tensor zero = zeros({}, a.dtype(), a.device());
+        const Tensor is_zero = equal(a, zero);
+        gb = to_input(n, 1, g * y * log(where(is_zero, ones({}, a.dtype(), a.device()), a)));
+      }
+      return std::vector<Tensor>{ga, gb};
+    });
+const OpDef maximum_op = binary_op<BinaryKind::maximum, maximum_name>(
+    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+      const Tensor& a = n.inputs[0];
+      const Tensor& b = n.inputs[1];
+      const Tensor share_a = greater(a, b) + equal(a, b) * 0.5;
+      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
+                                 ctx.needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
+    });
+// Comparisons: no gradient flows through them.
+const OpDef less_op{.name = less_name, .infer = broadcast_type<less_name>, .forward = binary_forward<BinaryKind::less>};
+const OpDef greater_op{
+    .name = greater_name, .infer = broadcast_type<greater_name>, .forward = binary_forward<BinaryKind::greater>};
+const OpDef equal_op{.name = equal_name, .infer = broadcast_type<equal_name>, .forward = binary_forward<BinaryKind::equal>};
 
 const OpDef where_op{.name = where_name,
-  .infer = broadcast_type<where_name>,
-  .forward = [](const KernelArgs& k) {
-                       k.backend.select(expand_view(k.in[0], k.out, k.batched), expand_view(k.in[1], k.out, k.batched),
-                                        expand_view(k.in[2], k.out, k.batched), k.out);
-                     },
-  .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
-                       const Tensor zero = zeros({}, g.dtype(), g.device());
-                       const Tensor& c = n.inputs[0];
-                       return std::vector<Tensor>{Tensor(), ctx.needs[1] ? to_input(n, 1, where(c, g, zero)) : Tensor(),
-                                                  ctx.needs[2] ? to_input(n, 2, where(c, zero, g)) : Tensor()};
-                     },
-  .in_place = true};
+                     .infer = broadcast_type<where_name>,
+                     .forward =
+                         [](const KernelArgs& k) {
+                           k.backend.select(expand_view(k.in[0], k.out, k.batched),
+                                            expand_view(k.in[1], k.out, k.batched),
+                                            expand_view(k.in[2], k.out, k.batched), k.out);
+                         },
+                     .adjoint =
+                         [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+                           const Tensor zero = zeros({}, g.dtype(), g.device());
+                           const Tensor& c = n.inputs[0];
+                           return std::vector<Tensor>{Tensor(),
+                                                      ctx.needs[1] ? to_input(n, 1, where(c, g, zero)) : Tensor(),
+                                                      ctx.needs[2] ? to_input(n, 2, where(c, zero, g)) : Tensor()};
+                         },
+                     .in_place = true};
 
+// astype's attribute: the dtype to convert to.
 struct AstypeAttrs {
   DType dtype;
   auto fields() { return std::tie(dtype); }

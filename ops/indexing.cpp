@@ -45,9 +45,8 @@ const OpDef slice_op{.name = "slice",
                            const auto axis = lead(k) + static_cast<std::size_t>(w.axis);
                            k.backend.copy(window(k.in[0], axis, w.start, w.count, w.step), k.out);
                          },
-                     .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
-                       return std::vector<Tensor>{slice_scatter(g, n.attrs)};
-                     }};
+                     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
+                                   const AdjointContext&) { return std::vector<Tensor>{slice_scatter(g, n.attrs)}; }};
 
 // The adjoint of slice: zeros of the sliced tensor's shape with g written into the window.
 const OpDef slice_scatter_op{.name = "slice_scatter",
@@ -65,12 +64,14 @@ const OpDef slice_scatter_op{.name = "slice_scatter",
                                    k.backend.fill(k.out, 0.0);
                                    k.backend.copy(k.in[0], window(k.out, axis, w.start, w.count, w.step));
                                  },
-                             .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
-                               const Window w = unpack_attrs<Window>(n.attrs);
-                               // Stops just past the last element taken: start + step * count may overflow.
-                               const std::int64_t stop = w.count == 0 ? w.start : w.start + w.step * (w.count - 1) + 1;
-                               return std::vector<Tensor>{slice(g, w.axis, w.start, stop, w.step)};
-                             }};
+                             .adjoint =
+                                 [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+                                   const Window w = unpack_attrs<Window>(n.attrs);
+                                   // Stops just past the last element taken: start + step * count may overflow.
+                                   const std::int64_t stop =
+                                       w.count == 0 ? w.start : w.start + w.step * (w.count - 1) + 1;
+                                   return std::vector<Tensor>{slice(g, w.axis, w.start, stop, w.step)};
+                                 }};
 
 Tensor slice_scatter(const Tensor& g, const Attrs& a) { return apply(slice_scatter_op, {g}, a); }
 
@@ -88,8 +89,8 @@ const OpDef concatenate_op{.name = "concatenate",
                                    Shape other = in[i].shape;
                                    if (other.size() == s.size()) other[axis] = s[axis];
                                    if (other != s)
-                                     fail("concatenate: shapes {} and {} differ outside axis {}", to_string(in[0].shape),
-                                          to_string(in[i].shape), axis);
+                                     fail("concatenate: shapes {} and {} differ outside axis {}",
+                                          to_string(in[0].shape), to_string(in[i].shape), axis);
                                    s[axis] = checked_add(s[axis], in[i].shape[axis], "concatenate", "the joined axis");
                                  }
                                  return ExampleType{in[0].dtype, s};
@@ -104,17 +105,18 @@ const OpDef concatenate_op{.name = "concatenate",
                                    start += v.shape[axis];
                                  }
                                },
-                           .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
-                             const std::int64_t axis = unpack_attrs<ConcatenateAttrs>(n.attrs).axis;
-                             std::vector<Tensor> out;
-                             std::int64_t start = 0;
-                             for (std::size_t i = 0; i < n.inputs.size(); ++i) {
-                               const std::int64_t len = n.inputs[i].shape()[static_cast<std::size_t>(axis)];
-                               out.push_back(ctx.needs[i] ? slice(g, axis, start, start + len) : Tensor());
-                               start += len;
-                             }
-                             return out;
-                           }};
+                           .adjoint =
+                               [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+                                 const std::int64_t axis = unpack_attrs<ConcatenateAttrs>(n.attrs).axis;
+                                 std::vector<Tensor> out;
+                                 std::int64_t start = 0;
+                                 for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+                                   const std::int64_t len = n.inputs[i].shape()[static_cast<std::size_t>(axis)];
+                                   out.push_back(ctx.needs[i] ? slice(g, axis, start, start + len) : Tensor());
+                                   start += len;
+                                 }
+                                 return out;
+                               }};
 
 Tensor diag_embed(const Tensor& v, std::int64_t rows, std::int64_t cols);
 
@@ -126,10 +128,11 @@ const OpDef diagonal_op{.name = "diagonal",
                               return ExampleType{in[0].dtype, s};
                             },
                         .forward = [](const KernelArgs& k) { k.backend.copy(diagonal_view(k.in[0]), k.out); },
-                        .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
-                          const Shape& s = n.inputs[0].shape();
-                          return std::vector<Tensor>{diag_embed(g, s[s.size() - 2], s.back())};
-                        }};
+                        .adjoint =
+                            [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+                              const Shape& s = n.inputs[0].shape();
+                              return std::vector<Tensor>{diag_embed(g, s[s.size() - 2], s.back())};
+                            }};
 
 // Leading axes are kept; the last one becomes the diagonal of a [rows, cols] matrix.
 struct DiagEmbedAttrs {
@@ -151,9 +154,8 @@ const OpDef diag_embed_op{.name = "diag_embed",
                                 k.backend.fill(k.out, 0.0);
                                 k.backend.copy(k.in[0], diagonal_view(k.out));
                               },
-                          .adjoint = [](const Node&, const Tensor&, const Tensor& g, const AdjointContext&) {
-                            return std::vector<Tensor>{diagonal(g)};
-                          }};
+                          .adjoint = [](const Node&, const Tensor&, const Tensor& g,
+                                        const AdjointContext&) { return std::vector<Tensor>{diagonal(g)}; }};
 
 // 1 on and below (lower) or above (upper) the k-th diagonal, else 0.
 Tensor triangle_mask(std::int64_t rows, std::int64_t cols, std::int64_t k, bool lower, DType dtype, Device device) {

@@ -22,23 +22,24 @@ struct PermutationAttrs {
   auto fields() { return std::tie(perm); }
 };
 
-const OpDef reshape_op{.name = "reshape",
-                       .infer =
-                           [](const std::vector<ExampleType>& in, const Attrs& a) {
-                             return ExampleType{in[0].dtype, unpack_attrs<ShapeAttrs>(a).shape};
-                           },
-                       .forward = nullptr,
-                       .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
-                         return std::vector<Tensor>{reshape(g, n.inputs[0].shape())};
-                       },
-                       .aliases_input = true};
+const OpDef reshape_op{
+    .name = "reshape",
+    .infer =
+        [](const std::vector<ExampleType>& in, const Attrs& a) {
+          return ExampleType{in[0].dtype, unpack_attrs<ShapeAttrs>(a).shape};
+        },
+    .forward = nullptr,
+    .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
+                  const AdjointContext&) { return std::vector<Tensor>{reshape(g, n.inputs[0].shape())}; },
+    .aliases_input = true};
 
 const OpDef transpose_op{.name = "transpose",
                          .infer =
                              [](const std::vector<ExampleType>& in, const Attrs& a) {
                                const Shape perm = unpack_attrs<PermutationAttrs>(a).perm;
                                Shape s(in[0].shape.size());
-                               for (std::size_t i = 0; i < s.size(); ++i) s[i] = in[0].shape[static_cast<std::size_t>(perm[i])];
+                               for (std::size_t i = 0; i < s.size(); ++i)
+                                 s[i] = in[0].shape[static_cast<std::size_t>(perm[i])];
                                return ExampleType{in[0].dtype, s};
                              },
                          .forward =
@@ -54,27 +55,27 @@ const OpDef transpose_op{.name = "transpose",
                                }
                                k.backend.copy(src, k.out);
                              },
-                         .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
-                           const Shape perm = unpack_attrs<PermutationAttrs>(n.attrs).perm;
-                           std::vector<std::int64_t> inverse(perm.size());
-                           for (std::size_t i = 0; i < inverse.size(); ++i)
-                             inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
-                           return std::vector<Tensor>{transpose(g, inverse)};
-                         }};
+                         .adjoint =
+                             [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+                               const Shape perm = unpack_attrs<PermutationAttrs>(n.attrs).perm;
+                               std::vector<std::int64_t> inverse(perm.size());
+                               for (std::size_t i = 0; i < inverse.size(); ++i)
+                                 inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
+                               return std::vector<Tensor>{transpose(g, inverse)};
+                             }};
 
-const OpDef broadcast_op{.name = "broadcast_to",
-                         .infer =
-                             [](const std::vector<ExampleType>& in, const Attrs& a) {
-                               const Shape target = unpack_attrs<ShapeAttrs>(a).shape;
-                               if (broadcast_shapes(in[0].shape, target, "broadcast_to") != target)
-                                 fail("broadcast_to: cannot broadcast shape {} to {}", to_string(in[0].shape),
-                                      to_string(target));
-                               return ExampleType{in[0].dtype, target};
-                             },
-                         .forward = [](const KernelArgs& k) { k.backend.copy(expand_view(k.in[0], k.out, k.batched), k.out); },
-                         .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
-                           return std::vector<Tensor>{sum_to(g, n.inputs[0].shape())};
-                         }};
+const OpDef broadcast_op{
+    .name = "broadcast_to",
+    .infer =
+        [](const std::vector<ExampleType>& in, const Attrs& a) {
+          const Shape target = unpack_attrs<ShapeAttrs>(a).shape;
+          if (broadcast_shapes(in[0].shape, target, "broadcast_to") != target)
+            fail("broadcast_to: cannot broadcast shape {} to {}", to_string(in[0].shape), to_string(target));
+          return ExampleType{in[0].dtype, target};
+        },
+    .forward = [](const KernelArgs& k) { k.backend.copy(expand_view(k.in[0], k.out, k.batched), k.out); },
+    .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
+                  const AdjointContext&) { return std::vector<Tensor>{sum_to(g, n.inputs[0].shape())}; }};
 
 }  // namespace
 

@@ -4,9 +4,9 @@
 #include "creation.hpp"
 #include "elementwise.hpp"
 #include "layout.hpp"
+#include "linalg.hpp"
 #include "matrix_batch.hpp"
 #include "reduce.hpp"
-#include "linalg.hpp"
 #include "stop_gradient.hpp"
 
 namespace vt {

@@ -30,7 +30,8 @@ ExampleType reduce_type(const std::vector<ExampleType>& in, const Attrs& attrs) 
   if (a.keepdims) return {in[0].dtype, kept};
   Shape s;
   for (std::size_t d = 0, k = 0; d < in[0].shape.size(); ++d) {
-    if (k < a.axes.size() && a.axes[k] == static_cast<std::int64_t>(d)) ++k;
+    if (k < a.axes.size() && a.axes[k] == static_cast<std::int64_t>(d))
+      ++k;
     else s.push_back(in[0].shape[d]);
   }
   return {in[0].dtype, s};

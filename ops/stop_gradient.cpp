@@ -6,11 +6,8 @@
 namespace vt {
 
 namespace {
-const OpDef stop_gradient_op{.name = "stop_gradient",
-                             .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return in[0]; },
-                             .forward = nullptr,
-                             .adjoint = nullptr,
-                             .aliases_input = true};
+const OpDef stop_gradient_op{
+    .name = "stop_gradient", .infer = same_type, .forward = nullptr, .adjoint = nullptr, .aliases_input = true};
 }  // namespace
 
 Tensor stop_gradient(const Tensor& x) {

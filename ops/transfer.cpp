@@ -32,13 +32,13 @@ void transfer_forward(const KernelArgs& k) {
   }
 }
 
-const OpDef to_device_op{.name = "to_device",
-                         .infer = same_type,
-                         .forward = transfer_forward,
-                         .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
-                           return std::vector<Tensor>{to_device(g, n.inputs[0].device())};
-                         },
-                         .output_device = [](const Attrs& a) { return unpack_attrs<TransferAttrs>(a).to; }};
+const OpDef to_device_op{
+    .name = "to_device",
+    .infer = same_type,
+    .forward = transfer_forward,
+    .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
+                  const AdjointContext&) { return std::vector<Tensor>{to_device(g, n.inputs[0].device())}; },
+    .output_device = [](const Attrs& a) { return unpack_attrs<TransferAttrs>(a).to; }};
 
 }  // namespace
 

@@ -54,11 +54,11 @@ std::vector<Tensor> triangular_solve_adjoint(const Node& node, const Tensor& x, 
   return {t_bar, ctx.needs[1] ? sum_to(reshape(bm, x.shape()), b.shape()) : Tensor()};
 }
 
-const OpDef triangular_solve_op{
-    .name = "triangular_solve",
-    .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return solve_type("triangular_solve", in[0], in[1]); },
-    .forward = triangular_solve_forward,
-    .adjoint = triangular_solve_adjoint};
+const OpDef triangular_solve_op{.name = "triangular_solve",
+                                .infer = [](const std::vector<ExampleType>& in,
+                                            const Attrs&) { return solve_type("triangular_solve", in[0], in[1]); },
+                                .forward = triangular_solve_forward,
+                                .adjoint = triangular_solve_adjoint};
 
 }  // namespace
 
