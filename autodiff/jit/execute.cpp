@@ -1,0 +1,253 @@
+// Running a plan for one call: placing its values in memory, running its steps (or replaying a
+// recording of them, on a backend that records) and handing back the results. Kept apart from
+// building and planning so that the executor can be replaced without touching them.
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "plan.hpp"
+
+namespace vt::detail {
+
+// Where every value of one call lives: arguments where `argument` says, constants in their
+// tensors, results in buffers of their own, everything else in one arena.
+struct Placement {
+  std::shared_ptr<Storage> arena;
+  std::vector<std::shared_ptr<Storage>> owned;  // indexed by plan value: the results' buffers
+  std::vector<void*> data;                      // indexed by plan value
+};
+
+// One batch size's recorded call, where the backend records (a GPU: one graph launch instead of a
+// launch per step). A recording reads and writes fixed addresses, so its buffers stay put: the
+// arguments are copied into `arguments`, the results out of the placement's own buffers.
+struct Replay {
+  std::mutex mutex;  // one call at a time: the buffers are shared
+  std::vector<std::shared_ptr<Storage>> arguments;
+  std::shared_ptr<Placement> placement;
+  std::unique_ptr<Recording> recording;  // null: could not be recorded
+  std::uint64_t last_use = 0;
+};
+
+namespace {
+
+std::int64_t batch_of(const Plan& plan, const std::vector<Tensor>& inputs) {
+  std::int64_t batch = 0;
+  bool has_batch = false;
+  auto take_batch = [&](const Tensor& t, const char* what) {
+    if (!t.is_batched()) return;
+    if (has_batch && t.batch_size() != batch)
+      fail("jit: {} has batch size {}, another batched value has {}", what, t.batch_size(), batch);
+    batch = t.batch_size();
+    has_batch = true;
+  };
+  for (const Tensor& t : inputs) take_batch(t, "an argument");
+  for (const PlanValue& v : plan.values)
+    if (v.kind == PlanValue::Kind::constant) take_batch(v.constant, "a batched constant captured by the function");
+  return batch;
+}
+
+std::size_t bytes_at(const PlanValue& v, std::int64_t batch) {
+  return static_cast<std::size_t>(checked_mul(v.bytes(), v.batched ? batch : 1, "jit", "a result's size at this batch size"));
+}
+
+template <class ArgumentData>
+Placement place(const Plan& plan, std::int64_t batch, ArgumentData argument) {
+  Placement p;
+  const std::int64_t arena_bytes = checked_add(checked_mul(plan.arena_batched, batch, "jit", "the plan's memory at this batch size"),
+                                              plan.arena_fixed, "jit", "the plan's memory");
+  p.arena = std::make_shared<Storage>(plan.device, static_cast<std::size_t>(std::max<std::int64_t>(arena_bytes, 1)));
+  char* const base = static_cast<char*>(p.arena->data);
+  p.data.assign(plan.values.size(), nullptr);
+  p.owned.resize(plan.values.size());
+  for (std::size_t v = 0; v < plan.values.size(); ++v) {
+    const PlanValue& pv = plan.values[v];
+    if (pv.kind == PlanValue::Kind::input) p.data[v] = argument(pv.input);
+    if (pv.kind == PlanValue::Kind::constant) p.data[v] = const_cast<void*>(pv.constant.raw_data());
+  }
+  for (const PlanStep& s : plan.steps) {  // in step order: a value's root is placed before it
+    const auto v = static_cast<std::size_t>(s.out);
+    const PlanValue& pv = plan.values[v];
+    if (pv.root != s.out) {
+      p.data[v] = p.data[static_cast<std::size_t>(pv.root)];
+    } else if (pv.output_buffer) {
+      p.owned[v] = std::make_shared<Storage>(plan.device, bytes_at(pv, batch));
+      p.data[v] = p.owned[v]->data;
+    } else {
+      p.data[v] = base + (pv.batched ? pv.offset * batch : plan.arena_batched * batch + pv.offset);
+    }
+  }
+  return p;
+}
+
+// Each step's views are the plan's, with this call's pointers and batch size: one scratch copy
+// serves every step, so a call allocates nothing per step once its vectors have grown.
+void run_steps(const Plan& plan, const std::vector<void*>& data, std::int64_t batch, Backend& be) {
+  KernelViews views;
+  for (const PlanStep& s : plan.steps) {
+    if (s.op->aliases_input) continue;
+    views.in = s.views.in;
+    views.out = s.views.out;
+    views.batched = s.views.batched;
+    for (std::size_t k = 0; k < s.in.size(); ++k) {
+      View& view = views.in[k];
+      view.data = data[static_cast<std::size_t>(s.in[k])];
+      if (views.batched) view.shape[0] = batch;
+    }
+    views.out.data = data[static_cast<std::size_t>(s.out)];
+    if (plan.values[static_cast<std::size_t>(s.out)].batched) views.out.shape[0] = batch;
+    run_kernel(*s.op, s.attrs, views, batch, be);
+  }
+}
+
+// The call's results; a computed one's buffer comes from `computed(root)`.
+template <class Computed>
+std::vector<Tensor> collect(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Computed computed) {
+  std::vector<Tensor> results;
+  for (int v : plan.outputs) {
+    const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+    const PlanValue& root = plan.values[static_cast<std::size_t>(pv.root)];
+    if (root.kind == PlanValue::Kind::constant && pv.root == v) {
+      results.push_back(root.constant);
+      continue;
+    }
+    if (root.kind == PlanValue::Kind::input && pv.root == v) {
+      results.push_back(inputs[static_cast<std::size_t>(root.input)]);
+      continue;
+    }
+    auto impl = std::make_shared<TensorImpl>();
+    impl->dtype = pv.dtype;
+    impl->shape = pv.shape;
+    impl->batched = pv.batched;
+    impl->batch = pv.batched ? batch : 0;
+    impl->device = plan.device;
+    if (root.kind == PlanValue::Kind::computed) {
+      impl->storage = computed(pv.root);
+    } else {  // an alias of an argument or a constant
+      const Tensor& src = root.kind == PlanValue::Kind::input ? inputs[static_cast<std::size_t>(root.input)] : root.constant;
+      impl->storage = src.impl().storage;
+      impl->offset = src.impl().offset;
+    }
+    results.push_back(Tensor(std::move(impl)));
+  }
+  return results;
+}
+
+std::vector<Tensor> run_directly(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Backend& be) {
+  const Placement p =
+      place(plan, batch, [&](int i) { return const_cast<void*>(inputs[static_cast<std::size_t>(i)].raw_data()); });
+  try {
+    run_steps(plan, p.data, batch, be);
+  } catch (...) {
+    be.raise_deferred();  // a failure deferred by an earlier step came first
+    throw;
+  }
+  be.raise_deferred();  // a failure inside the plan (a GPU's factorization info) raises before results exist
+  return collect(plan, inputs, batch, [&](int root) { return p.owned[static_cast<std::size_t>(root)]; });
+}
+
+// A flat view of a whole buffer, for copies between buffers of one value.
+View flat(DType dtype, void* data, std::size_t bytes) {
+  const auto count = static_cast<std::int64_t>(bytes / size_of(dtype));
+  return View{dtype, data, {count}, {1}};
+}
+
+// Records the call's steps over the replay's buffers; false when the backend could not.
+bool record(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Backend& be, Replay& replay) {
+  replay.arguments.resize(inputs.size());
+  for (const PlanValue& pv : plan.values)
+    if (pv.kind == PlanValue::Kind::input)
+      replay.arguments[static_cast<std::size_t>(pv.input)] = std::make_shared<Storage>(plan.device, bytes_at(pv, batch));
+  replay.placement =
+      std::make_shared<Placement>(place(plan, batch, [&](int i) { return replay.arguments[static_cast<std::size_t>(i)]->data; }));
+  if (!be.begin_recording()) return false;
+  try {
+    run_steps(plan, replay.placement->data, batch, be);
+  } catch (...) {  // not recordable (or a real failure, which running directly raises again)
+    (void)be.end_recording();
+    return false;
+  }
+  replay.recording = be.end_recording();
+  return replay.recording != nullptr;
+}
+
+// The call through the plan's recording for this batch size (recorded on first use): the
+// arguments are copied into the recording's buffers, it is replayed, and the results are copied
+// out into buffers of their own. Nothing when the backend cannot record this plan.
+std::optional<std::vector<Tensor>> run_recorded(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch,
+                                                Backend& be) {
+  std::shared_ptr<Replay> replay;
+  bool first = false;
+  {
+    std::lock_guard lock(plan.replays_mutex);
+    std::shared_ptr<Replay>& slot = plan.replays[batch];
+    if (!slot) {
+      slot = std::make_shared<Replay>();
+      first = true;
+    }
+    replay = slot;
+    replay->last_use = ++plan.replay_clock;
+    if (plan.replays.size() > Plan::max_replays) {  // forget the least recently used batch size
+      auto oldest = std::min_element(plan.replays.begin(), plan.replays.end(),
+                                     [](const auto& a, const auto& b) { return a.second->last_use < b.second->last_use; });
+      plan.replays.erase(oldest);
+    }
+  }
+  std::unique_lock call(replay->mutex);  // the buffers serve one call at a time
+  if (first) {
+    if (record(plan, inputs, batch, be, *replay)) {
+      ++plan.recordings;
+    } else {  // this backend cannot record this plan: its buffers go, and later calls run directly
+      plan.unrecordable = true;
+      replay->arguments.clear();
+      replay->placement.reset();
+      std::lock_guard lock(plan.replays_mutex);
+      plan.replays.erase(batch);
+    }
+  }
+  if (!replay->recording) return std::nullopt;
+  ++plan.replayed;
+  std::vector<Tensor> results;
+  try {
+    for (const PlanValue& pv : plan.values)
+      if (pv.kind == PlanValue::Kind::input) {
+        const Tensor& t = inputs[static_cast<std::size_t>(pv.input)];
+        const std::size_t bytes = bytes_at(pv, batch);
+        be.copy(flat(pv.dtype, const_cast<void*>(t.raw_data()), bytes),
+                flat(pv.dtype, replay->arguments[static_cast<std::size_t>(pv.input)]->data, bytes));
+      }
+    replay->recording->replay();
+    std::map<int, std::shared_ptr<Storage>> copied;  // by root: outputs sharing a buffer share the copy
+    results = collect(plan, inputs, batch, [&](int root) {
+      std::shared_ptr<Storage>& own = copied[root];
+      if (own) return own;
+      const PlanValue& pv = plan.values[static_cast<std::size_t>(root)];
+      const std::size_t bytes = bytes_at(pv, batch);
+      own = std::make_shared<Storage>(plan.device, bytes);
+      be.copy(flat(pv.dtype, replay->placement->owned[static_cast<std::size_t>(root)]->data, bytes),
+              flat(pv.dtype, own->data, bytes));
+      return own;
+    });
+  } catch (...) {
+    call.unlock();
+    be.raise_deferred();  // the replay's own failure comes first, and none may outlive the call
+    throw;
+  }
+  call.unlock();
+  be.raise_deferred();
+  return results;
+}
+
+}  // namespace
+
+std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs) {
+  const std::int64_t batch = batch_of(plan, inputs);
+  Backend& be = backend_for(plan.device);
+  if (be.records() && !plan.unrecordable)
+    if (std::optional<std::vector<Tensor>> results = run_recorded(plan, inputs, batch, be)) return std::move(*results);
+  return run_directly(plan, inputs, batch, be);
+}
+
+}  // namespace vt::detail

@@ -1,0 +1,121 @@
+// The memory plan, computed once per plan in per-example units: every computed value gets a
+// root buffer and an offset in one of two arenas (batched offsets scale with B), so that a call
+// allocates one arena whatever its batch size, and buffers are reused as values die.
+#include <algorithm>
+#include <iterator>
+#include <utility>
+#include <vector>
+
+#include "plan.hpp"
+
+namespace vt::detail {
+
+namespace {
+
+constexpr std::int64_t alignment = 64;
+std::int64_t aligned(std::int64_t bytes) {
+  return checked_add(bytes, alignment - 1, "jit", "a buffer's size") / alignment * alignment;
+}
+
+// First-fit allocation of byte ranges in one arena, with coalescing frees.
+class Arena {
+ public:
+  std::int64_t allocate(std::int64_t bytes) {
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < bytes) continue;
+      const std::int64_t at = it->first;
+      if (it->second == bytes) free_.erase(it);
+      else *it = {at + bytes, it->second - bytes};
+      return at;
+    }
+    const std::int64_t at = top_;
+    top_ = checked_add(top_, bytes, "jit", "the plan's memory");
+    return at;
+  }
+  void release(std::int64_t at, std::int64_t bytes) {
+    auto it = std::lower_bound(free_.begin(), free_.end(), std::pair{at, std::int64_t{0}});
+    it = free_.insert(it, {at, bytes});
+    if (auto next = std::next(it); next != free_.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free_.erase(next);
+    }
+    if (it != free_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free_.erase(it);
+      }
+    }
+  }
+  std::int64_t size() const { return top_; }
+
+ private:
+  std::vector<std::pair<std::int64_t, std::int64_t>> free_;  // (offset, size), by offset
+  std::int64_t top_ = 0;
+};
+
+}  // namespace
+
+void plan_memory(Plan& plan) {
+  // Roots: a value made by an aliasing op shares its input's buffer.
+  for (std::size_t v = 0; v < plan.values.size(); ++v) plan.values[v].root = static_cast<int>(v);
+  for (const PlanStep& s : plan.steps)
+    if (s.op->aliases_input) plan.values[static_cast<std::size_t>(s.out)].root = plan.values[static_cast<std::size_t>(s.in[0])].root;
+  for (int v : plan.outputs) {
+    PlanValue& root = plan.values[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)];
+    if (root.kind == PlanValue::Kind::computed) root.output_buffer = true;
+  }
+  // The last step that reads each root's data (handle inputs are not reads).
+  std::vector<int> last_read(plan.values.size(), -1);
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    for (std::size_t k = 0; k < s.in.size(); ++k)
+      if (!(s.op->handle_inputs >> k & 1u) || s.op->aliases_input)
+        last_read[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(s.in[k])].root)] = static_cast<int>(i);
+  }
+  Arena batched, fixed;
+  auto in_arena = [&](const PlanValue& v) { return v.kind == PlanValue::Kind::computed && !v.output_buffer; };
+  // The buffers to free after each step: their last read, or their making when never read.
+  std::vector<std::vector<int>> dies_after(plan.steps.size());
+  for (std::size_t v = 0; v < plan.values.size(); ++v) {
+    const PlanValue& pv = plan.values[v];
+    if (static_cast<int>(v) != pv.root || !in_arena(pv)) continue;
+    const int step = last_read[v] >= 0 ? last_read[v] : pv.producer;
+    if (step >= 0) dies_after[static_cast<std::size_t>(step)].push_back(static_cast<int>(v));
+  }
+  std::vector<bool> handed_over(plan.values.size(), false);
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
+    if (!s.op->aliases_input && in_arena(out)) {
+      // In place: the output takes input 0's buffer when input 0 dies here and is read exactly as
+      // the output is written (same shape, dtype and batching; no other input reads it differently).
+      bool reused = false;
+      if (s.op->in_place) {
+        const PlanValue& first = plan.values[static_cast<std::size_t>(s.in[0])];
+        PlanValue& in0 = plan.values[static_cast<std::size_t>(first.root)];
+        bool same_reads = first.shape == out.shape && first.dtype == out.dtype && first.batched == out.batched;
+        for (std::size_t k = 1; k < s.in.size(); ++k) {
+          const PlanValue& other = plan.values[static_cast<std::size_t>(s.in[k])];
+          if (other.root == first.root) same_reads &= other.shape == out.shape && other.batched == out.batched;
+        }
+        if (same_reads && in_arena(in0) && last_read[static_cast<std::size_t>(first.root)] == static_cast<int>(i) &&
+            aligned(in0.bytes()) == aligned(out.bytes()) && in0.batched == out.batched) {
+          out.offset = in0.offset;
+          handed_over[static_cast<std::size_t>(first.root)] = true;
+          reused = true;
+        }
+      }
+      if (!reused) out.offset = (out.batched ? batched : fixed).allocate(aligned(out.bytes()));
+    }
+    for (int v : dies_after[i]) {
+      PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+      if (handed_over[static_cast<std::size_t>(v)] || pv.offset < 0) continue;
+      (pv.batched ? batched : fixed).release(pv.offset, aligned(pv.bytes()));
+    }
+  }
+  plan.arena_batched = batched.size();
+  plan.arena_fixed = fixed.size();
+}
+
+}  // namespace vt::detail

@@ -1,0 +1,122 @@
+// Building a plan: the traced graph becomes steps, with common subexpressions merged (Builder),
+// then build_plan runs the passes and the memory planner and precomputes each kernel's views, so
+// that a call does only what depends on its arguments and batch size.
+#include <string>
+#include <unordered_map>
+
+#include "plan.hpp"
+
+namespace vt::detail {
+
+namespace {
+
+// ---------------------------------------------------------------- graph -> steps (with CSE)
+class Builder {
+ public:
+  explicit Builder(Plan& plan) : plan_(plan) {}
+
+  int value_of(const Tensor& t) {
+    const TensorImpl* key = t.impl_ptr().get();
+    if (auto it = ids_.find(key); it != ids_.end()) return it->second;
+    int id;
+    if (!t.is_symbolic()) {
+      id = add_value(PlanValue(PlanValue::Kind::constant, t.dtype(), t.shape(), t.is_batched()));
+      plan_.values[id].constant = t;
+    } else {
+      if (!t.impl().node) fail("jit: the function uses a traced tensor from another trace (or a leaked one)");
+      const Node& node = *t.impl().node;
+      std::vector<int> in;
+      for (const Tensor& x : node.inputs) in.push_back(value_of(x));
+      id = add_step(node.op, node.attrs, in, t.dtype(), t.shape(), t.is_batched());
+      ++plan_.summary.traced_ops;
+    }
+    ids_.emplace(key, id);
+    return id;
+  }
+
+  void bind_input(const Tensor& t, int index) {
+    const int id = add_value(PlanValue(PlanValue::Kind::input, t.dtype(), t.shape(), t.is_batched()));
+    plan_.values[id].input = index;
+    ids_.emplace(t.impl_ptr().get(), id);
+  }
+
+  int add_step(const OpDef* op, const Attrs& attrs, const std::vector<int>& in, DType dtype, const Shape& shape,
+               bool batched) {
+    std::string key = fmt::format("{}|{}|{}|{}", static_cast<const void*>(op), fmt::join(in, ","),
+                                  fmt::join(attrs.ints, ","), fmt::join(attrs.reals, ","));
+    if (auto it = cse_.find(key); it != cse_.end()) {
+      ++plan_.summary.merged;
+      return it->second;
+    }
+    const int id = add_value(PlanValue(PlanValue::Kind::computed, dtype, shape, batched));
+    plan_.values[id].producer = static_cast<int>(plan_.steps.size());
+    plan_.steps.push_back({op, attrs, in, id});
+    cse_.emplace(std::move(key), id);
+    return id;
+  }
+
+ private:
+  int add_value(PlanValue v) {
+    plan_.values.push_back(std::move(v));
+    return static_cast<int>(plan_.values.size()) - 1;
+  }
+  Plan& plan_;
+  std::unordered_map<const TensorImpl*, int> ids_;
+  std::unordered_map<std::string, int> cse_;
+};
+
+// What every kernel step's views are for any batch size, with no data: a call patches the
+// pointers and the batch axis's size instead of recomputing strides and allocating per step.
+void precompute_views(Plan& plan) {
+  std::vector<Operand> in;
+  for (PlanStep& s : plan.steps) {
+    if (s.op->aliases_input) continue;
+    in.clear();
+    for (int v : s.in) {
+      const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+      in.push_back({pv.dtype, pv.shape, pv.batched, nullptr});
+    }
+    const PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
+    s.views = kernel_views(in, Operand{out.dtype, out.shape, out.batched, nullptr}, 0);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_inputs, const Traced& traced,
+                                       PlanSummary& summary) {
+  auto plan = std::make_shared<Plan>();
+  plan->device = symbolic_inputs.empty() ? Device{} : symbolic_inputs[0].device();
+  Builder builder(*plan);
+  for (std::size_t i = 0; i < symbolic_inputs.size(); ++i) builder.bind_input(symbolic_inputs[i], static_cast<int>(i));
+  for (const Tensor& out : traced.outputs) {
+    if (!out.defined()) fail("jit: the function returned an undefined tensor");
+    plan->outputs.push_back(builder.value_of(out));
+  }
+  // A plan runs every step on one backend: the arguments' and captured tensors' device. Ops
+  // already refuse mixed inputs; this catches parts of a function that never meet.
+  std::vector<Device> used;
+  for (const Tensor& t : symbolic_inputs) used.push_back(t.device());
+  for (const PlanValue& v : plan->values)
+    if (v.kind == PlanValue::Kind::constant) used.push_back(v.constant.device());
+  if (!used.empty()) plan->device = used.front();
+  for (Device d : used)
+    if (d != plan->device)
+      fail("jit: a plan runs on one device, but the function's arguments and captured tensors are on {} and on {}; "
+           "move them with to_device before calling it",
+           to_string(plan->device), to_string(d));
+  reassociate_matmuls(*plan);
+  eliminate_dead_steps(*plan);
+  plan_memory(*plan);
+  precompute_views(*plan);
+  PlanSummary& s = plan->summary;
+  s.steps = static_cast<std::int64_t>(plan->steps.size());
+  for (const PlanStep& step : plan->steps) s.kernels += step.op->aliases_input ? 0 : 1;
+  for (const PlanValue& v : plan->values) s.constants += v.kind == PlanValue::Kind::constant ? 1 : 0;
+  s.arena_bytes_per_example = plan->arena_batched;
+  s.arena_bytes_fixed = plan->arena_fixed;
+  summary = s;
+  return plan;
+}
+
+}  // namespace vt::detail
