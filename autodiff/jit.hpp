@@ -17,8 +17,10 @@
 // from eager by rounding, and an Inf or overflow inside such a chain may come out as NaN) and
 // dead-code elimination, in execution order, with a memory plan computed once in per-example
 // units: a batched buffer's offset is its per-example offset times B, so a call allocates one
-// arena whatever B is. Calls may run concurrently; tracing is serialised (the cache's counters
-// stay readable meanwhile; a function asking for its own plan while it is being traced raises).
+// arena whatever B is (and a buffer per result, which outlives the call). Calls may run
+// concurrently; tracing is serialised (the cache's counters stay readable meanwhile; a function
+// asking for its own plan while it is being traced raises). The machinery is in autodiff/jit/:
+// plan, passes, memory, execute, cache.
 //
 // Composition: a jitted function called while another traces is inlined into that trace (so jitted
 // pieces compose, and a jitted function may call itself, its recursion ending on static shapes).

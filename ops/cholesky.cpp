@@ -97,25 +97,22 @@ std::vector<Tensor> cholesky_adjoint(const Node&, const Tensor& l, const Tensor&
   return {(a_bar + swapaxes(a_bar, -1, -2)) * 0.5};
 }
 
-// The factorization overwrites its copy of A, so it can run in A's own buffer.
-const OpDef cholesky_op{
-    .name = "cholesky",
-    .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, "cholesky"); },
-    .forward = [](const KernelArgs& k) { factor_forward(k, false); },
-    .adjoint = cholesky_adjoint,
-    .in_place = true};
-const OpDef cho_factor_op{
-    .name = "cho_factor",
-    .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, "cho_factor"); },
-    .forward = [](const KernelArgs& k) { factor_forward(k, false); },
-    .adjoint = cholesky_adjoint,
-    .in_place = true};
-const OpDef cholesky_checked_op{
-    .name = "cholesky_checked",
-    .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, "cholesky_checked"); },
-    .forward = [](const KernelArgs& k) { factor_forward(k, true); },
-    .adjoint = cholesky_adjoint,
-    .in_place = true};
+// The three factorizations differ in name and in what a failure does (`checked`: NaN rows, no
+// error). The factorization overwrites its copy of A, so it can run in A's own buffer.
+template <const char* Name, bool Checked>
+constexpr OpDef factor_op() {
+  return {.name = Name,
+          .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, Name); },
+          .forward = [](const KernelArgs& k) { factor_forward(k, Checked); },
+          .adjoint = cholesky_adjoint,
+          .in_place = true};
+}
+
+constexpr char cholesky_name[] = "cholesky", cho_factor_name[] = "cho_factor",
+               cholesky_checked_name[] = "cholesky_checked";
+const OpDef cholesky_op = factor_op<cholesky_name, false>();
+const OpDef cho_factor_op = factor_op<cho_factor_name, false>();
+const OpDef cholesky_checked_op = factor_op<cholesky_checked_name, true>();
 
 }  // namespace
 
