@@ -11,27 +11,30 @@ namespace vt::cpu {
 class CpuBackend final : public Backend {
  public:
   Device device() const override { return {}; }
+  // Memory (allocator.cpp).
   void* allocate(std::size_t bytes) override;
   void deallocate(void* p, std::size_t bytes) override;
   void to_host(void* host, const void* src, std::size_t bytes) override;
   void from_host(void* dst, const void* host, std::size_t bytes) override;
+  ~CpuBackend() override;
+  // Maps, copies and reductions (maps.cpp).
   void fill(const View& out, double value) override;
   void copy(const View& in, const View& out) override;
   void unary(UnaryKind kind, const View& in, const View& out) override;
   void binary(BinaryKind kind, const View& a, const View& b, const View& out) override;
   void select(const View& cond, const View& a, const View& b, const View& out) override;
   void reduce(ReduceKind kind, const View& in, const View& out) override;
+  // Matrix kernels (matrix.cpp).
   void gemm(const GemmArgs& args) override;
   void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
                 std::int64_t stride_l, const FactorFailure& failure) override;
   void trsm(const TrsmArgs& args) override;
   void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
                          void* g, std::int64_t stride_g) override;
-  ~CpuBackend() override;
 
  private:
-  // Freed large blocks are kept for reuse by size: fresh pages from the OS cost a page fault each,
-  // which for batched buffers of 100 MB is as slow as the arithmetic on them.
+  // Freed large blocks are kept for reuse by size (allocator.cpp): fresh pages from the OS cost a
+  // page fault each, which for batched buffers of 100 MB is as slow as the arithmetic on them.
   std::mutex cache_mutex_;
   std::multimap<std::size_t, void*> cache_;
   std::size_t cached_bytes_ = 0;

@@ -1,13 +1,12 @@
 // Elementwise maps, copies and reductions over strided views.
 #include <cmath>
-#include <cstdlib>
 #include <algorithm>
-#include <cstring>
 #include <limits>
 
 #include <Eigen/Core>
 
 #include "../../core/error.hpp"
+#include "../view_checks.hpp"
 #include "cpu_backend.hpp"
 #include "strided.hpp"
 
@@ -71,65 +70,7 @@ void map2(const View& a, const View& b, const View& out, Fn fn) {
   });
 }
 
-void check_same_rank(const View& in, const View& out, const char* kernel) {
-  if (in.shape.size() != out.shape.size()) fail("cpu {}: view ranks differ (internal error)", kernel);
-}
-
 }  // namespace
-
-namespace {
-constexpr std::size_t cache_min_block = std::size_t{1} << 16;  // smaller blocks: malloc is fast enough
-constexpr std::size_t cache_capacity = std::size_t{1} << 31;   // at most 2 GiB kept for reuse
-constexpr std::size_t cache_trim_trigger = std::size_t{1} << 26;  // a miss of 64 MiB or more empties the cache
-std::size_t rounded_size(std::size_t bytes) {
-  const std::size_t unit = bytes >= cache_min_block ? 4096 : 64;
-  return std::max<std::size_t>((bytes + unit - 1) / unit * unit, 64);
-}
-}  // namespace
-
-void* CpuBackend::allocate(std::size_t bytes) {
-  const std::size_t size = rounded_size(bytes);
-  if (size >= cache_min_block) {
-    std::lock_guard lock(cache_mutex_);
-    if (auto it = cache_.find(size); it != cache_.end()) {
-      void* p = it->second;
-      cache_.erase(it);
-      cached_bytes_ -= size;
-      return p;
-    }
-  }
-  if (size >= cache_trim_trigger) {
-    // A new large size means the workload changed (a new batch size, say): hand the cached blocks
-    // back rather than hold them beside the new one.
-    std::lock_guard lock(cache_mutex_);
-    for (auto& [bytes_cached, block] : cache_) std::free(block);
-    cache_.clear();
-    cached_bytes_ = 0;
-  }
-  void* p = std::aligned_alloc(64, size);
-  if (!p) fail("cpu: out of memory allocating {} bytes", bytes);
-  return p;
-}
-
-void CpuBackend::deallocate(void* p, std::size_t bytes) {
-  const std::size_t size = rounded_size(bytes);
-  if (size >= cache_min_block) {
-    std::lock_guard lock(cache_mutex_);
-    if (cached_bytes_ + size <= cache_capacity) {
-      cache_.emplace(size, p);
-      cached_bytes_ += size;
-      return;
-    }
-  }
-  std::free(p);
-}
-
-CpuBackend::~CpuBackend() {
-  for (auto& [size, p] : cache_) std::free(p);
-}
-
-void CpuBackend::to_host(void* host, const void* src, std::size_t bytes) { std::memcpy(host, src, bytes); }
-void CpuBackend::from_host(void* dst, const void* host, std::size_t bytes) { std::memcpy(dst, host, bytes); }
 
 void CpuBackend::fill(const View& out, double value) {
   visit_dtype(out.dtype, [&](auto zero) {
@@ -143,7 +84,7 @@ void CpuBackend::fill(const View& out, double value) {
 }
 
 void CpuBackend::copy(const View& in, const View& out) {
-  check_same_rank(in, out, "copy");
+  check_same_rank(in, out, "cpu", "copy");
   visit_dtype(in.dtype, [&](auto zin) {
     using In = decltype(zin);
     visit_dtype(out.dtype, [&](auto zout) {
@@ -158,7 +99,7 @@ void CpuBackend::copy(const View& in, const View& out) {
 }
 
 void CpuBackend::unary(UnaryKind kind, const View& in, const View& out) {
-  check_same_rank(in, out, "unary");
+  check_same_rank(in, out, "cpu", "unary");
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
     switch (kind) {
@@ -179,8 +120,8 @@ void CpuBackend::unary(UnaryKind kind, const View& in, const View& out) {
 }
 
 void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const View& out) {
-  check_same_rank(a, out, "binary");
-  check_same_rank(b, out, "binary");
+  check_same_rank(a, out, "cpu", "binary");
+  check_same_rank(b, out, "cpu", "binary");
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
     switch (kind) {
@@ -223,7 +164,7 @@ void CpuBackend::select(const View& cond, const View& a, const View& b, const Vi
 }
 
 void CpuBackend::reduce(ReduceKind kind, const View& in, const View& out) {
-  check_same_rank(in, out, "reduce");
+  check_same_rank(in, out, "cpu", "reduce");
   // Walk the input with the output broadcast over the reduced axes (stride 0) and accumulate.
   View acc = out;
   for (std::size_t d = 0; d < out.shape.size(); ++d)

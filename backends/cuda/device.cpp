@@ -8,21 +8,12 @@
 
 #include "../../core/error.hpp"
 #include "../merged_axes.hpp"
+#include "../view_checks.hpp"
 #include "cuda_backend.hpp"
 #include "kernels.hpp"
 #include "layout_of.hpp"
 
 namespace vt::cuda {
-
-namespace {
-
-std::string gib(std::size_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
-
-void same_rank(const View& a, const View& b, const char* kernel) {
-  if (a.shape.size() != b.shape.size()) fail("cuda {}: view ranks differ (internal error)", kernel);
-}
-
-}  // namespace
 
 namespace {
 
@@ -50,6 +41,8 @@ Backend& backend(int index) {
   backends->emplace(index, created);
   return *created;
 }
+
+std::string gib(std::size_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1 << 30)); }
 
 }  // namespace
 
@@ -270,22 +263,22 @@ void CudaBackend::fill(const View& out, double value) {
 }
 
 void CudaBackend::copy(const View& in, const View& out) {
-  same_rank(in, out, "copy");
+  check_same_rank(in, out, "cuda", "copy");
   auto entered = enter();
   check(kernels::copy(stream_, in.dtype, out.dtype, layout_of<2>("copy", out.shape, {&in.strides, &out.strides}), in.data,
                       out.data));
 }
 
 void CudaBackend::unary(UnaryKind kind, const View& in, const View& out) {
-  same_rank(in, out, "unary");
+  check_same_rank(in, out, "cuda", "unary");
   auto entered = enter();
   check(kernels::unary(stream_, kind, out.dtype, layout_of<2>("unary", out.shape, {&in.strides, &out.strides}), in.data,
                        out.data));
 }
 
 void CudaBackend::binary(BinaryKind kind, const View& a, const View& b, const View& out) {
-  same_rank(a, out, "binary");
-  same_rank(b, out, "binary");
+  check_same_rank(a, out, "cuda", "binary");
+  check_same_rank(b, out, "cuda", "binary");
   auto entered = enter();
   check(kernels::binary(stream_, kind, out.dtype,
                         layout_of<3>("binary", out.shape, {&a.strides, &b.strides, &out.strides}), a.data, b.data,
@@ -300,7 +293,7 @@ void CudaBackend::select(const View& cond, const View& a, const View& b, const V
 }
 
 void CudaBackend::reduce(ReduceKind kind, const View& in, const View& out) {
-  same_rank(in, out, "reduce");
+  check_same_rank(in, out, "cuda", "reduce");
   // The output's elements (kept axes), and for each the reduced axes (size 1 in the output).
   Shape reduced_shape = in.shape;
   for (std::size_t d = 0; d < out.shape.size(); ++d)

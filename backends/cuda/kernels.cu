@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../../core/dtype.hpp"
 #include "element_steps.hpp"
 #include "kernels.hpp"
 
@@ -287,12 +288,6 @@ __global__ void symmetrize_kernel(std::int64_t count, std::int64_t n, T* x, std:
 
 cudaStream_t st(Stream s) { return static_cast<cudaStream_t>(s); }
 
-template <class Fn>
-void with_type(DType d, Fn&& fn) {
-  if (d == DType::f32) fn(float{});
-  else fn(double{});
-}
-
 // Calls fn with the index type a map over `l` can use (element_steps.hpp: fits_int32).
 template <int N, class Fn>
 void with_index(const Layout<N>& l, Fn&& fn) {
@@ -305,7 +300,7 @@ void with_index(const Layout<N>& l, Fn&& fn) {
 // ---------------------------------------------------------------- launchers
 std::string fill(Stream s, DType dtype, const Layout<1>& l, void* out, double value) {
   if (l.total == 0) return {};
-  with_type(dtype, [&](auto z) {
+  visit_dtype(dtype, [&](auto z) {
     using T = decltype(z);
     with_index(l, [&](auto index) {
       fill_kernel<decltype(index), T><<<blocks_for(l.total), threads, 0, st(s)>>>(l, static_cast<T*>(out), static_cast<T>(value));
@@ -316,9 +311,9 @@ std::string fill(Stream s, DType dtype, const Layout<1>& l, void* out, double va
 
 std::string copy(Stream s, DType in_dtype, DType out_dtype, const Layout<2>& l, const void* in, void* out) {
   if (l.total == 0) return {};
-  with_type(in_dtype, [&](auto zi) {
+  visit_dtype(in_dtype, [&](auto zi) {
     using In = decltype(zi);
-    with_type(out_dtype, [&](auto zo) {
+    visit_dtype(out_dtype, [&](auto zo) {
       using Out = decltype(zo);
       with_index(l, [&](auto index) {
         copy_kernel<decltype(index), In, Out>
@@ -331,7 +326,7 @@ std::string copy(Stream s, DType in_dtype, DType out_dtype, const Layout<2>& l, 
 
 std::string unary(Stream s, UnaryKind kind, DType dtype, const Layout<2>& l, const void* in, void* out) {
   if (l.total == 0) return {};
-  with_type(dtype, [&](auto z) {
+  visit_dtype(dtype, [&](auto z) {
     using T = decltype(z);
     with_index(l, [&](auto index) {
       unary_kernel<decltype(index), T>
@@ -343,7 +338,7 @@ std::string unary(Stream s, UnaryKind kind, DType dtype, const Layout<2>& l, con
 
 std::string binary(Stream s, BinaryKind kind, DType dtype, const Layout<3>& l, const void* a, const void* b, void* out) {
   if (l.total == 0) return {};
-  with_type(dtype, [&](auto z) {
+  visit_dtype(dtype, [&](auto z) {
     using T = decltype(z);
     with_index(l, [&](auto index) {
       binary_kernel<decltype(index), T><<<blocks_for(l.total), threads, 0, st(s)>>>(
@@ -355,7 +350,7 @@ std::string binary(Stream s, BinaryKind kind, DType dtype, const Layout<3>& l, c
 
 std::string select(Stream s, DType dtype, const Layout<4>& l, const void* cond, const void* a, const void* b, void* out) {
   if (l.total == 0) return {};
-  with_type(dtype, [&](auto z) {
+  visit_dtype(dtype, [&](auto z) {
     using T = decltype(z);
     with_index(l, [&](auto index) {
       select_kernel<decltype(index), T><<<blocks_for(l.total), threads, 0, st(s)>>>(
@@ -368,7 +363,7 @@ std::string select(Stream s, DType dtype, const Layout<4>& l, const void* cond, 
 std::string reduce(Stream s, ReduceKind kind, DType dtype, const Layout<2>& kept, const Layout<1>& reduced,
                    const void* in, void* out, double* partials) {
   if (kept.total == 0) return {};
-  with_type(dtype, [&](auto z) {
+  visit_dtype(dtype, [&](auto z) {
     using T = decltype(z);
     const Accumulate<T> op{kind};
     if (kept.total == 1 && reduced.total >= two_pass_min && partials) {  // one output: both at offset 0
@@ -401,7 +396,7 @@ std::string pointer_array(Stream s, void** pointers, const void* base, std::int6
 #define VTAPE_MATRIX_LAUNCH(kernel, ...)                                                                         \
   do {                                                                                                           \
     if (count == 0 || n == 0) return {};                                                                         \
-    with_type(dtype, [&](auto z) {                                                                               \
+    visit_dtype(dtype, [&](auto z) {                                                                             \
       using T = decltype(z);                                                                                     \
       kernel<T><<<blocks_for(count * n * n), threads, 0, st(s)>>>(__VA_ARGS__);                                  \
     });                                                                                                          \
@@ -432,7 +427,7 @@ std::string symmetrize(Stream s, DType dtype, std::int64_t count, std::int64_t n
 std::string check_factor_diagonal(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* l,
                                   std::int64_t sl, std::int32_t* info) {
   if (count == 0 || n == 0) return {};
-  with_type(dtype, [&](auto z) {
+  visit_dtype(dtype, [&](auto z) {
     using T = decltype(z);
     check_diagonal_kernel<T><<<blocks_for(count), threads, 0, st(s)>>>(count, n, static_cast<const T*>(l), sl, info);
   });
@@ -443,7 +438,7 @@ std::string vector_solve(Stream s, const TrsmArgs& a) {
   if (a.count == 0 || a.n == 0) return {};
   const int block = a.n <= 64 ? 64 : a.n <= 128 ? 128 : threads;
   const int grid = static_cast<int>(std::min<std::int64_t>(a.count, std::int64_t{1} << 20));
-  with_type(a.dtype, [&](auto z) {
+  visit_dtype(a.dtype, [&](auto z) {
     using T = decltype(z);
     vector_solve_kernel<T><<<grid, block, 2 * a.n * sizeof(T), st(s)>>>(a);
   });

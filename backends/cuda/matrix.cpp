@@ -215,11 +215,15 @@ void CudaBackend::cholesky_backward(DType dtype, std::int64_t count, std::int64_
   // Lbar's strict upper triangle does not enter the result (L^T Lbar's lower triangle reads only
   // Lbar's lower one), but multiplied by L's zeros an Inf there would make NaN: clear it first.
   check(kernels::lower_triangle(stream_, dtype, count, n, g, stride_g, 1.0));
-  gemm(GemmArgs{dtype, count, n, n, n, true, false, 1.0, 0.0, l, stride_l, g, stride_g, p.data(), nn});  // L^T Lbar
-  check(kernels::lower_triangle(stream_, dtype, count, n, p.data(), nn, 0.5));                           // Phi
-  trsm(TrsmArgs{dtype, count, n, n, true, true, false, l, stride_l, p.data(), nn});  // P = L^-T Phi
-  check(kernels::transpose(stream_, dtype, count, n, p.data(), nn, g, stride_g));    // g = P^T
-  trsm(TrsmArgs{dtype, count, n, n, true, true, false, l, stride_l, g, stride_g});   // g = L^-T P^T
+  gemm(GemmArgs{.dtype = dtype, .count = count, .m = n, .n = n, .k = n, .trans_a = true, .trans_b = false,
+                .alpha = 1.0, .beta = 0.0, .a = l, .stride_a = stride_l, .b = g, .stride_b = stride_g,
+                .c = p.data(), .stride_c = nn});  // L^T Lbar
+  check(kernels::lower_triangle(stream_, dtype, count, n, p.data(), nn, 0.5));  // Phi
+  trsm(TrsmArgs{.dtype = dtype, .count = count, .n = n, .nrhs = n, .lower = true, .transpose = true,
+                .then_transposed = false, .t = l, .stride_t = stride_l, .b = p.data(), .stride_b = nn});  // P = L^-T Phi
+  check(kernels::transpose(stream_, dtype, count, n, p.data(), nn, g, stride_g));  // g = P^T
+  trsm(TrsmArgs{.dtype = dtype, .count = count, .n = n, .nrhs = n, .lower = true, .transpose = true,
+                .then_transposed = false, .t = l, .stride_t = stride_l, .b = g, .stride_b = stride_g});  // g = L^-T P^T
   check(kernels::symmetrize(stream_, dtype, count, n, g, stride_g));
 }
 
