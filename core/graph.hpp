@@ -11,7 +11,7 @@
 //   Tensor       what users hold: dtype, device, per-example shape, batching, storage, history.
 //   ExampleType  dtype and per-example shape: what an op's shape rule sees (no batch, no data).
 //   Operand      an ExampleType with its batching and its data pointer: an op's input or output
-//                as apply and jit plans hand it to run_forward (the batch size is passed beside).
+//                as apply and jit's builder see it (infer_output, kernel_views); B travels beside.
 //   View         the strided window a backend kernel reads or writes (core/view.hpp): the batch
 //                axis, when there is one, is an ordinary leading axis of stride 0 or one example.
 // (jit's plans describe their values as PlanValue, autodiff/jit/plan.hpp: an ExampleType, its
@@ -94,7 +94,7 @@ struct ExampleType {
   Shape shape;  // per example
 };
 
-// An op's input or output as run_forward sees it (see the list at the top).
+// An op's input or output as apply sees it (see the list at the top).
 struct Operand {
   DType dtype;
   Shape shape;  // per example

@@ -16,8 +16,8 @@ Tensor full_named(const Shape& shape, double value, DType dtype, Device device, 
 
 // A new tensor whose element i (row-major) is value(i), computed on the host in double and rounded
 // once to dtype, then uploaded to `device`. The tensor is allocated (and its size checked) first.
-template <class Value>
-Tensor from_host_values(const Shape& shape, DType dtype, Device device, std::string_view op, Value value) {
+template <class ValueAt>
+Tensor from_host_values(const Shape& shape, DType dtype, Device device, std::string_view op, ValueAt value) {
   Tensor host = allocate(shape, dtype, Device{}, op);
   visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
