@@ -40,25 +40,12 @@ Operand infer_output(const OpDef& op, const std::vector<Operand>& in, const Attr
   return {type.dtype, std::move(type.shape), batched && !op.reduces_batch, nullptr};
 }
 
-namespace {
-// The physical view of an operand: [B, ...shape] when `lead`; an unbatched one gets stride 0
-// along the batch axis.
-View physical(const Operand& v, std::int64_t batch, bool lead) {
-  View view{v.dtype, v.data, v.shape, contiguous_strides(v.shape)};
-  if (lead) {
-    view.shape.insert(view.shape.begin(), batch);
-    view.strides.insert(view.strides.begin(), v.batched ? numel(v.shape) : 0);
-  }
-  return view;
-}
-}  // namespace
-
 KernelViews kernel_views(const std::vector<Operand>& in, const Operand& out, std::int64_t batch) {
   KernelViews views;
   for (const Operand& v : in) views.batched |= v.batched;
   views.in.reserve(in.size());
-  for (const Operand& v : in) views.in.push_back(physical(v, batch, views.batched));
-  views.out = physical(out, batch, out.batched);
+  for (const Operand& v : in) views.in.push_back(batched_view(v.dtype, v.data, v.shape, v.batched, batch, views.batched));
+  views.out = batched_view(out.dtype, out.data, out.shape, out.batched, batch, out.batched);
   return views;
 }
 

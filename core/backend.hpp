@@ -143,6 +143,10 @@ class Backend {
 // is not available (a build without CUDA, no driver, no such device).
 Backend& backend_for(Device device);
 
+// Copies `bytes` from `src` on device `from` to `dst` on device `to`: through the host side of
+// whichever backend is not the CPU, staged through host memory between two devices.
+void copy_bytes(Device to, void* dst, Device from, const void* src, std::size_t bytes);
+
 // backend_for(device).memory_stats(): on a GPU, the bytes its memory pool has handed out.
 inline MemoryStats memory_stats(Device device) { return backend_for(device).memory_stats(); }
 

@@ -11,7 +11,8 @@
 //   Tensor       what users hold: dtype, device, per-example shape, batching, storage, history.
 //   ExampleType  dtype and per-example shape: what an op's shape rule sees (no batch, no data).
 //   Operand      an ExampleType with its batching and its data pointer: an op's input or output
-//                as apply and jit's builder see it (infer_output, kernel_views); B travels beside.
+//                as apply and jit's plan building see it (infer_output, kernel_views); B travels
+//                beside it.
 //   View         the strided window a backend kernel reads or writes (core/view.hpp): the batch
 //                axis, when there is one, is an ordinary leading axis of stride 0 or one example.
 // (jit's plans describe their values as PlanValue, autodiff/jit/plan.hpp: an ExampleType, its
@@ -112,6 +113,9 @@ struct KernelArgs {
   const Attrs& attrs;
   bool batched;
   std::int64_t batch;
+  // How many leading axes of the views are the batch's (0 or 1): a per-example axis d is view axis
+  // lead() + d.
+  std::size_t lead() const { return batched ? 1 : 0; }
 };
 
 // What an adjoint is told besides its node, the node's output and that output's cotangent.

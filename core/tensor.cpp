@@ -32,14 +32,12 @@ const void* Tensor::raw_data() const {
 }
 
 View view_of(const Tensor& t) {
-  View v;
-  v.dtype = t.dtype();
-  v.data = const_cast<void*>(t.raw_data());  // raises for a traced tensor, which has no data
-  v.shape = t.shape();
-  if (t.is_batched()) v.shape.insert(v.shape.begin(), t.impl().batch);
-  v.strides = contiguous_strides(v.shape);
-  return v;
+  // raw_data raises for a traced tensor, which has no data
+  return batched_view(t.dtype(), const_cast<void*>(t.raw_data()), t.shape(), t.is_batched(), t.impl().batch,
+                      t.is_batched());
 }
+
+namespace detail {
 
 Tensor allocate(const Shape& shape, DType dtype, Device device, std::string_view op) {
   const std::int64_t count = checked_numel(shape, op, size_of(dtype));
@@ -51,15 +49,28 @@ Tensor allocate(const Shape& shape, DType dtype, Device device, std::string_view
   return Tensor(std::move(impl));
 }
 
-Tensor uploaded(const Tensor& host, Device device) {
-  if (device == Device{}) return host;
-  Tensor out = allocate(host.shape(), host.dtype(), device, "upload");
-  const std::size_t bytes = static_cast<std::size_t>(host.numel()) * size_of(host.dtype());
-  if (bytes > 0) backend_for(device).from_host(const_cast<void*>(out.raw_data()), host.raw_data(), bytes);
+Tensor filled(const Shape& shape, double value, DType dtype, Device device, std::string_view op) {
+  Tensor out = allocate(shape, dtype, device, op);
+  backend_for(device).fill(view_of(out), value);
   return out;
 }
 
-Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) { return allocate(shape, dtype, device, "empty"); }
+Tensor uploaded(const Tensor& host, Device device) {
+  if (host.device() != Device{} || host.is_batched())
+    fail("upload: needs an unbatched tensor on the CPU, got one on {}{} (internal error)", to_string(host.device()),
+         host.is_batched() ? ", batched" : "");
+  if (device == Device{}) return host;
+  Tensor out = allocate(host.shape(), host.dtype(), device, "upload");
+  copy_bytes(device, const_cast<void*>(out.raw_data()), Device{}, host.raw_data(),
+             static_cast<std::size_t>(host.numel()) * size_of(host.dtype()));
+  return out;
+}
+
+}  // namespace detail
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  return detail::allocate(shape, dtype, device, "empty");
+}
 
 Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape, DType dtype, Device device) {
   if (static_cast<std::int64_t>(values.size()) != checked_numel(shape, "from_vector"))
@@ -67,14 +78,10 @@ Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape
   Tensor src = Tensor::from_blob(const_cast<double*>(values.data()), shape, DType::f64);
   Tensor out = Tensor::empty(shape, dtype);
   backend_for(Device{}).copy(view_of(src), view_of(out));
-  return uploaded(out, device);
+  return detail::uploaded(out, device);
 }
 
-Tensor Tensor::scalar(double value, DType dtype, Device device) {
-  Tensor out = allocate({}, dtype, device, "scalar");
-  backend_for(device).fill(view_of(out), value);
-  return out;
-}
+Tensor Tensor::scalar(double value, DType dtype, Device device) { return detail::filled({}, value, dtype, device, "scalar"); }
 
 Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner) {
   auto impl = std::make_shared<TensorImpl>();
@@ -101,7 +108,7 @@ void read_to_host(Device device, const View& v, T* out) {
   const std::size_t bytes = static_cast<std::size_t>(vt::numel(v.shape)) * sizeof(T);
   const Storage staged(device, bytes);
   backend.copy(v, View{dtype_of<T>(), staged.data, v.shape, strides});
-  backend.to_host(out, staged.data, bytes);
+  copy_bytes(Device{}, out, device, staged.data, bytes);
 }
 }  // namespace
 

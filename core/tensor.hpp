@@ -12,12 +12,14 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "backend.hpp"
 #include "dtype.hpp"
 #include "error.hpp"
 #include "shape.hpp"
+#include "view.hpp"
 
 namespace vt {
 
@@ -106,13 +108,17 @@ class Tensor {
   std::shared_ptr<TensorImpl> impl_;
 };
 
-// A new tensor of uninitialised memory whose size is checked in the name of `op` (the error names
-// it and the shape).
+namespace detail {
+// Constructors for op implementations (ops/creation), checked in the name of `op`: the error names
+// it and the shape. Nothing is recorded: the results are fresh constants.
+// A tensor of uninitialised memory.
 Tensor allocate(const Shape& shape, DType dtype, Device device, std::string_view op);
-
-// A copy of the CPU tensor `host` on `device`, made by that device's backend (`host` itself when
-// device is the CPU). No op is recorded: the result is a fresh constant.
+// A tensor with every element `value`, filled by the device's backend.
+Tensor filled(const Shape& shape, double value, DType dtype, Device device, std::string_view op);
+// A copy of the unbatched CPU tensor `host` on `device`, made by that device's backend (`host`
+// itself when `device` is the CPU).
 Tensor uploaded(const Tensor& host, Device device);
+}  // namespace detail
 
 // The physical view of a tensor's data as [B, ...shape] when batched, else shape.
 View view_of(const Tensor& t);

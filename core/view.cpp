@@ -4,6 +4,15 @@
 
 namespace vt {
 
+View batched_view(DType dtype, void* data, const Shape& shape, bool batched, std::int64_t batch, bool lead) {
+  View view{dtype, data, shape, contiguous_strides(shape)};
+  if (lead) {
+    view.shape.insert(view.shape.begin(), batch);
+    view.strides.insert(view.strides.begin(), batched ? numel(shape) : 0);
+  }
+  return view;
+}
+
 View expand_view(const View& in, const View& out, bool batched) {
   const std::size_t lead = batched ? 1 : 0;
   const std::size_t rank = out.shape.size(), in_rank = in.shape.size();

@@ -14,6 +14,11 @@ struct View {
   Shape strides;
 };
 
+// The view of contiguous data of per-example shape `shape`. With `lead`, it has a leading batch
+// axis of size `batch` whose stride is one example when `batched`, else 0 (one example broadcast
+// across the batch, never copied).
+View batched_view(DType dtype, void* data, const Shape& shape, bool batched, std::int64_t batch, bool lead);
+
 // `in` broadcast (stride 0) to the physical shape of `out`, numpy-style on the per-example axes;
 // the leading batch axis, present in both when `batched`, is matched as it is.
 View expand_view(const View& in, const View& out, bool batched);

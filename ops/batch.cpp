@@ -15,7 +15,7 @@ void divide_by_batch(const KernelArgs& k, const View& v) {
   Storage factor(k.backend.device(), size_of(v.dtype));
   const View scalar{v.dtype, factor.data, {}, {}};
   k.backend.fill(scalar, 1.0 / static_cast<double>(k.batch));
-  k.backend.binary(BinaryKind::mul, v, View{v.dtype, factor.data, v.shape, Shape(v.shape.size(), 0)}, v);
+  k.backend.binary(BinaryKind::mul, v, expand_view(scalar, v, false), v);
 }
 
 template <ReduceKind Kind, bool Mean>

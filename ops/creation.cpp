@@ -1,6 +1,7 @@
 // Creation family: zeros, ones, full, eye, arange, linspace, randn, rand.
 #include "creation.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -8,36 +9,30 @@ namespace vt {
 
 namespace {
 
-Tensor full_named(const Shape& shape, double value, DType dtype, Device device, std::string_view op) {
-  Tensor out = allocate(shape, dtype, device, op);
-  backend_for(device).fill(view_of(out), value);
-  return out;
-}
-
 // A new tensor whose element i (row-major) is value(i), computed on the host in double and rounded
 // once to dtype, then uploaded to `device`. The tensor is allocated (and its size checked) first.
 template <class ValueAt>
 Tensor from_host_values(const Shape& shape, DType dtype, Device device, std::string_view op, ValueAt value) {
-  Tensor host = allocate(shape, dtype, Device{}, op);
+  Tensor host = detail::allocate(shape, dtype, Device{}, op);
   visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     T* p = static_cast<T*>(const_cast<void*>(host.raw_data()));
     for (std::int64_t i = 0, n = host.numel(); i < n; ++i) p[i] = static_cast<T>(value(i));
   });
-  return uploaded(host, device);
+  return detail::uploaded(host, device);
 }
 
 }  // namespace
 
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
-  return full_named(shape, value, dtype, device, "full");
+  return detail::filled(shape, value, dtype, device, "full");
 }
-Tensor zeros(const Shape& shape, DType dtype, Device device) { return full_named(shape, 0.0, dtype, device, "zeros"); }
-Tensor ones(const Shape& shape, DType dtype, Device device) { return full_named(shape, 1.0, dtype, device, "ones"); }
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return detail::filled(shape, 0.0, dtype, device, "zeros"); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return detail::filled(shape, 1.0, dtype, device, "ones"); }
 
 Tensor eye(std::int64_t n, DType dtype, Device device) {
   if (n < 0) fail("eye: negative size {}", n);
-  Tensor out = full_named({n, n}, 0.0, dtype, device, "eye");
+  Tensor out = detail::filled({n, n}, 0.0, dtype, device, "eye");
   backend_for(device).fill(diagonal_view(view_of(out)), 1.0);
   return out;
 }

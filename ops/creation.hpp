@@ -17,5 +17,4 @@ Tensor linspace(double start, double stop, std::int64_t num, DType dtype = DType
 Tensor randn(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64, Device device = {});
 Tensor rand(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64, Device device = {});
 
-
 }  // namespace vt

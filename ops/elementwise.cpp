@@ -136,10 +136,18 @@ const OpDef maximum_op = binary_op<BinaryKind::maximum, maximum_name>(
                                  ctx.needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
     });
 // Comparisons: no gradient flows through them.
-const OpDef less_op{.name = less_name, .infer = broadcast_type<less_name>, .forward = binary_forward<BinaryKind::less>};
-const OpDef greater_op{
-    .name = greater_name, .infer = broadcast_type<greater_name>, .forward = binary_forward<BinaryKind::greater>};
-const OpDef equal_op{.name = equal_name, .infer = broadcast_type<equal_name>, .forward = binary_forward<BinaryKind::equal>};
+const OpDef less_op{.name = less_name,
+                    .infer = broadcast_type<less_name>,
+                    .forward = binary_forward<BinaryKind::less>,
+                    .adjoint = nullptr};
+const OpDef greater_op{.name = greater_name,
+                       .infer = broadcast_type<greater_name>,
+                       .forward = binary_forward<BinaryKind::greater>,
+                       .adjoint = nullptr};
+const OpDef equal_op{.name = equal_name,
+                     .infer = broadcast_type<equal_name>,
+                     .forward = binary_forward<BinaryKind::equal>,
+                     .adjoint = nullptr};
 
 const OpDef where_op{.name = where_name,
                      .infer = broadcast_type<where_name>,

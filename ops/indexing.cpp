@@ -20,8 +20,6 @@ View window(View v, std::size_t axis, std::int64_t start, std::int64_t count, st
   return v;
 }
 
-std::size_t lead(const KernelArgs& k) { return k.batched ? 1 : 0; }
-
 // slice's and slice_scatter's attributes: the window [start : start + count*step : step] of an
 // axis of `length` elements.
 struct Window {
@@ -42,7 +40,7 @@ const OpDef slice_op{.name = "slice",
                      .forward =
                          [](const KernelArgs& k) {
                            const Window w = unpack_attrs<Window>(k.attrs);
-                           const auto axis = lead(k) + static_cast<std::size_t>(w.axis);
+                           const auto axis = k.lead() + static_cast<std::size_t>(w.axis);
                            k.backend.copy(window(k.in[0], axis, w.start, w.count, w.step), k.out);
                          },
                      .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
@@ -60,7 +58,7 @@ const OpDef slice_scatter_op{.name = "slice_scatter",
                              .forward =
                                  [](const KernelArgs& k) {
                                    const Window w = unpack_attrs<Window>(k.attrs);
-                                   const auto axis = lead(k) + static_cast<std::size_t>(w.axis);
+                                   const auto axis = k.lead() + static_cast<std::size_t>(w.axis);
                                    k.backend.fill(k.out, 0.0);
                                    k.backend.copy(k.in[0], window(k.out, axis, w.start, w.count, w.step));
                                  },
@@ -98,7 +96,7 @@ const OpDef concatenate_op{.name = "concatenate",
                            .forward =
                                [](const KernelArgs& k) {
                                  const auto axis =
-                                     lead(k) + static_cast<std::size_t>(unpack_attrs<ConcatenateAttrs>(k.attrs).axis);
+                                     k.lead() + static_cast<std::size_t>(unpack_attrs<ConcatenateAttrs>(k.attrs).axis);
                                  std::int64_t start = 0;
                                  for (const View& v : k.in) {
                                    k.backend.copy(v, window(k.out, axis, start, v.shape[axis], 1));

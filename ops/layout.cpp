@@ -46,7 +46,7 @@ const OpDef transpose_op{.name = "transpose",
                              [](const KernelArgs& k) {
                                // Read the input through permuted strides; the batch axis stays first.
                                const Shape perm = unpack_attrs<PermutationAttrs>(k.attrs).perm;
-                               const std::size_t lead = k.batched ? 1 : 0;
+                               const std::size_t lead = k.lead();
                                View src = k.in[0];
                                for (std::size_t i = 0; i < perm.size(); ++i) {
                                  const auto from = lead + static_cast<std::size_t>(perm[i]);

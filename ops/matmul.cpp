@@ -36,7 +36,7 @@ ExampleType matmul_type(const std::vector<ExampleType>& in, const Attrs&) {
 }
 
 void matmul_forward(const KernelArgs& k) {
-  const std::size_t lead = k.batched ? 1 : 0;
+  const std::size_t lead = k.lead();
   // Physical matrix shapes; the vmap batch axis is one more leading batch axis.
   Shape a = k.in[0].shape, b = k.in[1].shape;
   const bool a_vec = a.size() - lead == 1, b_vec = b.size() - lead == 1;

@@ -55,7 +55,7 @@ ExampleType solve_type(std::string_view op, const ExampleType& t, const ExampleT
 }
 
 SolveLayout solve_layout(const KernelArgs& a, std::size_t t_input, std::size_t b_input) {
-  const std::size_t lead = a.batched ? 1 : 0;
+  const std::size_t lead = a.lead();
   const View& t = a.in[t_input];
   const std::int64_t n = t.shape.back();
   const bool vector = a.in[b_input].shape.size() - lead == 1;

@@ -40,7 +40,7 @@ ExampleType reduce_type(const std::vector<ExampleType>& in, const Attrs& attrs) 
 template <ReduceKind Kind>
 void reduce_forward(const KernelArgs& k) {
   const ReduceAttrs a = unpack_attrs<ReduceAttrs>(k.attrs);
-  Shape kept = kept_shape(k.batched ? Shape(k.in[0].shape.begin() + 1, k.in[0].shape.end()) : k.in[0].shape, a);
+  Shape kept = kept_shape(Shape(k.in[0].shape.begin() + static_cast<std::ptrdiff_t>(k.lead()), k.in[0].shape.end()), a);
   if (k.batched) kept.insert(kept.begin(), k.batch);
   k.backend.reduce(Kind, k.in[0], reshaped_view(k.out, kept));
 }

@@ -2,8 +2,6 @@
 // its forward copies through the host-visible side of whichever backend is not the CPU.
 #include "transfer.hpp"
 
-#include <vector>
-
 #include "../core/graph.hpp"
 
 namespace vt {
@@ -15,21 +13,9 @@ struct TransferAttrs {
   auto fields() { return std::tie(to, from); }
 };
 
-// k.backend is the target's.
 void transfer_forward(const KernelArgs& k) {
   const auto [to, from] = unpack_attrs<TransferAttrs>(k.attrs);
-  const std::size_t bytes = static_cast<std::size_t>(numel(k.out.shape)) * size_of(k.out.dtype);
-  if (bytes == 0) return;
-  Backend& source = backend_for(from);
-  if (from.kind == DeviceKind::cpu) {
-    k.backend.from_host(k.out.data, k.in[0].data, bytes);
-  } else if (to.kind == DeviceKind::cpu) {
-    source.to_host(k.out.data, k.in[0].data, bytes);
-  } else {  // between two devices, staged through the host
-    std::vector<char> host(bytes);
-    source.to_host(host.data(), k.in[0].data, bytes);
-    k.backend.from_host(k.out.data, host.data(), bytes);
-  }
+  copy_bytes(to, k.out.data, from, k.in[0].data, static_cast<std::size_t>(numel(k.out.shape)) * size_of(k.out.dtype));
 }
 
 const OpDef to_device_op{

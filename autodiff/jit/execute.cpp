@@ -82,8 +82,9 @@ Placement place(const Plan& plan, std::int64_t batch, ArgumentData argument) {
   return p;
 }
 
-// Each step's views are the plan's, with this call's pointers and batch size: one scratch copy
-// serves every step, so a call allocates nothing per step once its vectors have grown.
+// Each step's views are the plan's, with this call's pointers and batch size, copied into one
+// scratch KernelViews that every step reuses (assignment keeps the vectors' capacity), so a call
+// computes no strides.
 void run_steps(const Plan& plan, const std::vector<void*>& data, std::int64_t batch, Backend& be) {
   KernelViews views;
   for (const PlanStep& s : plan.steps) {

@@ -53,10 +53,7 @@ void reassociate_matmuls(Plan& plan) {
       // The new inner product, then the outer one in its place.
       std::vector<int> first = side == 0 ? std::vector<int>{m1.in[1], other} : std::vector<int>{other, m1.in[0]};
       std::vector<Operand> types;
-      for (int v : first) {
-        const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
-        types.push_back({pv.dtype, pv.shape, pv.batched, nullptr});
-      }
+      for (int v : first) types.push_back(plan.values[static_cast<std::size_t>(v)].operand());
       const Operand t = infer_output(*s.op, types, {});
       plan.values.emplace_back(PlanValue::Kind::computed, t.dtype, t.shape, t.batched);
       const int tid = static_cast<int>(plan.values.size()) - 1;

@@ -72,12 +72,8 @@ void precompute_views(Plan& plan) {
   for (PlanStep& s : plan.steps) {
     if (s.op->aliases_input) continue;
     in.clear();
-    for (int v : s.in) {
-      const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
-      in.push_back({pv.dtype, pv.shape, pv.batched, nullptr});
-    }
-    const PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
-    s.views = kernel_views(in, Operand{out.dtype, out.shape, out.batched, nullptr}, 0);
+    for (int v : s.in) in.push_back(plan.values[static_cast<std::size_t>(v)].operand());
+    s.views = kernel_views(in, plan.values[static_cast<std::size_t>(s.out)].operand(), 0);
   }
 }
 

@@ -30,6 +30,8 @@ struct PlanValue {
   bool output_buffer = false;  // the buffer belongs to a result: allocated per call, outside the arena
   std::int64_t offset = -1;    // in its arena, in bytes (per example when batched)
   std::int64_t bytes() const { return numel(shape) * static_cast<std::int64_t>(size_of(dtype)); }
+  // The value as an operand with no data yet, for the shape rules and the kernel views.
+  Operand operand() const { return {dtype, shape, batched, nullptr}; }
 };
 
 struct PlanStep {
