@@ -15,16 +15,24 @@ complain() {
   sed 's/^/    stderr: /' "$tmp/err" | head -5
 }
 
+# attempt LIMIT PROGRAM ARGS...: runs one check of PROGRAM, stdout and stderr in $tmp/out and
+# $tmp/err; sets rc (its status), name (its file name) and shown (the command line, quoted).
+attempt() {
+  local limit=$1 program=$2
+  shift 2
+  checks=$((checks + 1))
+  name=$(basename "$program")
+  rc=0
+  timeout "$limit" "$program" "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+  shown="$name$(printf ' %q' "$@")"
+}
+
 # bad NEEDLE PROGRAM ARGS...: rejected, with one line on stderr that starts with the program's name
 # and contains NEEDLE (a fixed string), nothing on stdout.
 bad() {
-  local needle=$1 program=$2
-  shift 2
-  local rc=0 name
-  name=$(basename "$program")
-  checks=$((checks + 1))
-  timeout 20 "$program" "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-  local shown="$name$(printf ' %q' "$@")"
+  local needle=$1
+  shift
+  attempt 20 "$@"
   if [ "$rc" -eq 0 ]; then complain "$shown: accepted (status 0)"; return; fi
   if [ "$rc" -eq 124 ]; then complain "$shown: still running after 20 s"; return; fi
   if [ "$rc" -ge 128 ]; then complain "$shown: killed by signal $((rc - 128)) (status $rc)"; return; fi
@@ -38,13 +46,9 @@ bad() {
 
 # good NEEDLE PROGRAM ARGS...: status 0 and NEEDLE (an extended regular expression) on stdout.
 good() {
-  local needle=$1 program=$2
-  shift 2
-  local rc=0 name
-  name=$(basename "$program")
-  checks=$((checks + 1))
-  timeout 30 "$program" "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-  local shown="$name$(printf ' %q' "$@")"
+  local needle=$1
+  shift
+  attempt 30 "$@"
   if [ "$rc" -ne 0 ]; then complain "$shown: status $rc, expected 0"; return; fi
   if ! grep -qE -- "$needle" "$tmp/out"; then
     complain "$shown: stdout does not match '$needle'"

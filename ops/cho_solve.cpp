@@ -54,9 +54,7 @@ std::vector<Tensor> cho_solve_adjoint(const Node& node, const Tensor& x, const T
 const OpDef cho_solve_op{.name = "cho_solve",
                          .infer =
                              [](const std::vector<ExampleType>& in, const Attrs&) {
-                               if (in[0].shape != in[1].shape)
-                                 fail("cho_solve: factor of shape {} for matrices of shape {}", to_string(in[1].shape),
-                                      to_string(in[0].shape));
+                               check_factor("cho_solve", in[0], in[1]);
                                return solve_type("cho_solve", in[1], in[2]);
                              },
                          .forward = cho_solve_forward,

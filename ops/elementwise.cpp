@@ -82,14 +82,14 @@ constexpr char add_name[] = "add", sub_name[] = "sub", mul_name[] = "mul", div_n
 
 using Adjoint = std::vector<Tensor> (*)(const Node&, const Tensor&, const Tensor&, const AdjointContext&);
 
-// A broadcasting binary map. Like the unary maps, it runs in place.
+// A broadcasting binary map. Like the unary maps, the arithmetic ones run in place.
 template <BinaryKind Kind, const char* Name>
-constexpr OpDef binary_op(Adjoint adjoint) {
+constexpr OpDef binary_op(Adjoint adjoint, bool in_place = true) {
   return {.name = Name,
           .infer = broadcast_type<Name>,
           .forward = binary_forward<Kind>,
           .adjoint = adjoint,
-          .in_place = true};
+          .in_place = in_place};
 }
 
 const OpDef add_op = binary_op<BinaryKind::add, add_name>(
@@ -135,19 +135,10 @@ const OpDef maximum_op = binary_op<BinaryKind::maximum, maximum_name>(
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
     });
-// Comparisons: no gradient flows through them.
-const OpDef less_op{.name = less_name,
-                    .infer = broadcast_type<less_name>,
-                    .forward = binary_forward<BinaryKind::less>,
-                    .adjoint = nullptr};
-const OpDef greater_op{.name = greater_name,
-                       .infer = broadcast_type<greater_name>,
-                       .forward = binary_forward<BinaryKind::greater>,
-                       .adjoint = nullptr};
-const OpDef equal_op{.name = equal_name,
-                     .infer = broadcast_type<equal_name>,
-                     .forward = binary_forward<BinaryKind::equal>,
-                     .adjoint = nullptr};
+// Comparisons: no gradient flows through them; each writes a buffer of its own.
+const OpDef less_op = binary_op<BinaryKind::less, less_name>(nullptr, false);
+const OpDef greater_op = binary_op<BinaryKind::greater, greater_name>(nullptr, false);
+const OpDef equal_op = binary_op<BinaryKind::equal, equal_name>(nullptr, false);
 
 const OpDef where_op{.name = where_name,
                      .infer = broadcast_type<where_name>,

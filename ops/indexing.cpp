@@ -25,7 +25,18 @@ View window(View v, std::size_t axis, std::int64_t start, std::int64_t count, st
 struct Window {
   std::int64_t axis, start, step, count, length;
   auto fields() { return std::tie(axis, start, step, count, length); }
+  // The window of a kernel's view `v` (whose axes follow the batch axis, if any).
+  View of(const View& v, const KernelArgs& k) const {
+    return window(v, k.lead() + static_cast<std::size_t>(axis), start, count, step);
+  }
 };
+
+// `t` with axis `axis` resized to `size`.
+ExampleType resized(const ExampleType& t, std::int64_t axis, std::int64_t size) {
+  Shape s = t.shape;
+  s[static_cast<std::size_t>(axis)] = size;
+  return {t.dtype, s};
+}
 
 Tensor slice_scatter(const Tensor& g, const Attrs& a);
 
@@ -33,15 +44,11 @@ const OpDef slice_op{.name = "slice",
                      .infer =
                          [](const std::vector<ExampleType>& in, const Attrs& a) {
                            const Window w = unpack_attrs<Window>(a);
-                           Shape s = in[0].shape;
-                           s[static_cast<std::size_t>(w.axis)] = w.count;
-                           return ExampleType{in[0].dtype, s};
+                           return resized(in[0], w.axis, w.count);
                          },
                      .forward =
                          [](const KernelArgs& k) {
-                           const Window w = unpack_attrs<Window>(k.attrs);
-                           const auto axis = k.lead() + static_cast<std::size_t>(w.axis);
-                           k.backend.copy(window(k.in[0], axis, w.start, w.count, w.step), k.out);
+                           k.backend.copy(unpack_attrs<Window>(k.attrs).of(k.in[0], k), k.out);
                          },
                      .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
                                    const AdjointContext&) { return std::vector<Tensor>{slice_scatter(g, n.attrs)}; }};
@@ -51,16 +58,12 @@ const OpDef slice_scatter_op{.name = "slice_scatter",
                              .infer =
                                  [](const std::vector<ExampleType>& in, const Attrs& a) {
                                    const Window w = unpack_attrs<Window>(a);
-                                   Shape s = in[0].shape;
-                                   s[static_cast<std::size_t>(w.axis)] = w.length;
-                                   return ExampleType{in[0].dtype, s};
+                                   return resized(in[0], w.axis, w.length);
                                  },
                              .forward =
                                  [](const KernelArgs& k) {
-                                   const Window w = unpack_attrs<Window>(k.attrs);
-                                   const auto axis = k.lead() + static_cast<std::size_t>(w.axis);
                                    k.backend.fill(k.out, 0.0);
-                                   k.backend.copy(k.in[0], window(k.out, axis, w.start, w.count, w.step));
+                                   k.backend.copy(k.in[0], unpack_attrs<Window>(k.attrs).of(k.out, k));
                                  },
                              .adjoint =
                                  [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {

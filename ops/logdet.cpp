@@ -38,9 +38,7 @@ std::vector<Tensor> logdet_adjoint(const Node& node, const Tensor&, const Tensor
 const OpDef logdet_op{.name = "logdet",
                       .infer =
                           [](const std::vector<ExampleType>& in, const Attrs&) {
-                            if (in[0].shape != in[1].shape)
-                              fail("logdet: factor of shape {} for matrices of shape {}", to_string(in[1].shape),
-                                   to_string(in[0].shape));
+                            check_factor("logdet", in[0], in[1]);
                             return ExampleType{in[0].dtype, batch_axes(in[0].shape)};
                           },
                       .forward = logdet_forward,

@@ -40,6 +40,11 @@ void check_square(std::string_view op, const Shape& shape) {
     fail("{}: needs square matrices [..., n, n], got shape {}", op, to_string(shape));
 }
 
+void check_factor(std::string_view op, const ExampleType& a, const ExampleType& l) {
+  if (a.shape != l.shape)
+    fail("{}: factor of shape {} for matrices of shape {}", op, to_string(l.shape), to_string(a.shape));
+}
+
 ExampleType solve_type(std::string_view op, const ExampleType& t, const ExampleType& b) {
   const Shape& ts = t.shape;
   check_square(op, ts);

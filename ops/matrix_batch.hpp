@@ -27,6 +27,9 @@ inline Shape batch_axes(const Shape& s) { return Shape(s.begin(), s.end() - 2); 
 // Raises, naming `op`, unless `shape` is a stack of square matrices [..., n, n].
 void check_square(std::string_view op, const Shape& shape);
 
+// Raises, naming `op`, unless a Cholesky factor has its matrices' shape (the ops that take both).
+void check_factor(std::string_view op, const ExampleType& a, const ExampleType& l);
+
 // Shape rule shared by the solves: a matrix `t` [..., n, n] against a right-hand side `b` that is
 // a vector [n] or matrices [..., n, k]; leading axes broadcast.
 ExampleType solve_type(std::string_view op, const ExampleType& t, const ExampleType& b);
