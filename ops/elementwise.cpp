@@ -211,10 +211,9 @@ Tensor equal(const Tensor& a, const Tensor& b) { return binary(equal_op, a, b); 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (!cond.defined() || !a.defined() || !b.defined()) fail("where: undefined tensor operand");
   const DType d = promote(a.dtype(), b.dtype());
-  // The condition in d must keep every nonzero nonzero: a conversion that could make one 0 (float to
-  // integer, a narrower type) converts cond != 0 instead.
-  const bool exact = cond.dtype() == d || (is_integer(cond.dtype()) && is_floating(d)) ||
-                     (cond.dtype() == DType::f32 && d == DType::f64) || (cond.dtype() == DType::i32 && d == DType::i64);
+  // The condition in d must keep every nonzero nonzero: where promotion would not give d (float to
+  // integer, to a narrower type), cond != 0 is converted instead.
+  const bool exact = promote(cond.dtype(), d) == d;
   const Tensor c = exact ? cond : 1 - equal(cond, zeros({}, cond.dtype(), cond.device()));
   return apply(where_op, {astype(c, d), astype(a, d), astype(b, d)});
 }
