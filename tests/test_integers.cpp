@@ -325,7 +325,9 @@ TEST_CASE("jit takes integer arguments, constants and results; one trace serves 
   auto step = jit([&](const Tensor& p, const Tensor& k) {
     const Tensor counts = k * weights + 1;        // int64
     const Tensor small = less(k, ints({2}, Shape{}));  // int64 0/1
-    return std::tuple{sum(p * counts, {0}), counts, where(small, p, zeros({})), sum(k, {0}).astype(DType::i32)};
+    const Tensor odd = k.astype(DType::i32) * 3;  // 12 bytes per example between 8-byte values in the arena
+    return std::tuple{sum(p * counts, {0}) + sum(p * odd, {0}), counts, where(small, p, zeros({})),
+                      sum(k, {0}).astype(DType::i32)};
   });
   for (std::int64_t b : {1, 2, 5}) {
     std::vector<double> pv;
@@ -338,7 +340,8 @@ TEST_CASE("jit takes integer arguments, constants and results; one trace serves 
     const Tensor K = as_batch(ints(kv, {b, 3}));
     const auto [s, counts, masked, ksum] = step(P, K);
     // Eagerly, op by op.
-    const Tensor es = sum(P * (K * weights + 1), {0}), ecounts = K * weights + 1;
+    const Tensor es = sum(P * (K * weights + 1), {0}) + sum(P * (K.astype(DType::i32) * 3), {0});
+    const Tensor ecounts = K * weights + 1;
     const Tensor emasked = where(less(K, ints({2}, Shape{})), P, zeros({}));
     const Tensor eksum = sum(K, {0}).astype(DType::i32);
     require_close(unbatch(s), unbatch(es), 1e-15);
