@@ -101,11 +101,12 @@ VT_UNARY(digamma, digamma, [](const Node& n, const Tensor&, const Tensor& g, con
 })
 // psi'' (polygamma of order 2) is not implemented: differentiating trigamma raises rather than
 // giving a gradient of 0.
-VT_UNARY(trigamma, trigamma, [](const Node& n, const Tensor&, const Tensor&, const AdjointContext&) -> std::vector<Tensor> {
+[[noreturn]] std::vector<Tensor> trigamma_adjoint(const Node& n, const Tensor&, const Tensor&, const AdjointContext&) {
   fail("trigamma: its derivative (polygamma of order 2) is not implemented; trigamma of shape {} cannot be "
        "differentiated (digamma and lgamma can, once and twice)",
        to_string(x_of(n).shape()));
-})
+}
+VT_UNARY(trigamma, trigamma, trigamma_adjoint)
 // y (1 - y), with 1 - y as sigmoid(-x): exact where y rounds to 1.
 VT_UNARY(sigmoid, sigmoid, [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g * (y * sigmoid(neg(x_of(n))))};
@@ -125,7 +126,8 @@ void binary_forward(const KernelArgs& k) {
 Tensor to_input(const Node& n, std::size_t i, const Tensor& g) { return sum_to(g, n.inputs[i].shape()); }
 
 constexpr char add_name[] = "add", sub_name[] = "sub", mul_name[] = "mul", div_name[] = "div", pow_name[] = "pow",
-               maximum_name[] = "maximum", minimum_name[] = "minimum", less_name[] = "less", greater_name[] = "greater", equal_name[] = "equal",
+               maximum_name[] = "maximum", minimum_name[] = "minimum",
+               less_name[] = "less", greater_name[] = "greater", equal_name[] = "equal",
                where_name[] = "where";
 
 using Adjoint = std::vector<Tensor> (*)(const Node&, const Tensor&, const Tensor&, const AdjointContext&);

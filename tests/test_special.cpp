@@ -21,7 +21,8 @@ namespace {
 
 using UnaryOp = Tensor (*)(const Tensor&);
 
-const std::vector<double> grid = {-30.5, -7.25, -2.0, -1.0, -0.3, -1e-5, 0.0, 1e-7, 0.2, 0.5, 1.0, 1.5, 3.0, 9.75, 25.0, 300.0};
+const std::vector<double> grid = {-30.5, -7.25, -2.0, -1.0, -0.3, -1e-5, 0.0,  1e-7,
+                                  0.2,   0.5,   1.0,  1.5,  3.0,  9.75,  25.0, 300.0};
 
 std::vector<double> mapped(const std::vector<double>& xs, double (*f)(double)) {
   std::vector<double> v;
@@ -81,7 +82,8 @@ TEST_CASE("the new unary ops compute the C library's functions", "[elementwise][
   std::vector<double> positive;
   for (double v : grid) positive.push_back(std::abs(v) + 0.1);
   const Tensor p = vec(positive);
-  require_matches(log10(p).to_vector<double>(), mapped(positive, [](double v) { return std::log10(v); }), positive, tol);
+  require_matches(log10(p).to_vector<double>(), mapped(positive, [](double v) { return std::log10(v); }), positive,
+                  tol);
   require_matches(log2(p).to_vector<double>(), mapped(positive, [](double v) { return std::log2(v); }), positive, tol);
   require_matches(exp2(x).to_vector<double>(), mapped(grid, [](double v) { return std::exp2(v); }), grid, tol);
   require_matches(exp10(x).to_vector<double>(), mapped(grid, [](double v) { return ::exp10(v); }), grid, tol);
@@ -205,10 +207,10 @@ TEST_CASE("gradients of the new unary ops match finite differences and closed fo
   const Tensor gen = randn({3, 4}, 6) * 2.0;
   const Tensor small = randn({3, 4}, 6) * 0.7;  // exp10 of larger values swamps the others' differences
   const std::vector<std::tuple<const char*, UnaryOp, const Tensor*>> ops = {
-      {"log10", log10, &pos}, {"log2", log2, &pos},   {"exp2", exp2, &small},     {"exp10", exp10, &small},
-      {"expm1", expm1, &gen}, {"erf", erf, &gen},     {"erfc", erfc, &gen},       {"lgamma", lgamma, &pos},
-      {"lgamma < 0", lgamma, nullptr}, {"digamma", digamma, &pos}, {"sigmoid", sigmoid, &gen},
-      {"softplus", softplus, &gen},
+      {"log10", log10, &pos},     {"log2", log2, &pos},       {"exp2", exp2, &small},
+      {"exp10", exp10, &small},   {"expm1", expm1, &gen},     {"erf", erf, &gen},
+      {"erfc", erfc, &gen},       {"lgamma", lgamma, &pos},   {"lgamma < 0", lgamma, nullptr},
+      {"digamma", digamma, &pos}, {"sigmoid", sigmoid, &gen}, {"softplus", softplus, &gen},
   };
   const Tensor negative_non_integer = -rand({3, 4}, 7) * 0.8 - 1.1;  // in (-1.9, -1.1)
   for (const auto& [name, op, input] : ops) {
@@ -219,9 +221,11 @@ TEST_CASE("gradients of the new unary ops match finite differences and closed fo
   }
   // digamma's gradient (trigamma) differentiated through lgamma twice; trigamma's own gradient
   // raises.
-  check_gradients([](const std::vector<Tensor>& a) { return grad([](const Tensor& t) { return sum(lgamma(t)); })(a[0]); },
-                  {pos}, 1e-6, 1e-7);
-  const Tensor d2 = grad([](const Tensor& t) { return sum(grad([](const Tensor& u) { return sum(lgamma(u)); })(t)); })(pos);
+  check_gradients(
+      [](const std::vector<Tensor>& a) { return grad([](const Tensor& t) { return sum(lgamma(t)); })(a[0]); }, {pos},
+      1e-6, 1e-7);
+  const Tensor d2 =
+      grad([](const Tensor& t) { return sum(grad([](const Tensor& u) { return sum(lgamma(u)); })(t)); })(pos);
   require_close(d2, trigamma(pos), 1e-15);
   CHECK_THAT(error_of([&] { (void)grad([](const Tensor& t) { return sum(trigamma(t)); })(pos); }),
              Catch::Contains("trigamma") && Catch::Contains("not implemented"));
@@ -234,8 +238,8 @@ TEST_CASE("gradients of the new unary ops match finite differences and closed fo
     CHECK(e[i] == Approx(2 / std::sqrt(M_PI) * std::exp(-v * v)).epsilon(1e-15));
     CHECK(ec[i] == Approx(-2 / std::sqrt(M_PI) * std::exp(-v * v)).epsilon(1e-15));
   }
-  require_close(grad([](const Tensor& t) { return sum(log10(t)); })(vec({2, 10})), {1 / (2 * M_LN10), 1 / (10 * M_LN10)},
-                1e-15);
+  require_close(grad([](const Tensor& t) { return sum(log10(t)); })(vec({2, 10})),
+                {1 / (2 * M_LN10), 1 / (10 * M_LN10)}, 1e-15);
   require_close(grad([](const Tensor& t) { return sum(exp10(t)); })(vec({2})), {100 * M_LN10}, 1e-15);
   require_close(grad([](const Tensor& t) { return sum(lgamma(t)); })(vec({1})), {-0.57721566490153286061}, 1e-15);
 }
@@ -271,7 +275,8 @@ TEST_CASE("minimum: values, NaN, and ties splitting the gradient", "[elementwise
   require_close(minimum(arange(0, 6).reshape({2, 3}), full({}, 2.5)), {0, 1, 2, 2.5, 2.5, 2.5}, 0);
 }
 
-TEST_CASE("clip: values, gradient 1 on [lo, hi] bounds included, NaN kept, bad bounds refused", "[elementwise][special][grad]") {
+TEST_CASE("clip: values, gradient 1 on [lo, hi] bounds included, NaN kept, bad bounds refused",
+          "[elementwise][special][grad]") {
   const Tensor x = vec({-3, -1, -0.5, 0, 0.7, 1, 2, NAN});
   const std::vector<double> y = clip(x, -1, 1).to_vector<double>();
   CHECK(std::vector<double>(y.begin(), y.end() - 1) == std::vector<double>{-1, -1, -0.5, 0, 0.7, 1, 1});
@@ -286,8 +291,8 @@ TEST_CASE("clip: values, gradient 1 on [lo, hi] bounds included, NaN kept, bad b
   // Infinite bounds.
   CHECK(clip(fin, 0, INFINITY).to_vector<double>() == std::vector<double>{0, 0, 0, 0, 0.7, 1, 2});
   check_gradients([](const std::vector<Tensor>& a) { return clip(a[0], -0.5, 0.8); }, {randn({4, 5}, 3)});
-  CHECK_THAT(error_of([&] { (void)clip(x, 2, 1); }), Catch::Contains("clip") && Catch::Contains("lower bound 2") &&
-                                                   Catch::Contains("upper bound 1"));
+  CHECK_THAT(error_of([&] { (void)clip(x, 2, 1); }),
+             Catch::Contains("clip") && Catch::Contains("lower bound 2") && Catch::Contains("upper bound 1"));
   CHECK_THAT(error_of([&] { (void)clip(x, NAN, 1); }), Catch::Contains("clip") && Catch::Contains("NaN"));
   CHECK(clip(vec({5}, DType::f32), 0, 1).dtype() == DType::f32);
 }
@@ -329,7 +334,8 @@ TEST_CASE("logsumexp is stable, handles infinities and NaN, and its gradient is 
   CHECK(logsumexp(zeros({0})).item() == -INFINITY);
   CHECK(logsumexp(zeros({2, 0}), {1}).to_vector<double>() == std::vector<double>{-INFINITY, -INFINITY});
   CHECK(logsumexp(zeros({0, 3}), {1}).shape() == Shape{0});
-  const std::vector<double> rows = logsumexp(Tensor::from_vector({-INFINITY, -INFINITY, 1, 2}, {2, 2}), {1}).to_vector<double>();
+  const std::vector<double> rows =
+      logsumexp(Tensor::from_vector({-INFINITY, -INFINITY, 1, 2}, {2, 2}), {1}).to_vector<double>();
   CHECK(rows[0] == -INFINITY);
   CHECK(rows[1] == Approx(2 + std::log1p(std::exp(-1.0))).epsilon(1e-15));
   CHECK_THAT(error_of([&] { (void)logsumexp(x, {2}); }), Catch::Contains("logsumexp"));
@@ -342,7 +348,9 @@ TEST_CASE("logsumexp is stable, handles infinities and NaN, and its gradient is 
   check_gradients([](const std::vector<Tensor>& a) { return logsumexp(a[0], {0, 2}, true); }, {randn({2, 3, 4}, 8)});
   // Its gradient is differentiable too (softmax's Jacobian).
   check_gradients(
-      [](const std::vector<Tensor>& a) { return grad([](const Tensor& t) { return sum(logsumexp(t, {1}) * 1.5); })(a[0]); },
+      [](const std::vector<Tensor>& a) {
+        return grad([](const Tensor& t) { return sum(logsumexp(t, {1}) * 1.5); })(a[0]);
+      },
       {x});
   // float32.
   CHECK(logsumexp(vec({100, 100}, DType::f32)).item<float>() == Approx(100 + std::log(2.0)).epsilon(1e-6));
@@ -428,7 +436,8 @@ TEST_CASE("the new ops batch: vmap(f)(X)[i] == f(X[i]), and as_batch", "[special
 TEST_CASE("the new ops under jit equal eager, values and gradients, at several batch sizes", "[special][jit]") {
   auto model = [](const Tensor& t) {
     const Tensor h = cumsum(softplus(t), 0) + sigmoid(t) * erf(t) + clip(t, -0.5, 0.5) + minimum(t, expm1(t));
-    return logsumexp(h) + sum(lgamma(exp2(t) + 0.5)) + sum(digamma(pow(2.0, t) + 1.0)) + sum(log10(exp10(t * 0.1) + erfc(t)));
+    return logsumexp(h) + sum(lgamma(exp2(t) + 0.5)) + sum(digamma(pow(2.0, t) + 1.0)) +
+           sum(log10(exp10(t * 0.1) + erfc(t)));
   };
   auto loss = [&](const Tensor& P) { return mean(vmap(model)(P)); };
   auto step = jit(value_and_grad(loss));
