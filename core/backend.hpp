@@ -24,9 +24,16 @@ namespace vt {
 bool built_with_cuda();
 int cuda_device_count();
 
-enum class UnaryKind { neg, exp, log, log1p, sqrt, square, sin, cos, tanh, abs, sign };
+enum class UnaryKind {
+  neg, exp, log, log1p, sqrt, square, sin, cos, tanh, abs, sign,
+  // special functions (issue 13); digamma, trigamma, sigmoid and softplus are backends/special_math.hpp's
+  log10, log2, exp2, exp10, expm1, erf, erfc, lgamma, digamma, trigamma, sigmoid, softplus,
+};
 // Comparisons produce 1 or 0 in the operands' dtype.
-enum class BinaryKind { add, sub, mul, div, pow, maximum, less, greater, equal };
+enum class BinaryKind {
+  add, sub, mul, div, pow, maximum, less, greater, equal,
+  minimum,  // issue 13
+};
 enum class ReduceKind { sum, max };
 
 // count independent products C_i = alpha * op(A_i) op(B_i) + beta * C_i of row-major matrices;
@@ -111,6 +118,10 @@ class Backend {
   virtual void select(const View& cond, const View& a, const View& b, const View& out) = 0;
   // `out` has in's rank, with size 1 along the reduced axes.
   virtual void reduce(ReduceKind kind, const View& in, const View& out) = 0;
+  // out = the running sums of `in` along `axis` (of the views, which have one shape), from the
+  // last element back to the first when `reverse` (cumsum's adjoint). Each line is summed in
+  // order, in double.
+  virtual void cumsum(const View& in, const View& out, int axis, bool reverse) = 0;
 
   virtual void gemm(const GemmArgs& args) = 0;
   // l_i = the lower Cholesky factor of a_i (reading a_i's lower triangle; l may equal a), strict

@@ -1,6 +1,8 @@
 // Elementwise family: unary maps, broadcasting binary maps, where, astype.
 #include "elementwise.hpp"
 
+#include <cmath>
+
 #include "../core/graph.hpp"
 #include "creation.hpp"
 #include "reduce.hpp"
@@ -66,6 +68,53 @@ VT_UNARY(abs, abs, [](const Node& n, const Tensor&, const Tensor& g, const Adjoi
   return std::vector<Tensor>{g * sign(x_of(n))};
 }, true)
 VT_UNARY(sign, sign, nullptr, true)
+
+// ---------------------------------------------------------------- special functions (issue 13)
+constexpr double ln2 = 0.69314718055994530942, ln10 = 2.30258509299404568402;
+constexpr double two_over_sqrt_pi = 1.12837916709551257390;
+
+VT_UNARY(log10, log10, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g / (x_of(n) * ln10)};
+}, false)
+VT_UNARY(log2, log2, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g / (x_of(n) * ln2)};
+}, false)
+VT_UNARY(exp2, exp2, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * (y * ln2)};
+}, false)
+VT_UNARY(exp10, exp10, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * (y * ln10)};
+}, false)
+VT_UNARY(expm1, expm1, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * (y + 1.0)};
+}, false)
+VT_UNARY(erf, erf, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * (exp(neg(square(x_of(n)))) * two_over_sqrt_pi)};
+}, false)
+VT_UNARY(erfc, erfc, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * (exp(neg(square(x_of(n)))) * -two_over_sqrt_pi)};
+}, false)
+VT_UNARY(lgamma, lgamma, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * digamma(x_of(n))};
+}, false)
+VT_UNARY(digamma, digamma, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * trigamma(x_of(n))};
+}, false)
+// psi'' (polygamma of order 2) is not implemented: differentiating trigamma raises rather than
+// giving a gradient of 0.
+[[noreturn]] std::vector<Tensor> trigamma_adjoint(const Node& n, const Tensor&, const Tensor&, const AdjointContext&) {
+  fail("trigamma: its derivative (polygamma of order 2) is not implemented; trigamma of shape {} cannot be "
+       "differentiated (digamma and lgamma can, once and twice)",
+       to_string(x_of(n).shape()));
+}
+VT_UNARY(trigamma, trigamma, trigamma_adjoint, false)
+// y (1 - y), with 1 - y as sigmoid(-x): exact where y rounds to 1.
+VT_UNARY(sigmoid, sigmoid, [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * (y * sigmoid(neg(x_of(n))))};
+}, false)
+VT_UNARY(softplus, softplus, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * sigmoid(x_of(n))};
+}, false)
 #undef VT_UNARY
 
 // ---------------------------------------------------------------- binary
@@ -78,7 +127,8 @@ void binary_forward(const KernelArgs& k) {
 Tensor to_input(const Node& n, std::size_t i, const Tensor& g) { return sum_to(g, n.inputs[i].shape()); }
 
 constexpr char add_name[] = "add", sub_name[] = "sub", mul_name[] = "mul", div_name[] = "div", pow_name[] = "pow",
-               maximum_name[] = "maximum", less_name[] = "less", greater_name[] = "greater", equal_name[] = "equal",
+               maximum_name[] = "maximum", minimum_name[] = "minimum",
+               less_name[] = "less", greater_name[] = "greater", equal_name[] = "equal",
                where_name[] = "where";
 
 using Adjoint = std::vector<Tensor> (*)(const Node&, const Tensor&, const Tensor&, const AdjointContext&);
@@ -135,6 +185,14 @@ const OpDef maximum_op = binary_op<BinaryKind::maximum, maximum_name>(
       const Tensor& a = n.inputs[0];
       const Tensor& b = n.inputs[1];
       const Tensor share_a = greater(a, b) + equal(a, b) * 0.5;
+      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
+                                 ctx.needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
+    });
+const OpDef minimum_op = binary_op<BinaryKind::minimum, minimum_name>(
+    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+      const Tensor& a = n.inputs[0];
+      const Tensor& b = n.inputs[1];
+      const Tensor share_a = less(a, b) + equal(a, b) * 0.5;
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
     });
@@ -204,6 +262,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(pow_op, a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(maximum_op, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary(minimum_op, a, b); }
 Tensor less(const Tensor& a, const Tensor& b) { return binary(less_op, a, b); }
 Tensor greater(const Tensor& a, const Tensor& b) { return binary(greater_op, a, b); }
 Tensor equal(const Tensor& a, const Tensor& b) { return binary(equal_op, a, b); }
@@ -233,6 +292,17 @@ Tensor sub(const Tensor& a, double b) { return sub(a, detail::weak_scalar(a, b))
 Tensor mul(const Tensor& a, double b) { return mul(a, detail::weak_scalar(a, b)); }
 Tensor div(const Tensor& a, double b) { return div(a, detail::weak_scalar(a, b)); }
 Tensor pow(const Tensor& a, double b) { return pow(a, detail::weak_scalar(a, b)); }
+Tensor pow(double a, const Tensor& b) { return pow(detail::weak_scalar(b, a), b); }
+
+Tensor clip(const Tensor& x, double lo, double hi) {
+  if (!x.defined()) fail("clip: undefined tensor operand");
+  if (std::isnan(lo) || std::isnan(hi)) fail("clip: the bounds must not be NaN (lo = {}, hi = {})", lo, hi);
+  if (lo > hi)
+    fail("clip: the lower bound {} is above the upper bound {} (tensor of shape {})", lo, hi, to_string(x.shape()));
+  const Tensor low = detail::weak_scalar(x, lo), high = detail::weak_scalar(x, hi);
+  // Selecting x itself inside [lo, hi] gives gradient 1 there, bounds included, and keeps NaN.
+  return where(less(x, low), low, where(greater(x, high), high, x));
+}
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

@@ -1,10 +1,14 @@
-// Reduction family: sum, mean, max, sum_to.
+// Reduction family: sum, mean, max, logsumexp, sum_to; and the scan cumsum.
 #include "reduce.hpp"
 
 #include "../core/graph.hpp"
+#include <cmath>
+
 #include "batch.hpp"
+#include "creation.hpp"
 #include "elementwise.hpp"
 #include "layout.hpp"
+#include "stop_gradient.hpp"
 
 namespace vt {
 
@@ -70,6 +74,34 @@ const OpDef max_op{.name = "max",
                    },
                    .integers = true};
 
+// ---------------------------------------------------------------- scans
+// cumsum's axis (per example, normalised) and direction: `reverse` sums from the end back, which
+// is cumsum's adjoint (and cumsum the reversed one's).
+struct CumsumAttrs {
+  std::int64_t axis;
+  bool reverse;
+  auto fields() { return std::tie(axis, reverse); }
+};
+
+Tensor scan(const Tensor& x, std::int64_t axis, bool reverse);
+
+const OpDef cumsum_op{.name = "cumsum",
+                      .infer = same_type,
+                      .forward =
+                          [](const KernelArgs& k) {
+                            const CumsumAttrs a = unpack_attrs<CumsumAttrs>(k.attrs);
+                            k.backend.cumsum(k.in[0], k.out, static_cast<int>(k.lead()) + static_cast<int>(a.axis),
+                                             a.reverse);
+                          },
+                      .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+                        const CumsumAttrs a = unpack_attrs<CumsumAttrs>(n.attrs);
+                        return std::vector<Tensor>{scan(g, a.axis, !a.reverse)};
+                      }};
+
+Tensor scan(const Tensor& x, std::int64_t axis, bool reverse) {
+  return apply(cumsum_op, {x}, pack_attrs(CumsumAttrs{axis, reverse}));
+}
+
 Tensor reduce(const OpDef& op, const Tensor& x, const Axes& axes, bool keepdims) {
   ReduceAttrs a{keepdims, {}};
   for (int ax : normalize_axes(axes, x.ndim(), op.name)) a.axes.push_back(ax);
@@ -109,6 +141,24 @@ Tensor max(const Tensor& x, const Axes& axes, bool keepdims) {
   for (int ax : normalize_axes(axes, x.ndim(), "max"))
     if (x.shape()[ax] == 0) fail("max: reduction over an empty axis {} of shape {}", ax, to_string(x.shape()));
   return reduce(max_op, x, axes, keepdims);
+}
+
+Tensor logsumexp(const Tensor& x, const Axes& axes, bool keepdims) {
+  if (!x.defined()) fail("logsumexp: undefined tensor operand");
+  (void)normalize_axes(axes, x.ndim(), "logsumexp");  // bad axes are named as logsumexp's
+  if (x.numel() == 0) return log(sum(exp(x), axes, keepdims));  // log 0 = -inf over empty axes
+  // The maximum, where finite, is subtracted before exp; an infinite or NaN maximum is left in
+  // (it gives the result itself: -inf, +inf or NaN) instead of making x - max NaN.
+  const Tensor m = stop_gradient(max(x, axes, true));
+  const Tensor finite = less(abs(m), Tensor::scalar(INFINITY, m.dtype(), m.device()));
+  const Tensor shift = where(finite, m, zeros({}, m.dtype(), m.device()));
+  const Tensor s = sum(exp(x - shift), axes, keepdims);
+  return log(s) + reshape(shift, s.shape());
+}
+
+Tensor cumsum(const Tensor& x, std::int64_t axis) {
+  if (!x.defined()) fail("cumsum: undefined tensor operand");
+  return scan(x, normalize_axis(axis, x.ndim(), "cumsum"), false);
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {

@@ -15,6 +15,15 @@ Tensor mean(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
 // Ties share the gradient evenly; NaN propagates.
 Tensor max(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
 
+// log(sum(exp(x))) over `axes`, computed stably with the maximum subtracted: all -inf gives -inf,
+// any +inf gives +inf, NaN propagates, an empty reduction gives -inf. Gradient softmax(x) along the
+// axes (itself differentiable); NaN where the result is infinite.
+Tensor logsumexp(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
+
+// Running sums along `axis` (negative counts from the end), each line summed in order in double.
+// Gradient: the cotangent's running sums taken from the end of the axis back.
+Tensor cumsum(const Tensor& x, std::int64_t axis);
+
 // Sums a broadcast result back down to `shape` (the adjoint of broadcasting).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 

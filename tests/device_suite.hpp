@@ -98,6 +98,17 @@ inline std::vector<DeviceCase> device_cases() {
     const Tensor k = (a[0] * 4.0).astype(DType::i64);
     return (batch_sum(k) * 2 + batch_max(k)).astype(a[0].dtype()) + batch_mean(k).astype(a[0].dtype());
   }, false, true);
+  // special functions, minimum, clip (issue 13); trigamma has no gradient
+  add("log10 log2", {{3, 4}}, {P}, [](V a) { return log10(a[0]) + log2(a[0]) * 2.0; });
+  add("exp2 exp10 expm1", {{3, 4}}, {G}, [](V a) { return exp2(a[0]) + exp10(a[0]) * 0.5 + expm1(a[0]); });
+  add("erf erfc", {{3, 4}}, {G}, [](V a) { return erf(a[0]) + erfc(a[0] * 2.0) * 3.0; });
+  add("lgamma digamma", {{3, 4}}, {P}, [](V a) { return lgamma(a[0]) + digamma(a[0] - 2.0); });
+  add("digamma trigamma large and reflected", {{3, 4}}, {G},
+      [](V a) { return digamma(a[0] * 20.0) + trigamma(a[0] * 20.0 + 0.5); }, false);
+  add("sigmoid softplus", {{3, 4}}, {G}, [](V a) { return sigmoid(a[0] * 30.0) + softplus(a[0] * 300.0) * 0.01; });
+  add("pow scalar base", {{3, 4}}, {G}, [](V a) { return pow(2.5, a[0]); });
+  add("minimum", {{3, 4}, {4}}, {G, G}, [](V a) { return minimum(a[0], a[1]); });
+  add("clip", {{3, 4}}, {G}, [](V a) { return clip(a[0], -0.5, 0.7); });
   // reductions
   add("sum all", {{3, 4}}, {G}, [](V a) { return sum(a[0]); });
   add("sum large", {{64, 513}}, {G}, [](V a) { return sum(a[0], {1}) + sum(square(a[0])); });
@@ -106,6 +117,10 @@ inline std::vector<DeviceCase> device_cases() {
   add("max", {{3, 50}}, {G}, [](V a) { return max(a[0], {-1}); });
   add("max all", {{3, 4}}, {G}, [](V a) { return max(a[0]); });
   add("sum_to", {{3, 4}}, {G}, [](V a) { return sum_to(a[0], {1, 4}); });
+  add("logsumexp", {{3, 50}}, {G}, [](V a) { return logsumexp(a[0] * 10.0, {-1}); });
+  add("logsumexp all keepdims", {{3, 4}}, {G}, [](V a) { return logsumexp(a[0], {}, true); });
+  add("cumsum", {{3, 4, 5}}, {G}, [](V a) { return cumsum(a[0], 1) + cumsum(a[0], -1); });
+  add("cumsum transposed long", {{300, 7}}, {G}, [](V a) { return cumsum(transpose(a[0]), -1); });
   // layout and indexing
   add("reshape transpose", {{2, 3, 4}}, {G}, [](V a) { return transpose(a[0].reshape({4, 6}) * 1.0); });
   add("transpose perm", {{2, 3, 4}}, {G}, [](V a) { return transpose(a[0], {2, 0, 1}) * 1.0; });

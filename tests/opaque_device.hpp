@@ -97,6 +97,9 @@ class OpaqueDevice final : public Backend {
   void reduce(ReduceKind kind, const View& in, const View& out) override {
     enqueue([kind, i = open(in), o = open(out)] { cpu().reduce(kind, i, o); });
   }
+  void cumsum(const View& in, const View& out, int axis, bool reverse) override {
+    enqueue([i = open(in), o = open(out), axis, reverse] { cpu().cumsum(i, o, axis, reverse); });
+  }
   void gemm(const GemmArgs& args) override {
     GemmArgs a = args;
     a.a = flip(a.a);

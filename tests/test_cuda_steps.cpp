@@ -173,3 +173,18 @@ TEST_CASE("the Cholesky adjoint's matrix steps", "[cuda-steps]") {
         CHECK(at(symmetric, m, i, j) == Approx(0.5 * (at(x, m, i, j) + at(x, m, j, i))));
       }
 }
+
+TEST_CASE("a cumsum line sums in order, forwards and backwards, at any stride", "[cuda-steps]") {
+  // Two interleaved lines of 4 (stride 2), written to a column of stride 3.
+  const std::vector<double> in = {1, 10, 2, 20, 3, 30, 4, 40};
+  std::vector<double> out(12, -1.0);
+  steps::cumsum_line(in.data(), 2, out.data(), 3, 4, false);
+  CHECK(out == std::vector<double>{1, -1, -1, 3, -1, -1, 6, -1, -1, 10, -1, -1});
+  steps::cumsum_line(in.data() + 1, 2, out.data() + 1, 3, 4, true);
+  CHECK(out == std::vector<double>{1, 100, -1, 3, 90, -1, 6, 70, -1, 10, 40, -1});
+  // float sums in double: a float running sum would lose the ones.
+  const std::vector<float> f = {1e8f, 1, 1, -1e8f};
+  std::vector<float> g(4);
+  steps::cumsum_line(f.data(), 1, g.data(), 1, 4, false);
+  CHECK(g.back() == 2.0f);
+}

@@ -15,6 +15,8 @@
 #include <iterator>
 #include <thread>
 
+#include <vtape/backends/special_math.hpp>
+
 #include "gradcheck.hpp"
 
 using namespace vt;
@@ -303,6 +305,22 @@ template <class T> T sqrt_ref(T v) { return std::sqrt(v); }
 template <class T> T sin_ref(T v) { return std::sin(v); }
 template <class T> T cos_ref(T v) { return std::cos(v); }
 template <class T> T tanh_ref(T v) { return std::tanh(v); }
+// Issue 13's special functions: the C library's, and for those it lacks, the scalar functions
+// every backend shares (backends/special_math.hpp; their accuracy: test_special.cpp).
+template <class T> T log10_ref(T v) { return std::log10(v); }
+template <class T> T log2_ref(T v) { return std::log2(v); }
+template <class T> T exp2_ref(T v) { return std::exp2(v); }
+inline double exp10_ref_of(double v) { return ::exp10(v); }
+inline float exp10_ref_of(float v) { return ::exp10f(v); }
+template <class T> T exp10_ref(T v) { return exp10_ref_of(v); }
+template <class T> T expm1_ref(T v) { return std::expm1(v); }
+template <class T> T erf_ref(T v) { return std::erf(v); }
+template <class T> T erfc_ref(T v) { return std::erfc(v); }
+template <class T> T lgamma_ref(T v) { return std::lgamma(v); }
+template <class T> T digamma_ref(T v) { return vt::special::digamma(v); }
+template <class T> T trigamma_ref(T v) { return vt::special::trigamma(v); }
+template <class T> T sigmoid_ref(T v) { return vt::special::sigmoid(v); }
+template <class T> T softplus_ref(T v) { return vt::special::softplus(v); }
 
 template <class T>
 void check_every_unary() {
@@ -317,6 +335,18 @@ void check_every_unary() {
   check_unary_exact<T>("sin", sin, sin_ref<T>);
   check_unary_exact<T>("cos", cos, cos_ref<T>);
   check_unary_exact<T>("tanh", tanh, tanh_ref<T>);
+  check_unary_exact<T>("log10", log10, log10_ref<T>);
+  check_unary_exact<T>("log2", log2, log2_ref<T>);
+  check_unary_exact<T>("exp2", exp2, exp2_ref<T>);
+  check_unary_exact<T>("exp10", exp10, exp10_ref<T>);
+  check_unary_exact<T>("expm1", expm1, expm1_ref<T>);
+  check_unary_exact<T>("erf", erf, erf_ref<T>);
+  check_unary_exact<T>("erfc", erfc, erfc_ref<T>);
+  check_unary_exact<T>("lgamma", lgamma, lgamma_ref<T>);
+  check_unary_exact<T>("digamma", digamma, digamma_ref<T>);
+  check_unary_exact<T>("trigamma", trigamma, trigamma_ref<T>);
+  check_unary_exact<T>("sigmoid", sigmoid, sigmoid_ref<T>);
+  check_unary_exact<T>("softplus", softplus, softplus_ref<T>);
 }
 
 }  // namespace

@@ -80,6 +80,7 @@ class CudaBackend final : public Backend {
   void binary(BinaryKind kind, const View& a, const View& b, const View& out) override;
   void select(const View& cond, const View& a, const View& b, const View& out) override;
   void reduce(ReduceKind kind, const View& in, const View& out) override;
+  void cumsum(const View& in, const View& out, int axis, bool reverse) override;
   void gemm(const GemmArgs& args) override;
   void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
                 std::int64_t stride_l, const FactorFailure& failure) override;

@@ -308,6 +308,16 @@ void CudaBackend::reduce(ReduceKind kind, const View& in, const View& out) {
                         partials ? static_cast<double*>(partials->data()) : nullptr));
 }
 
+void CudaBackend::cumsum(const View& in, const View& out, int axis, bool reverse) {
+  check_same_rank(in, out, "cuda", "cumsum");
+  const auto a = static_cast<std::size_t>(axis);
+  Shape lines = out.shape;  // the first element of every line
+  lines[a] = 1;
+  auto entered = enter();
+  check(kernels::cumsum(stream_, out.dtype, layout_of<2>("cumsum", lines, {&in.strides, &out.strides}), out.shape[a],
+                        in.strides[a], out.strides[a], reverse, in.data, out.data));
+}
+
 bool CudaBackend::records() const {
   static const bool enabled = [] {
     const char* setting = std::getenv("VTAPE_CUDA_GRAPHS");

@@ -118,4 +118,17 @@ VTAPE_HOST_DEVICE void symmetrize(std::int64_t t, std::int64_t n, T* x, std::int
   }
 }
 
+// One line of a running sum (cumsum): n elements, step_in and step_out apart, summed in order
+// (from the last element back when `reverse`) in double, as the CPU backend sums them.
+template <class T>
+VTAPE_HOST_DEVICE void cumsum_line(const T* in, std::int64_t step_in, T* out, std::int64_t step_out, std::int64_t n,
+                                   bool reverse) {
+  double acc = 0;
+  for (std::int64_t j = 0; j < n; ++j) {
+    const std::int64_t k = reverse ? n - 1 - j : j;
+    acc += static_cast<double>(in[k * step_in]);
+    out[k * step_out] = static_cast<T>(acc);
+  }
+}
+
 }  // namespace vt::cuda::steps

@@ -10,6 +10,7 @@
 
 #include "../../core/dtype.hpp"
 #include "../element.hpp"
+#include "../special_math.hpp"
 #include "element_steps.hpp"
 #include "kernels.hpp"
 
@@ -86,6 +87,18 @@ __device__ __forceinline__ T apply_unary(UnaryKind kind, T x) {
       case UnaryKind::tanh: return f ? tanhf(x) : tanh(x);
       case UnaryKind::abs: return f ? fabsf(x) : fabs(x);
       case UnaryKind::sign: return x != x ? x : static_cast<T>((x > T(0)) - (x < T(0)));  // NaN stays NaN, as on the CPU
+      case UnaryKind::log10: return f ? log10f(x) : log10(x);
+      case UnaryKind::log2: return f ? log2f(x) : log2(x);
+      case UnaryKind::exp2: return f ? exp2f(x) : exp2(x);
+      case UnaryKind::exp10: return f ? exp10f(x) : exp10(x);
+      case UnaryKind::expm1: return f ? expm1f(x) : expm1(x);
+      case UnaryKind::erf: return f ? erff(x) : erf(x);
+      case UnaryKind::erfc: return f ? erfcf(x) : erfc(x);
+      case UnaryKind::lgamma: return f ? lgammaf(x) : lgamma(x);
+      case UnaryKind::digamma: return special::digamma(x);
+      case UnaryKind::trigamma: return special::trigamma(x);
+      case UnaryKind::sigmoid: return special::sigmoid(x);
+      case UnaryKind::softplus: return special::softplus(x);
     }
     return x;
   }
@@ -109,6 +122,7 @@ __device__ __forceinline__ T apply_binary(BinaryKind kind, T x, T y) {
       case BinaryKind::sub: return element::sub(x, y);
       case BinaryKind::mul: return element::mul(x, y);
       case BinaryKind::maximum: return x > y ? x : y;
+      case BinaryKind::minimum: return x < y ? x : y;
       case BinaryKind::less: return x < y ? T(1) : T(0);
       case BinaryKind::greater: return x > y ? T(1) : T(0);
       case BinaryKind::equal: return x == y ? T(1) : T(0);
@@ -126,6 +140,7 @@ __device__ __forceinline__ T apply_binary(BinaryKind kind, T x, T y) {
       case BinaryKind::less: return x < y ? T(1) : T(0);
       case BinaryKind::greater: return x > y ? T(1) : T(0);
       case BinaryKind::equal: return x == y ? T(1) : T(0);
+      case BinaryKind::minimum: return x < y || isnan(x) ? x : y;  // NaN propagates, as on the CPU
     }
     return x;
   }
@@ -146,6 +161,17 @@ __global__ void select_kernel(Layout<4> l, const T* cond, const T* a, const T* b
     std::int64_t off[4];
     offsets_of(l, i, off);
     out[off[3]] = cond[off[0]] != T(0) ? a[off[1]] : b[off[2]];
+  }
+}
+
+// ---------------------------------------------------------------- scans
+template <class Index, class T>
+__global__ void cumsum_kernel(Layout<2> lines, std::int64_t n, std::int64_t step_in, std::int64_t step_out,
+                              bool reverse, const T* in, T* out) {
+  for (Index i = grid_start<Index>(); i < static_cast<Index>(lines.total); i += grid_step<Index>()) {
+    std::int64_t off[2];
+    offsets_of(lines, i, off);
+    steps::cumsum_line(in + off[0], step_in, out + off[1], step_out, n, reverse);
   }
 }
 
@@ -431,6 +457,19 @@ std::string reduce(Stream s, ReduceKind kind, DType dtype, const Layout<2>& kept
                                                                         static_cast<T*>(out));
   });
   return launched("reduce");
+}
+
+std::string cumsum(Stream s, DType dtype, const Layout<2>& lines, std::int64_t n, std::int64_t step_in,
+                   std::int64_t step_out, bool reverse, const void* in, void* out) {
+  if (lines.total == 0 || n == 0) return {};
+  visit_dtype(dtype, [&](auto z) {
+    using T = decltype(z);
+    with_index(lines, [&](auto index) {
+      cumsum_kernel<decltype(index), T><<<blocks_for(lines.total), threads, 0, st(s)>>>(
+          lines, n, step_in, step_out, reverse, static_cast<const T*>(in), static_cast<T*>(out));
+    });
+  });
+  return launched("cumsum");
 }
 
 std::string pointer_array(Stream s, void** pointers, const void* base, std::int64_t stride_bytes, std::int64_t count) {

@@ -42,6 +42,12 @@ constexpr int two_pass_blocks = 1024;
 std::string reduce(Stream s, ReduceKind kind, DType dtype, const Layout<2>& kept, const Layout<1>& reduced,
                    const void* in, void* out, double* partials);
 
+// Running sums along one axis: `lines` walks (in, out) over the first element of every line,
+// each line has n elements step_in and step_out apart. One thread per line (element_steps.hpp:
+// cumsum_line).
+std::string cumsum(Stream s, DType dtype, const Layout<2>& lines, std::int64_t n, std::int64_t step_in,
+                   std::int64_t step_out, bool reverse, const void* in, void* out);
+
 // pointers[i] = base + i * stride_bytes, for the pointer-array (batched) cuBLAS/cuSOLVER calls.
 std::string pointer_array(Stream s, void** pointers, const void* base, std::int64_t stride_bytes, std::int64_t count);
 
