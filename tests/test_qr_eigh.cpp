@@ -323,3 +323,20 @@ TEST_CASE("eigh errors name the op, the shape and the failing matrix", "[eigh][e
   const Tensor first = reshape(slice(bad, 0, 0, 1), {4, 4});
   for (double x : eigh(first).eigenvalues.to_vector<double>()) CHECK(std::isfinite(x));
 }
+
+TEST_CASE("qr and eigh: one op over the whole batch, and empty matrices", "[qr][eigh]") {
+  const Tensor x = as_batch(sym(randn({6, 2, 4, 4}, 130)));
+  OpCounter counter;
+  const QR f = qr(x);
+  const Eigh e = eigh(x);
+  CHECK(counter.forward("qr") == 1);
+  CHECK(counter.forward("eigh") == 1);
+  CHECK(f.q.batch_size() == 6);
+  CHECK(e.eigenvectors.shape() == Shape{2, 4, 4});
+  const QR tall = qr(zeros({3, 0})), wide = qr(zeros({0, 3}));
+  CHECK(tall.q.shape() == Shape{3, 0});
+  CHECK(tall.r.shape() == Shape{0, 0});
+  CHECK(wide.q.shape() == Shape{0, 0});
+  CHECK(wide.r.shape() == Shape{0, 3});
+  CHECK(eigh(zeros({2, 0, 0})).eigenvalues.shape() == Shape{2, 0});
+}
