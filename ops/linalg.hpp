@@ -1,6 +1,6 @@
 #pragma once
-// Linear algebra with scipy/JAX conventions. Every op takes leading batch axes ([..., n, n]) and
-// runs as one backend call over the whole batch.
+// Linear algebra with scipy/JAX conventions. Every op takes leading batch axes ([..., n, n], or
+// [..., m, n] for qr) and runs as one backend call over the whole batch.
 //
 // Adjoints: `cholesky` has the Cholesky adjoint (triangular solves, no explicit inverse).
 // `cho_solve`, `logdet` and `solve` are differentiated at the level of the SPD matrix A:
@@ -8,7 +8,7 @@
 // therefore never runs the Cholesky adjoint. All gradients with respect to a symmetric input are
 // symmetric.
 //
-// Factorizations read only the lower triangle of A. A matrix that is not positive definite, or
+// The Cholesky factorizations read only the lower triangle of A. A matrix that is not positive definite, or
 // whose factor is not finite (NaN or Inf in the input), raises vt::NotPositiveDefinite naming the
 // op, the batch index and the order of the failing leading minor; `cholesky_checked` reports the
 // same per example instead of raising.
