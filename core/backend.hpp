@@ -134,6 +134,24 @@ class Backend {
   virtual void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l,
                                  std::int64_t stride_l, void* g, std::int64_t stride_g) = 0;
 
+  // Decompositions that cannot fail for finite input but are told what to do with bad input:
+  // `failed(example, code)` raises the op's error for the first failing matrix, called (like a
+  // raising FactorFailure's report) before the kernel returns or from raise_deferred(). Codes:
+  // -1, the matrix has a non-finite entry where the kernel reads; > 0, the solver did not converge
+  // (its info). Failed matrices' outputs are unspecified.
+  //
+  // The reduced QR of count row-major m x n matrices by Householder reflections, with LAPACK's
+  // signs (geqrf + orgqr): with k = min(m, n), q_i is m x k with orthonormal columns and r_i is
+  // k x n, upper triangular (0 below the diagonal), a_i = q_i r_i.
+  virtual void qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a, std::int64_t stride_a,
+                  void* q, std::int64_t stride_q, void* r, std::int64_t stride_r,
+                  const FactorFailure::Report& failed) = 0;
+  // The eigendecomposition of count symmetric n x n matrices, reading only a_i's lower triangle:
+  // w_i holds the eigenvalues in ascending order, the columns of the row-major v_i the
+  // orthonormal eigenvectors (signs as the solver leaves them), a_i v_i = v_i diag(w_i).
+  virtual void eigh(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* w,
+                    std::int64_t stride_w, void* v, std::int64_t stride_v, const FactorFailure::Report& failed) = 0;
+
   // Raises the error of a failure that an earlier call on this thread deferred (FactorFailure),
   // waiting only for the work that decides it. Runs after every eager op and at the end of every
   // plan, so it must cost nothing when nothing is pending. Backends that check on the spot need

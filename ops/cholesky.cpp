@@ -35,30 +35,12 @@ void factor_forward(const KernelArgs& k, bool checked) {
   // the leading axes is the example, which is what the error names (and batch_index holds).
   auto report = [op = std::string(k.op), lead = Shape(k.out.shape.begin(), k.out.shape.end() - 2),
                  batched = k.batched, n](std::int64_t flat, std::int32_t minor) {
-    Shape index(lead.size());
-    for (std::size_t d = lead.size(), rest = static_cast<std::size_t>(flat); d-- > 0;) {
-      index[d] = static_cast<std::int64_t>(rest % static_cast<std::size_t>(lead[d]));
-      rest /= static_cast<std::size_t>(lead[d]);
-    }
-    const auto matrix = [](const Shape& at, const Shape& of) {
-      return of.size() == 1 ? fmt::format("matrix {} of the batch {}", at[0], to_string(of))
-                            : fmt::format("matrix {} of the batch {}", to_string(at), to_string(of));
-    };
-    std::string where = "the matrix";
-    long example = static_cast<long>(flat);
-    if (batched) {
-      example = static_cast<long>(index[0]);
-      const Shape within(index.begin() + 1, index.end()), stack(lead.begin() + 1, lead.end());
-      where = fmt::format("example {} of the batch of {}{}", example, lead[0],
-                          within.empty() ? std::string() : fmt::format(" ({})", matrix(within, stack)));
-    } else if (!lead.empty()) {
-      where = matrix(index, lead);
-    }
+    const MatrixLocation at = locate_matrix(lead, batched, flat);
     throw NotPositiveDefinite(
         fmt::format("{}: {} ({} x {}) is not positive definite: its leading minor of order {} is not positive "
                     "(or not finite)",
-                    op, where, n, n, minor),
-        example, minor);
+                    op, at.where, n, n, minor),
+        at.example, minor);
   };
   k.backend.cholesky(k.out.dtype, count, n, k.in[0].data, n * n, k.out.data, n * n,
                      FactorFailure::raising(std::move(report)));

@@ -73,6 +73,25 @@ SolveLayout solve_layout(const KernelArgs& a, std::size_t t_input, std::size_t b
   return {reshaped_view(a.out, matrices), batch, n, k};
 }
 
+MatrixLocation locate_matrix(const Shape& lead, bool batched, std::int64_t flat) {
+  Shape index(lead.size());
+  for (std::size_t d = lead.size(), rest = static_cast<std::size_t>(flat); d-- > 0;) {
+    index[d] = static_cast<std::int64_t>(rest % static_cast<std::size_t>(lead[d]));
+    rest /= static_cast<std::size_t>(lead[d]);
+  }
+  const auto matrix = [](const Shape& at, const Shape& of) {
+    return of.size() == 1 ? fmt::format("matrix {} of the batch {}", at[0], to_string(of))
+                          : fmt::format("matrix {} of the batch {}", to_string(at), to_string(of));
+  };
+  if (batched) {
+    const Shape within(index.begin() + 1, index.end()), stack(lead.begin() + 1, lead.end());
+    return {fmt::format("example {} of the batch of {}{}", index[0], lead[0],
+                        within.empty() ? std::string() : fmt::format(" ({})", matrix(within, stack))),
+            static_cast<long>(index[0])};
+  }
+  return {lead.empty() ? std::string("the matrix") : matrix(index, lead), static_cast<long>(flat)};
+}
+
 Tensor as_columns(const Tensor& x) {
   Shape s = x.shape();
   s.push_back(1);

@@ -3,6 +3,7 @@
 // an operand with broadcast leading axes as `count` matrices at one stride, as batched
 // BLAS/LAPACK-style kernels want.
 #include <memory>
+#include <string>
 
 #include "../core/graph.hpp"
 
@@ -45,5 +46,16 @@ SolveLayout solve_layout(const KernelArgs& args, std::size_t t_input, std::size_
 
 // A solve's vectors [..., n] as one-column matrices [..., n, 1], so adjoints work on matrices.
 Tensor as_columns(const Tensor& x);
+
+// Where matrix `flat` (row-major among a kernel call's matrices, whose leading axes are `lead`)
+// lies, for a factorization's error: `where` reads "the matrix", "matrix 2 of the batch [4]",
+// "matrix [5, 1] of the batch [8, 3]" or, when `batched` (lead[0] is the vmap batch), "example 5
+// of the batch of 8 (matrix 1 of the batch [3])". `example` is the index an error reports: the
+// vmap example when batched, else `flat`.
+struct MatrixLocation {
+  std::string where;
+  long example;
+};
+MatrixLocation locate_matrix(const Shape& lead, bool batched, std::int64_t flat);
 
 }  // namespace vt

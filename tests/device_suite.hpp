@@ -186,6 +186,19 @@ inline std::vector<DeviceCase> device_cases() {
     const Tensor g = grad([](const Tensor& x) { return sum(cholesky(x)) * 1.0; })(a[0]);
     return g * g;
   });
+  // qr and eigh: tall, wide and larger; eigh at both sides of the GPU's syevjBatched limit (n = 32).
+  // Eigenvectors' signs are the solver's, so eigh is compared through what does not depend on them.
+  for (const auto& [m, n] : std::vector<std::pair<std::int64_t, std::int64_t>>{{6, 4}, {4, 6}, {70, 50}})
+    add("qr " + std::to_string(m) + "x" + std::to_string(n), {{m, n}}, {G}, [](V a) {
+      const QR f = qr(a[0]);
+      return concatenate({reshape(f.q, {-1}), reshape(f.r, {-1})});
+    });
+  for (std::int64_t n : {1, 5, 40})
+    add("eigh n=" + std::to_string(n), {{n, n}}, {S}, [n](V a) {
+      const Eigh e = eigh(a[0]);
+      const Tensor v = e.eigenvectors, c = linspace(-1.0, 2.0, n, v.dtype(), v.device());
+      return concatenate({e.eigenvalues, reshape(matmul(v * c, v.t()), {-1}), reshape(v * v, {-1})});
+    });
   add("seed loss", {{8, 6}, {6}}, {G, G}, [](V a) {
     const Tensor A = matmul(a[0] * square(a[1]), a[0].t()) + eye(8, a[0].dtype(), a[0].device());
     return mean(cho_solve(cho_factor(A), ones({8}, a[0].dtype(), a[0].device())));
@@ -270,6 +283,31 @@ inline void check_factorization_errors(Device device) {
   w[3 * 5 + 1] = std::nan("");
   const Tensor bad = Tensor::from_vector(w, {5, 5}).to(device);
   CHECK_THAT(error_of([&] { (void)logdet(bad); }), Catch::Contains("not positive definite"));
+}
+
+// qr and eigh on `device` fail as on the CPU: a NaN where they read names its example, eagerly and
+// under jit; eigh ignores what lies above the diagonal; both of eigh's solver paths on a GPU.
+inline void check_decomposition_errors(Device device) {
+  std::vector<double> v = unbatch(make_input(Input::spd, {4, 4}, 3, 3, DType::f64)).to_vector<double>();
+  v[2 * 16 + 3 * 4 + 1] = std::nan("");  // example 2, below the diagonal
+  const Tensor bad = as_batch(Tensor::from_vector(v, {3, 4, 4}));
+  auto jitted = jit([](const Tensor& a) { return eigh(a).eigenvalues; });
+  for (const Tensor& x : {bad, bad.to(device)}) {
+    INFO("on " << to_string(x.device()));
+    CHECK_THAT(error_of([&] { (void)qr(x); }), Catch::Contains("qr: example 2 of the batch of 3 (4 x 4)"));
+    CHECK_THAT(error_of([&] { (void)eigh(x); }), Catch::Contains("eigh: example 2 of the batch of 3 (4 x 4)"));
+    CHECK_THAT(error_of([&] { (void)jitted(x); }), Catch::Contains("eigh: example 2 of the batch of 3"));
+  }
+  v[2 * 16 + 3 * 4 + 1] = v[2 * 16 + 1 * 4 + 3];
+  v[2 * 16 + 1 * 4 + 3] = std::nan("");  // above the diagonal: eigh does not read it
+  const Tensor upper = as_batch(Tensor::from_vector(v, {3, 4, 4}));
+  const std::vector<double> want = eigh(upper).eigenvalues.to_vector<double>();
+  require_close(eigh(upper.to(device)).eigenvalues, want, 1e-12);
+  CHECK_THAT(error_of([&] { (void)qr(upper.to(device)); }), Catch::Contains("qr: example 2 of the batch of 3"));
+  std::vector<double> large = unbatch(make_input(Input::spd, {40, 40}, 2, 4, DType::f64)).to_vector<double>();
+  large[1600 + 40 * 39] = INFINITY;  // example 1, row 39, column 0
+  const Tensor big = as_batch(Tensor::from_vector(large, {2, 40, 40})).to(device);
+  CHECK_THAT(error_of([&] { (void)eigh(big); }), Catch::Contains("eigh: example 1 of the batch of 2 (40 x 40)"));
 }
 
 }  // namespace vt::testing

@@ -10,8 +10,8 @@
 //  - to_host waits for its copy (cudaMemcpy); from_host copies the host buffer before it returns,
 //    since the caller may free it as soon as it does.
 //  - deallocate is queued too (cudaFreeAsync): kernels queued earlier that read the buffer run first.
-//  - cholesky with failure.raise records the first failing example instead of raising, and
-//    raise_deferred() raises it on the thread that queued the factorization, as the CUDA backend
+//  - cholesky with failure.raise, qr and eigh record the first failing example instead of raising,
+//    and raise_deferred() raises it on the thread that queued the factorization, as the CUDA backend
 //    does: an op or plan that forgets to call it loses the error.
 //  - it records like the CUDA backend (jit records each plan once per batch size and replays it):
 //    while a thread records, its kernels are kept instead of queued, memory it allocates belongs to
@@ -115,23 +115,9 @@ class OpaqueDevice final : public Backend {
       enqueue([=] { cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure::poisoning()); });
       return;
     }
-    if (Tape* tape = my_recording()) {  // each replay defers this check anew (replay below)
-      auto kept = std::make_shared<Deferred>(Deferred{{}, failure.report});
-      tape->kept.push_back(kept);
-      tape->tasks.push_back([=] {
-        kept->example = -1;
-        cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure::raising(first_into(*kept)));
-      });
-      return;
-    }
-    // Recorded before the kernel runs, so that raise_deferred() on this thread knows to wait for it.
-    auto d = std::make_shared<Deferred>(Deferred{std::this_thread::get_id(), failure.report});
-    {
-      std::lock_guard lock(mutex_);
-      deferred_.push_back(d);
-      ++pending_;
-    }
-    enqueue([=] { cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure::raising(first_into(*d))); });
+    deferring(failure.report, [=](const FactorFailure::Report& report) {
+      cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure::raising(report));
+    });
   }
   void trsm(const TrsmArgs& args) override {
     TrsmArgs a = args;
@@ -142,6 +128,19 @@ class OpaqueDevice final : public Backend {
   void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l, void* g,
                          std::int64_t stride_g) override {
     enqueue([=, l = flip(l), g = flip(g)] { cpu().cholesky_backward(dtype, count, n, l, stride_l, g, stride_g); });
+  }
+
+  void qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a, std::int64_t stride_a, void* q,
+          std::int64_t stride_q, void* r, std::int64_t stride_r, const FactorFailure::Report& failed) override {
+    deferring(failed, [=, a = flip(a), q = flip(q), r = flip(r)](const FactorFailure::Report& report) {
+      cpu().qr(dtype, count, m, n, a, stride_a, q, stride_q, r, stride_r, report);
+    });
+  }
+  void eigh(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* w,
+            std::int64_t stride_w, void* v, std::int64_t stride_v, const FactorFailure::Report& failed) override {
+    deferring(failed, [=, a = flip(a), w = flip(w), v = flip(v)](const FactorFailure::Report& report) {
+      cpu().eigh(dtype, count, n, a, stride_a, w, stride_w, v, stride_v, report);
+    });
   }
 
   bool records() const override { return recording_mode_ != Recording::off; }
@@ -240,6 +239,29 @@ class OpaqueDevice final : public Backend {
   Tape* recording_locked() {
     const auto it = recordings_.find(std::this_thread::get_id());
     return it == recordings_.end() ? nullptr : it->second.get();
+  }
+  // Queues `kernel`, which runs a CPU kernel that reports its first failing example to the report
+  // it is given, so that raise_deferred() on this thread raises `report`'s error for it, as the
+  // CUDA backend defers a factorization's check.
+  template <class Kernel>
+  void deferring(const FactorFailure::Report& report, Kernel kernel) {
+    if (Tape* tape = my_recording()) {  // each replay defers this check anew (replay below)
+      auto kept = std::make_shared<Deferred>(Deferred{{}, report});
+      tape->kept.push_back(kept);
+      tape->tasks.push_back([=] {
+        kept->example = -1;
+        kernel(first_into(*kept));
+      });
+      return;
+    }
+    // Recorded before the kernel runs, so that raise_deferred() on this thread knows to wait for it.
+    auto d = std::make_shared<Deferred>(Deferred{std::this_thread::get_id(), report});
+    {
+      std::lock_guard lock(mutex_);
+      deferred_.push_back(d);
+      ++pending_;
+    }
+    enqueue([=] { kernel(first_into(*d)); });
   }
   // The CPU kernel reports the first failing example, after factoring them all.
   static FactorFailure::Report first_into(Deferred& d) {

@@ -188,3 +188,110 @@ TEST_CASE("a cumsum line sums in order, forwards and backwards, at any stride", 
   steps::cumsum_line(f.data(), 1, g.data(), 1, 4, false);
   CHECK(g.back() == 2.0f);
 }
+
+// ---------------------------------------------------------------- qr and eigh
+
+namespace {
+
+// The reduced QR of one row-major matrix and its eigendecomposition, as vtape's CPU backend gives them.
+Eigen::MatrixXd block_of(const std::vector<double>& v, std::int64_t offset, std::int64_t rows, std::int64_t cols) {
+  return Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(v.data() + offset,
+                                                                                                 rows, cols);
+}
+
+}  // namespace
+
+TEST_CASE("qr's steps around geqrf and orgqr give the row-major reduced Q and R", "[cuda-steps][qr]") {
+  // As CudaBackend::qr does, with the same views, and Eigen's Householder QR on the column-major
+  // copy standing in for geqrf (R and the reflectors in place) and orgqr (Q in place).
+  Backend& cpu = backend_for(Device::cpu());
+  for (const auto& [m, n] : std::vector<std::pair<std::int64_t, std::int64_t>>{{5, 3}, {3, 5}, {4, 4}}) {
+    INFO("m = " << m << ", n = " << n);
+    const std::int64_t count = 3, k = std::min(m, n), mn = m * n, stride_a = mn + 2;  // a's matrices apart
+    std::vector<double> a = randn({count * stride_a}, 11).to_vector<double>();
+    a[static_cast<std::size_t>(2 * stride_a + mn - 1)] = std::numeric_limits<double>::infinity();  // matrix 2
+    std::vector<double> work(static_cast<std::size_t>(count * mn)), r(static_cast<std::size_t>(count * k * n), 7.0),
+        q(static_cast<std::size_t>(count * m * k), 7.0);
+    std::vector<std::int32_t> info(static_cast<std::size_t>(count), 0);
+    cpu.copy(View{DType::f64, a.data(), {count, m, n}, {stride_a, n, 1}},
+             View{DType::f64, work.data(), {count, m, n}, {mn, 1, m}});
+    for (std::int64_t t = 0; t < count * mn; ++t) steps::flag_nonfinite(t, n, m, work.data(), mn, info.data());
+    for (std::int64_t t = 0; t < count * mn; ++t) steps::zero_flagged(t, n, m, work.data(), mn, info.data());
+    CHECK(info == std::vector<std::int32_t>{0, 0, -1});
+    std::vector<Eigen::HouseholderQR<Eigen::MatrixXd>> factors;
+    for (std::int64_t i = 0; i < count; ++i) {  // geqrf
+      Eigen::Map<Eigen::MatrixXd> matrix(work.data() + i * mn, m, n);
+      CHECK(matrix.allFinite());  // the flagged matrix was zeroed
+      factors.emplace_back(Eigen::MatrixXd(matrix));
+      matrix = factors.back().matrixQR();
+    }
+    cpu.copy(View{DType::f64, work.data(), {count, k, n}, {mn, 1, m}},
+             View{DType::f64, r.data(), {count, k, n}, {k * n, n, 1}});
+    for (std::int64_t t = 0; t < count * k * n; ++t) steps::upper_trapezoid(t, k, n, r.data(), k * n);
+    for (std::int64_t i = 0; i < count; ++i) {  // orgqr
+      Eigen::Map<Eigen::MatrixXd> matrix(work.data() + i * mn, m, n);
+      matrix.leftCols(k) = factors[static_cast<std::size_t>(i)].householderQ() * Eigen::MatrixXd::Identity(m, k);
+    }
+    cpu.copy(View{DType::f64, work.data(), {count, m, k}, {mn, 1, m}},
+             View{DType::f64, q.data(), {count, m, k}, {m * k, k, 1}});
+    for (std::int64_t i = 0; i < 2; ++i) {
+      const QR want = qr(Tensor::from_eigen(block_of(a, i * stride_a, m, n)));
+      CHECK((block_of(q, i * m * k, m, k) - want.q.as_eigen<double>()).cwiseAbs().maxCoeff() <= 1e-14);
+      CHECK((block_of(r, i * k * n, k, n) - want.r.as_eigen<double>()).cwiseAbs().maxCoeff() <= 1e-14);
+    }
+  }
+}
+
+TEST_CASE("eigh's steps around syevj give the row-major eigenvectors as columns", "[cuda-steps][eigh]") {
+  // As CudaBackend::eigh does, with Eigen's solver on the column-major copy standing in for
+  // syevjBatched and syevd (the eigenvectors column-major in place, the eigenvalues apart).
+  Backend& cpu = backend_for(Device::cpu());
+  const std::int64_t count = 3, n = 5, nn = n * n, stride_a = nn + 3, stride_out = n + nn;
+  std::vector<double> a = randn({count * stride_a}, 12).to_vector<double>();  // not symmetric: the upper triangle is not read
+  a[static_cast<std::size_t>(0 * stride_a + 1)] = std::nan("");                  // matrix 0, above the diagonal
+  a[static_cast<std::size_t>(1 * stride_a + 4 * n + 2)] = std::nan("");          // matrix 1, below it
+  std::vector<double> work(static_cast<std::size_t>(count * nn), 7.0), values(static_cast<std::size_t>(count * n));
+  std::vector<double> out(static_cast<std::size_t>(count * stride_out), 7.0);  // w then v, as the op packs them
+  std::vector<std::int32_t> info(static_cast<std::size_t>(count), 0), solver_info = {0, 0, 6};
+  for (std::int64_t t = 0; t < count * nn; ++t) steps::copy_lower(t, n, a.data(), stride_a, work.data(), nn);
+  for (std::int64_t t = 0; t < count * nn; ++t) steps::mirror_lower(t, n, work.data(), nn);
+  for (std::int64_t t = 0; t < count * nn; ++t) steps::flag_nonfinite(t, n, n, work.data(), nn, info.data());
+  for (std::int64_t t = 0; t < count * nn; ++t) steps::zero_flagged(t, n, n, work.data(), nn, info.data());
+  CHECK(info == std::vector<std::int32_t>{0, -1, 0});
+  for (std::int64_t i = 0; i < count; ++i) {
+    Eigen::Map<Eigen::MatrixXd> matrix(work.data() + i * nn, n, n);
+    CHECK(matrix.allFinite());
+    CHECK(matrix == matrix.transpose());
+    const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> solver(matrix);
+    matrix = solver.eigenvectors();
+    Eigen::Map<Eigen::VectorXd>(values.data() + i * n, n) = solver.eigenvalues();
+  }
+  for (std::int64_t i = 0; i < count; ++i) steps::merge_info(i, info.data(), solver_info.data());
+  CHECK(info == std::vector<std::int32_t>{0, -1, 6});  // the input's flag first, then the solver's
+  cpu.copy(View{DType::f64, values.data(), {count, n}, {n, 1}}, View{DType::f64, out.data(), {count, n}, {stride_out, 1}});
+  cpu.copy(View{DType::f64, work.data(), {count, n, n}, {nn, 1, n}},
+           View{DType::f64, out.data() + n, {count, n, n}, {stride_out, n, 1}});
+  for (std::int64_t i : {0, 2}) {
+    const Eigh want = eigh(Tensor::from_eigen(block_of(a, i * stride_a, n, n)));  // reads the lower triangle
+    const Eigen::MatrixXd w = block_of(out, i * stride_out, 1, n), v = block_of(out, i * stride_out + n, n, n);
+    CHECK((w - want.eigenvalues.as_eigen<double>()).cwiseAbs().maxCoeff() <= 1e-14);
+    const Eigen::MatrixXd want_v = want.eigenvectors.as_eigen<double>();
+    CHECK((v.cwiseAbs() - want_v.cwiseAbs()).cwiseAbs().maxCoeff() <= 1e-12);  // up to each column's sign
+    const Eigen::MatrixXd lower = block_of(a, i * stride_a, n, n).triangularView<Eigen::Lower>();
+    const Eigen::MatrixXd symmetric = Eigen::MatrixXd(lower) + Eigen::MatrixXd(lower.triangularView<Eigen::StrictlyLower>()).transpose();
+    CHECK((symmetric * v - v * w.transpose().asDiagonal()).cwiseAbs().maxCoeff() <= 1e-12);  // A v_j = w_j v_j
+  }
+}
+
+TEST_CASE("rectangle work items and the trapezoid step", "[cuda-steps]") {
+  for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 1}, {3, 7}, {7, 3}})
+    for (std::int64_t t : {std::int64_t{0}, rows * cols + cols + 1, std::int64_t{1} << 40}) {
+      std::int64_t m, i, j;
+      steps::rectangle_item(t, rows, cols, m, i, j);
+      CHECK(m * rows * cols + i * cols + j == t);
+      CHECK((0 <= i && i < rows && 0 <= j && j < cols));
+    }
+  std::vector<double> x(2 * 3 * 4, std::numeric_limits<double>::infinity());
+  for (std::int64_t t = 0; t < 24; ++t) steps::upper_trapezoid(t, 3, 4, x.data(), 12);
+  for (std::int64_t t = 0; t < 24; ++t) CHECK((x[static_cast<std::size_t>(t)] == 0.0) == ((t % 12) / 4 > t % 4));
+}

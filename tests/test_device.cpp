@@ -140,6 +140,11 @@ TEST_CASE("not positive definite on a device: the same error and batch index as 
   check_factorization_errors(stand_in);
 }
 
+TEST_CASE("qr and eigh on a device: the same errors and batch index as on the CPU", "[device][qr][eigh]") {
+  OpaqueDevice device(stand_in);
+  check_decomposition_errors(stand_in);
+}
+
 // The stand-in device runs its kernels asynchronously, on a worker thread, as a GPU stream does:
 // the tests below fail when an op reads, frees or raises out of order.
 

@@ -87,6 +87,10 @@ class CudaBackend final : public Backend {
   void trsm(const TrsmArgs& args) override;
   void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
                          void* g, std::int64_t stride_g) override;
+  void qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a, std::int64_t stride_a, void* q,
+          std::int64_t stride_q, void* r, std::int64_t stride_r, const FactorFailure::Report& failed) override;
+  void eigh(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* w,
+            std::int64_t stride_w, void* v, std::int64_t stride_v, const FactorFailure::Report& failed) override;
   void raise_deferred() override;
   // Plans are recorded as CUDA graphs unless VTAPE_CUDA_GRAPHS=0.
   bool records() const override;
@@ -129,6 +133,9 @@ class CudaBackend final : public Backend {
   // Factors l in place (cuSOLVER's upper mode, column-major), leaving info on the device.
   void factor(DType dtype, std::int64_t count, std::int64_t n, void* l, std::int64_t stride_l, std::int32_t* info);
   void defer(const FactorFailure& failure, const std::int32_t* device_info, std::int64_t count);
+  // For qr and eigh: device info for count rows x cols matrices at a stride, -1 where one has a
+  // non-finite entry, which is then set to 0 so that no solver iterates on it; else 0.
+  Scratch screen(DType dtype, std::int64_t count, std::int64_t rows, std::int64_t cols, void* x, std::int64_t stride);
   // Raises vt::Error naming the device and the step when a CUDA, cuBLAS or cuSOLVER call failed.
   void check(cudaError_t status, const char* what) const;
   void check(cublasStatus_t status, const char* what) const;
@@ -144,6 +151,7 @@ class CudaBackend final : public Backend {
   cusolverDnHandle_t solver_ = nullptr;
   cudaMemPool_t pool_ = nullptr;
   cusolverDnParams_t solver_params_ = nullptr;
+  syevjInfo_t syevj_params_ = nullptr;  // syevjBatched's: default tolerance and sweeps, ascending order
   std::recursive_mutex mutex_;
   std::vector<Deferred> deferred_;
   std::atomic<std::size_t> deferred_count_{0};  // lets raise_deferred() return without the lock

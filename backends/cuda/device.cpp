@@ -50,6 +50,7 @@ CudaBackend::CudaBackend(int index) : index_(index) {
   try {
     initialize();
   } catch (...) {  // release what was created before the failure
+    if (syevj_params_) cusolverDnDestroySyevjInfo(syevj_params_);
     if (solver_params_) cusolverDnDestroyParams(solver_params_);
     if (solver_) cusolverDnDestroy(solver_);
     if (blas_) cublasDestroy(blas_);
@@ -67,6 +68,8 @@ void CudaBackend::initialize() {
   check(cusolverDnCreate(&solver_), "creating the cuSOLVER handle");
   check(cusolverDnSetStream(solver_, stream_), "setting the cuSOLVER stream");
   check(cusolverDnCreateParams(&solver_params_), "creating the cuSOLVER parameters");
+  check(cusolverDnCreateSyevjInfo(&syevj_params_), "creating the syevj parameters");
+  check(cusolverDnXsyevjSetSortEig(syevj_params_, 1), "setting syevj's eigenvalue order");
   check(cudaDeviceGetDefaultMemPool(&pool_, index_), "getting the memory pool");
   // Keep freed memory in the pool instead of returning it to the driver at every synchronisation:
   // a plan allocates the same sizes call after call.

@@ -131,4 +131,56 @@ VTAPE_HOST_DEVICE void cumsum_line(const T* in, std::int64_t step_in, T* out, st
   }
 }
 
+// ---- around the QR and eigendecomposition calls (qr, eigh)
+
+// Work item t over count rows x cols matrices: matrix m, row i, column j.
+VTAPE_HOST_DEVICE void rectangle_item(std::int64_t t, std::int64_t rows, std::int64_t cols, std::int64_t& m,
+                                      std::int64_t& i, std::int64_t& j) {
+  j = t % cols;
+  t /= cols;
+  i = t % rows;
+  m = t / rows;
+}
+
+// info[m] <- -1 where matrix m has a non-finite entry (every thread that finds one writes the same).
+template <class T>
+VTAPE_HOST_DEVICE void flag_nonfinite(std::int64_t t, std::int64_t rows, std::int64_t cols, const T* x,
+                                      std::int64_t s, std::int32_t* info) {
+  using std::isfinite;
+  std::int64_t m, i, j;
+  rectangle_item(t, rows, cols, m, i, j);
+  if (!isfinite(x[m * s + i * cols + j])) info[m] = -1;
+}
+
+// The flagged matrices (info[m] != 0) set to 0, so that no solver iterates on NaN.
+template <class T>
+VTAPE_HOST_DEVICE void zero_flagged(std::int64_t t, std::int64_t rows, std::int64_t cols, T* x, std::int64_t s,
+                                    const std::int32_t* info) {
+  std::int64_t m, i, j;
+  rectangle_item(t, rows, cols, m, i, j);
+  if (info[m] != 0) x[m * s + i * cols + j] = T(0);
+}
+
+// Row-major rows x cols matrices with 0 below the diagonal (R from geqrf's packed reflectors).
+template <class T>
+VTAPE_HOST_DEVICE void upper_trapezoid(std::int64_t t, std::int64_t rows, std::int64_t cols, T* x, std::int64_t s) {
+  std::int64_t m, i, j;
+  rectangle_item(t, rows, cols, m, i, j);
+  if (i > j) x[m * s + i * cols + j] = T(0);
+}
+
+// Square matrices' strict upper triangle <- the lower one, mirrored: symmetric matrices made from
+// the triangle eigh reads, so that no solver meets what lies in the other.
+template <class T>
+VTAPE_HOST_DEVICE void mirror_lower(std::int64_t t, std::int64_t n, T* x, std::int64_t s) {
+  std::int64_t m, i, j;
+  matrix_item(t, n, m, i, j);
+  if (j > i) x[m * s + i * n + j] = x[m * s + j * n + i];
+}
+
+// A solver's info kept where info[m] has no failure of its own yet.
+VTAPE_HOST_DEVICE void merge_info(std::int64_t m, std::int32_t* info, const std::int32_t* solver_info) {
+  if (info[m] == 0) info[m] = solver_info[m];
+}
+
 }  // namespace vt::cuda::steps

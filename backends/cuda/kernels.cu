@@ -355,6 +355,35 @@ __global__ void symmetrize_kernel(std::int64_t count, std::int64_t n, T* x, std:
   for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) steps::symmetrize(t, n, x, s);
 }
 
+// Over count rows x cols matrices (qr, eigh).
+template <class T>
+__global__ void flag_nonfinite_kernel(std::int64_t count, std::int64_t rows, std::int64_t cols, const T* x,
+                                      std::int64_t s, std::int32_t* info) {
+  for (std::int64_t t = grid_start(); t < count * rows * cols; t += grid_step())
+    steps::flag_nonfinite(t, rows, cols, x, s, info);
+}
+
+template <class T>
+__global__ void zero_flagged_kernel(std::int64_t count, std::int64_t rows, std::int64_t cols, T* x, std::int64_t s,
+                                    const std::int32_t* info) {
+  for (std::int64_t t = grid_start(); t < count * rows * cols; t += grid_step())
+    steps::zero_flagged(t, rows, cols, x, s, info);
+}
+
+template <class T>
+__global__ void upper_trapezoid_kernel(std::int64_t count, std::int64_t rows, std::int64_t cols, T* x, std::int64_t s) {
+  for (std::int64_t t = grid_start(); t < count * rows * cols; t += grid_step()) steps::upper_trapezoid(t, rows, cols, x, s);
+}
+
+template <class T>
+__global__ void mirror_lower_kernel(std::int64_t count, std::int64_t n, T* x, std::int64_t s) {
+  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) steps::mirror_lower(t, n, x, s);
+}
+
+__global__ void merge_info_kernel(std::int64_t count, std::int32_t* info, const std::int32_t* solver_info) {
+  for (std::int64_t m = grid_start(); m < count; m += grid_step()) steps::merge_info(m, info, solver_info);
+}
+
 cudaStream_t st(Stream s) { return static_cast<cudaStream_t>(s); }
 
 // Calls fn with the index type a map over `l` can use (element_steps.hpp: fits_int32).
@@ -507,7 +536,40 @@ std::string transpose(Stream s, DType dtype, std::int64_t count, std::int64_t n,
 std::string symmetrize(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* m, std::int64_t stride) {
   VTAPE_MATRIX_LAUNCH(symmetrize_kernel, count, n, static_cast<T*>(m), stride);
 }
+std::string mirror_lower(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* x, std::int64_t stride) {
+  VTAPE_MATRIX_LAUNCH(mirror_lower_kernel, count, n, static_cast<T*>(x), stride);
+}
 #undef VTAPE_MATRIX_LAUNCH
+
+#define VTAPE_RECTANGLE_LAUNCH(kernel, ...)                                                                      \
+  do {                                                                                                           \
+    if (count == 0 || rows == 0 || cols == 0) return {};                                                         \
+    visit_dtype(dtype, [&](auto z) {                                                                             \
+      using T = decltype(z);                                                                                     \
+      kernel<T><<<blocks_for(count * rows * cols), threads, 0, st(s)>>>(__VA_ARGS__);                            \
+    });                                                                                                          \
+    return launched(#kernel);                                                                                    \
+  } while (0)
+
+std::string flag_nonfinite(Stream s, DType dtype, std::int64_t count, std::int64_t rows, std::int64_t cols,
+                           const void* x, std::int64_t stride, std::int32_t* info) {
+  VTAPE_RECTANGLE_LAUNCH(flag_nonfinite_kernel, count, rows, cols, static_cast<const T*>(x), stride, info);
+}
+std::string zero_flagged(Stream s, DType dtype, std::int64_t count, std::int64_t rows, std::int64_t cols, void* x,
+                         std::int64_t stride, const std::int32_t* info) {
+  VTAPE_RECTANGLE_LAUNCH(zero_flagged_kernel, count, rows, cols, static_cast<T*>(x), stride, info);
+}
+std::string upper_trapezoid(Stream s, DType dtype, std::int64_t count, std::int64_t rows, std::int64_t cols, void* x,
+                            std::int64_t stride) {
+  VTAPE_RECTANGLE_LAUNCH(upper_trapezoid_kernel, count, rows, cols, static_cast<T*>(x), stride);
+}
+#undef VTAPE_RECTANGLE_LAUNCH
+
+std::string merge_info(Stream s, std::int64_t count, std::int32_t* info, const std::int32_t* solver_info) {
+  if (count == 0) return {};
+  merge_info_kernel<<<blocks_for(count), threads, 0, st(s)>>>(count, info, solver_info);
+  return launched("merge_info");
+}
 
 std::string check_factor_diagonal(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* l,
                                   std::int64_t sl, std::int32_t* info) {

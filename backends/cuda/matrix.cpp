@@ -1,6 +1,7 @@
 // CUDA backend, matrix side: batched GEMM (cuBLAS strided-batched), Cholesky (cuSOLVER
 // potrfBatched, or Xpotrf per matrix for a few large ones), triangular solves (cuBLAS trsmBatched,
-// or one fused kernel for vector right-hand sides) and the Cholesky adjoint built from them.
+// or one fused kernel for vector right-hand sides) and the Cholesky adjoint built from them; QR
+// (geqrf + orgqr) and the symmetric eigendecomposition (syevjBatched, or syevd per matrix).
 // Row-major requests become column-major calls on the same memory (column_major.hpp). Batched
 // library calls take at most max_batch matrices at once; larger batches go in chunks.
 #include <algorithm>
@@ -235,6 +236,208 @@ void CudaBackend::cholesky_backward(DType dtype, std::int64_t count, std::int64_
   trsm(TrsmArgs{.dtype = dtype, .count = count, .n = n, .nrhs = n, .lower = true, .transpose = true,
                 .then_transposed = false, .t = l, .stride_t = stride_l, .b = g, .stride_b = stride_g});  // g = L^-T P^T
   check(kernels::symmetrize(stream_, dtype, count, n, g, stride_g));
+}
+
+// ---------------------------------------------------------------- qr, eigh
+
+namespace {
+
+// cuSOLVER's legacy API by dtype (f64 or f32). Matrices are column-major with leading dimension
+// equal to their row count.
+template <class F64, class F32>
+auto by_dtype(DType dtype, F64 f64, F32 f32) {
+  return dtype == DType::f64 ? f64() : f32();
+}
+double* as_f64(void* p) { return static_cast<double*>(p); }
+float* as_f32(void* p) { return static_cast<float*>(p); }
+
+// syevjBatched (one call for the batch) up to this order, as JAX does: the batched Jacobi method
+// is meant for small matrices (its documentation's own size); larger ones go through syevd, one
+// matrix at a time. Not measured here (no GPU on the machine this was written on).
+constexpr std::int64_t syevj_batched_max_n = 32;
+
+}  // namespace
+
+Scratch CudaBackend::screen(DType dtype, std::int64_t count, std::int64_t rows, std::int64_t cols, void* x,
+                            std::int64_t stride) {
+  Scratch info(*this, static_cast<std::size_t>(count) * sizeof(std::int32_t));
+  auto* flags = static_cast<std::int32_t*>(info.data());
+  check(cudaMemsetAsync(flags, 0, static_cast<std::size_t>(count) * sizeof(std::int32_t), stream_),
+        "clearing a decomposition's info");
+  check(kernels::flag_nonfinite(stream_, dtype, count, rows, cols, x, stride, flags));
+  check(kernels::zero_flagged(stream_, dtype, count, rows, cols, x, stride, flags));
+  return info;
+}
+
+// Each matrix is copied column-major into scratch (a strided copy: the column-major m x n matrix
+// is the row-major one's transpose in memory), factored in place by geqrf (R in its upper
+// triangle, the Householder vectors below), R copied out, then Q formed in place by orgqr and
+// copied out. cuSOLVER has no batched orgqr, so both run matrix by matrix.
+void CudaBackend::qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a,
+                     std::int64_t stride_a, void* q, std::int64_t stride_q, void* r, std::int64_t stride_r,
+                     const FactorFailure::Report& failed) {
+  if (count == 0 || m == 0 || n == 0) return;
+  auto entered = enter();
+  const std::int64_t k = std::min(m, n), mn = m * n;
+  const int rows = narrow(m, "qr rows"), cols = narrow(n, "qr columns"), reflections = static_cast<int>(k);
+  const std::size_t element = size_of(dtype);
+  Scratch work(*this, static_cast<std::size_t>(count * mn) * element);
+  Scratch tau(*this, static_cast<std::size_t>(count * k) * element);
+  Scratch solver_info(*this, sizeof(std::int32_t));  // geqrf's and orgqr's info flags only bad arguments
+  copy(View{dtype, const_cast<void*>(a), {count, m, n}, {stride_a, n, 1}},
+       View{dtype, work.data(), {count, m, n}, {mn, 1, m}});
+  const Scratch info = screen(dtype, count, n, m, work.data(), mn);  // the column-major copy read as n x m: all of it
+  auto matrix = [&](std::int64_t i) { return advance<char>(work.data(), dtype, i * mn); };
+  auto reflectors = [&](std::int64_t i) { return advance<char>(tau.data(), dtype, i * k); };
+  auto* device_info = static_cast<int*>(solver_info.data());
+
+  int factor_work = 0, form_work = 0;
+  check(by_dtype(
+            dtype, [&] { return cusolverDnDgeqrf_bufferSize(solver_, rows, cols, as_f64(work.data()), rows, &factor_work); },
+            [&] { return cusolverDnSgeqrf_bufferSize(solver_, rows, cols, as_f32(work.data()), rows, &factor_work); }),
+        "geqrf_bufferSize");
+  check(by_dtype(
+            dtype,
+            [&] {
+              return cusolverDnDorgqr_bufferSize(solver_, rows, reflections, reflections, as_f64(work.data()), rows,
+                                                 as_f64(tau.data()), &form_work);
+            },
+            [&] {
+              return cusolverDnSorgqr_bufferSize(solver_, rows, reflections, reflections, as_f32(work.data()), rows,
+                                                 as_f32(tau.data()), &form_work);
+            }),
+        "orgqr_bufferSize");
+  const int lwork = std::max({factor_work, form_work, 1});
+  Scratch buffer(*this, static_cast<std::size_t>(lwork) * element);
+
+  for (std::int64_t i = 0; i < count; ++i)
+    check(with_workspace([&] {
+            return by_dtype(
+                dtype,
+                [&] {
+                  return cusolverDnDgeqrf(solver_, rows, cols, as_f64(matrix(i)), rows, as_f64(reflectors(i)),
+                                          as_f64(buffer.data()), lwork, device_info);
+                },
+                [&] {
+                  return cusolverDnSgeqrf(solver_, rows, cols, as_f32(matrix(i)), rows, as_f32(reflectors(i)),
+                                          as_f32(buffer.data()), lwork, device_info);
+                });
+          }),
+          "geqrf");
+  // R: the first k rows of the column-major factor, read with its strides, written row-major.
+  copy(View{dtype, work.data(), {count, k, n}, {mn, 1, m}}, View{dtype, r, {count, k, n}, {stride_r, n, 1}});
+  check(kernels::upper_trapezoid(stream_, dtype, count, k, n, r, stride_r));
+  for (std::int64_t i = 0; i < count; ++i)
+    check(with_workspace([&] {
+            return by_dtype(
+                dtype,
+                [&] {
+                  return cusolverDnDorgqr(solver_, rows, reflections, reflections, as_f64(matrix(i)), rows,
+                                          as_f64(reflectors(i)), as_f64(buffer.data()), lwork, device_info);
+                },
+                [&] {
+                  return cusolverDnSorgqr(solver_, rows, reflections, reflections, as_f32(matrix(i)), rows,
+                                          as_f32(reflectors(i)), as_f32(buffer.data()), lwork, device_info);
+                });
+          }),
+          "orgqr");
+  // Q: the first k columns of the column-major m x n work, row-major.
+  copy(View{dtype, work.data(), {count, m, k}, {mn, 1, m}}, View{dtype, q, {count, m, k}, {stride_q, k, 1}});
+  defer(FactorFailure::raising(failed), static_cast<const std::int32_t*>(info.data()), count);
+}
+
+// Read column-major, a row-major symmetric matrix is itself; cuSOLVER is told to read the upper
+// triangle, which is the row-major lower one, and the copy mirrors that triangle over the other
+// anyway, so nothing outside it reaches the solver. The eigenvectors come back as the columns of
+// the column-major result, and one strided copy writes them as columns of the row-major v.
+void CudaBackend::eigh(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* w,
+                       std::int64_t stride_w, void* v, std::int64_t stride_v, const FactorFailure::Report& failed) {
+  if (count == 0 || n == 0) return;
+  auto entered = enter();
+  const std::int64_t nn = n * n;
+  const int order = narrow(n, "eigh order");
+  const std::size_t element = size_of(dtype);
+  Scratch work(*this, static_cast<std::size_t>(count * nn) * element);
+  Scratch values(*this, static_cast<std::size_t>(count * n) * element);
+  Scratch solver_info(*this, static_cast<std::size_t>(count) * sizeof(std::int32_t));
+  check(kernels::copy_lower(stream_, dtype, count, n, a, stride_a, work.data(), nn));
+  check(kernels::mirror_lower(stream_, dtype, count, n, work.data(), nn));
+  const Scratch info = screen(dtype, count, n, n, work.data(), nn);
+  auto* device_info = static_cast<int*>(solver_info.data());
+  const cusolverEigMode_t vectors = CUSOLVER_EIG_MODE_VECTOR;
+  const cublasFillMode_t upper = CUBLAS_FILL_MODE_UPPER;
+
+  if (n <= syevj_batched_max_n) {
+    in_chunks(count, [&](std::int64_t first, std::int64_t size) {
+      const int batch = static_cast<int>(size);
+      char* matrices = advance<char>(work.data(), dtype, first * nn);
+      char* eigenvalues = advance<char>(values.data(), dtype, first * n);
+      int lwork = 0;
+      check(by_dtype(
+                dtype,
+                [&] {
+                  return cusolverDnDsyevjBatched_bufferSize(solver_, vectors, upper, order, as_f64(matrices), order,
+                                                            as_f64(eigenvalues), &lwork, syevj_params_, batch);
+                },
+                [&] {
+                  return cusolverDnSsyevjBatched_bufferSize(solver_, vectors, upper, order, as_f32(matrices), order,
+                                                            as_f32(eigenvalues), &lwork, syevj_params_, batch);
+                }),
+            "syevjBatched_bufferSize");
+      Scratch buffer(*this, static_cast<std::size_t>(std::max(lwork, 1)) * element);
+      check(with_workspace([&] {
+              return by_dtype(
+                  dtype,
+                  [&] {
+                    return cusolverDnDsyevjBatched(solver_, vectors, upper, order, as_f64(matrices), order,
+                                                   as_f64(eigenvalues), as_f64(buffer.data()), lwork,
+                                                   device_info + first, syevj_params_, batch);
+                  },
+                  [&] {
+                    return cusolverDnSsyevjBatched(solver_, vectors, upper, order, as_f32(matrices), order,
+                                                   as_f32(eigenvalues), as_f32(buffer.data()), lwork,
+                                                   device_info + first, syevj_params_, batch);
+                  });
+            }),
+            "syevjBatched");
+    });
+  } else {
+    int lwork = 0;
+    check(by_dtype(
+              dtype,
+              [&] {
+                return cusolverDnDsyevd_bufferSize(solver_, vectors, upper, order, as_f64(work.data()), order,
+                                                   as_f64(values.data()), &lwork);
+              },
+              [&] {
+                return cusolverDnSsyevd_bufferSize(solver_, vectors, upper, order, as_f32(work.data()), order,
+                                                   as_f32(values.data()), &lwork);
+              }),
+          "syevd_bufferSize");
+    Scratch buffer(*this, static_cast<std::size_t>(std::max(lwork, 1)) * element);
+    for (std::int64_t i = 0; i < count; ++i) {
+      char* matrix = advance<char>(work.data(), dtype, i * nn);
+      char* eigenvalues = advance<char>(values.data(), dtype, i * n);
+      check(with_workspace([&] {
+              return by_dtype(
+                  dtype,
+                  [&] {
+                    return cusolverDnDsyevd(solver_, vectors, upper, order, as_f64(matrix), order, as_f64(eigenvalues),
+                                            as_f64(buffer.data()), lwork, device_info + i);
+                  },
+                  [&] {
+                    return cusolverDnSsyevd(solver_, vectors, upper, order, as_f32(matrix), order, as_f32(eigenvalues),
+                                            as_f32(buffer.data()), lwork, device_info + i);
+                  });
+            }),
+            "syevd");
+    }
+  }
+  auto* flags = static_cast<std::int32_t*>(info.data());
+  check(kernels::merge_info(stream_, count, flags, device_info));
+  copy(View{dtype, values.data(), {count, n}, {n, 1}}, View{dtype, w, {count, n}, {stride_w, 1}});
+  copy(View{dtype, work.data(), {count, n, n}, {nn, 1, n}}, View{dtype, v, {count, n, n}, {stride_v, n, 1}});
+  defer(FactorFailure::raising(failed), flags, count);
 }
 
 }  // namespace vt::cuda

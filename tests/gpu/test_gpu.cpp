@@ -82,6 +82,8 @@ TEST_CASE("every op and gradient on cuda:0 matches the CPU", "[gpu]") { run_devi
 
 TEST_CASE("factorization errors on cuda:0 match the CPU's", "[gpu]") { check_factorization_errors(gpu); }
 
+TEST_CASE("qr and eigh errors on cuda:0 match the CPU's", "[gpu]") { check_decomposition_errors(gpu); }
+
 TEST_CASE("a jitted value_and_grad on cuda:0 traces once for every batch size and matches the CPU", "[gpu]") {
   auto loss = [](const Tensor& p) {
     const Tensor f = randn({32, 6}, 3, p.dtype(), p.device());
