@@ -195,6 +195,22 @@ TEST_CASE("matmul with a shared operand: gradients of both by finite differences
   check_gradients([](auto& v) { return matmul(as_batch(v[0]), v[1]); }, {randn({2, 3, 2, 4}, 5), randn({4, 5}, 6)});
   check_gradients([](auto& v) { return matmul(v[1], as_batch(v[0])); }, {randn({2, 3, 4}, 7), randn({2, 5, 3}, 8)});
   check_gradients([](auto& v) { return matmul(v[1], as_batch(v[0])); }, {randn({2, 3, 4, 1}, 9), randn({5, 4}, 10)});
+  // Second order: the shared operand's summed cotangent (one GEMM over the batch) differentiated.
+  check_gradients(
+      [](auto& v) {
+        return grad([&](const Tensor& w) { return sum(square(matmul(as_batch(v[0]), w, false, true))); })(v[1]);
+      },
+      {randn({3, 4}, 11), randn({2, 4}, 12)});
+  {
+    OpCounter ops;
+    (void)grad([](const Tensor& x, const Tensor& w) {
+      return sum(grad([&](const Tensor& u) { return sum(square(matmul(as_batch(x), u))); })(w));
+    })(randn({3, 4}, 11), randn({4, 2}, 12));
+    CHECK(ops.adjoint("matmul_batch_sum") == 1);  // the check above goes through its adjoint
+  }
+  check_gradients(
+      [](auto& v) { return grad([&](const Tensor& w) { return sum(sin(matmul(w, as_batch(v[0])))); })(v[1]); },
+      {randn({3, 4}, 13), randn({2, 4}, 14)});
 }
 
 TEST_CASE("value_and_grad of sum(square(x W)): one GEMM forward, one for each cotangent", "[matmul][grad]") {
@@ -206,7 +222,10 @@ TEST_CASE("value_and_grad of sum(square(x W)): one GEMM forward, one for each co
     INFO("B = " << batch);
     const Tensor xs = randn({batch, k}, 12);
     device.gemms.clear();
+    OpCounter ops;
     const auto [value, grads] = value_and_grad(loss, {0, 1})(as_batch(xs).to(counted), w.to(counted));
+    CHECK(ops.forward("matmul_batch_sum") == 1);  // W's cotangent: summed over the batch in the GEMM
+    CHECK(ops.forward("batch_sum") == 1);  // the loss's own sum over the batch, none for W
     // Three GEMMs over the whole batch: x W, (2 x W) W^T and x^T (2 x W).
     REQUIRE(device.gemms.size() == (batch == 0 ? 1u : 3u));  // B = 0: only the empty sum for W's cotangent
     for (const GemmArgs& g : device.gemms) CHECK(g.count == 1);
