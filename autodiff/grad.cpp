@@ -99,7 +99,9 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
     const auto found = cot.find(t.impl_ptr().get());
     if (found == cot.end() || !t.impl().node || !relevant.count(t.impl_ptr().get())) continue;
     const Node& node = *t.impl().node;
-    AdjointContext context{.needs = std::vector<bool>(node.inputs.size()), .differentiated = differentiable};
+    AdjointContext context{.needs = std::vector<bool>(node.inputs.size()),
+                           .differentiated = differentiable,
+                           .sums_over_batch = !per_example_outputs};
     for (std::size_t i = 0; i < node.inputs.size(); ++i)
       context.needs[i] = relevant.count(node.inputs[i].impl_ptr().get()) > 0;
     if (OpCounter* counter = OpCounter::active()) ++counter->adjoints[std::string(node.op->name)];

@@ -12,7 +12,8 @@
 // the values they had when it was traced.
 //
 // Ops whose inputs are all constants run once, while tracing. The plan is the traced graph after
-// common-subexpression elimination, matmul reassociation ((P Q) Y -> P (Q Y) when Q's inner size
+// common-subexpression elimination, transposes read by a matmul folded into its GEMM flags
+// (x.t() is not copied), matmul reassociation ((P Q) Y -> P (Q Y) when Q's inner size
 // is small, the low-rank cotangents of cho_solve; exact in real arithmetic, so results may differ
 // from eager by rounding, and an Inf or overflow inside such a chain may come out as NaN) and
 // dead-code elimination, in execution order, with a memory plan computed once in per-example
@@ -61,6 +62,7 @@ struct PlanSummary {
   std::int64_t constants = 0;
   std::int64_t merged = 0;       // common subexpressions removed
   std::int64_t reassociated = 0; // matmul chains reordered
+  std::int64_t transposes_folded = 0;  // x.t() read by a matmul as a GEMM transpose flag
   std::int64_t arena_bytes_per_example = 0;  // batched buffers: times B per call
   std::int64_t arena_bytes_fixed = 0;        // unbatched buffers
 };

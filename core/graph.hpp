@@ -125,6 +125,11 @@ struct AdjointContext {
   // An outer transform differentiates this backward pass: cotangents must be written with
   // differentiable ops. When false, an adjoint may use faster kernels that have no adjoint.
   bool differentiated = true;
+  // The differentiated outputs are unbatched (a loss over the batch): the cotangent of an unbatched
+  // input that batched examples use is the sum of the examples' cotangents. An adjoint may then
+  // return that sum itself, unbatched (say, one GEMM over the batch), instead of one cotangent per
+  // example for the reverse sweep to sum.
+  bool sums_over_batch = false;
 };
 
 struct Node;

@@ -139,6 +139,18 @@ Tensor swapaxes(const Tensor& x, std::int64_t a, std::int64_t b) {
   return transpose(x, perm);
 }
 
+bool is_matrix_transpose(const OpDef& op, const Attrs& attrs) {
+  if (&op != &transpose_op) return false;
+  const Shape perm = unpack_attrs<PermutationAttrs>(attrs).perm;
+  const std::size_t n = perm.size();
+  if (n < 2) return false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t from = i + 2 < n ? i : (i == n - 1 ? n - 2 : n - 1);
+    if (perm[i] != static_cast<std::int64_t>(from)) return false;
+  }
+  return true;
+}
+
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   return apply(broadcast_op, {x}, pack_attrs(ShapeAttrs{shape}));

@@ -15,4 +15,10 @@ Tensor swapaxes(const Tensor& x, std::int64_t a, std::int64_t b);
 // numpy broadcasting of x to `shape`.
 Tensor broadcast_to(const Tensor& x, const Shape& shape);
 
+// Whether a recorded op is x.t(), the last two axes swapped and the others in place (jit folds it
+// into a matmul's transpose flag).
+struct OpDef;
+struct Attrs;
+bool is_matrix_transpose(const OpDef& op, const Attrs& attrs);
+
 }  // namespace vt

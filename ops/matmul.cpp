@@ -1,4 +1,5 @@
-// Matmul family: numpy matmul semantics lowered to one strided-batched GEMM.
+// Matmul family: numpy matmul semantics lowered to one strided-batched GEMM, with transposes as
+// GEMM flags, and a batch that shares one operand folded into a single GEMM.
 #include "matmul.hpp"
 
 #include "../core/graph.hpp"
@@ -11,79 +12,209 @@ namespace vt {
 
 namespace {
 
-// Per-example shapes as matrices: a vector is a row on the left, a column on the right.
-Shape as_left(Shape s) {
-  if (s.size() == 1) s.insert(s.begin(), 1);
+// op(a) op(b), where op swaps the last two axes of an operand whose flag is set.
+struct MatmulAttrs {
+  bool transpose_a = false, transpose_b = false;
+  auto fields() { return std::tie(transpose_a, transpose_b); }
+};
+
+// Per-example shapes as matrices: a vector is a row on the left, a column on the right; a flagged
+// operand is seen transposed.
+Shape transposed(Shape s) {
+  std::swap(s[s.size() - 1], s[s.size() - 2]);
   return s;
 }
-Shape as_right(Shape s) {
+Shape as_left(Shape s, bool t = false) {
+  if (s.size() == 1) s.insert(s.begin(), 1);
+  return t ? transposed(s) : s;
+}
+Shape as_right(Shape s, bool t = false) {
   if (s.size() == 1) s.push_back(1);
-  return s;
+  return t ? transposed(s) : s;
 }
 
-ExampleType matmul_type(const std::vector<ExampleType>& in, const Attrs&) {
+ExampleType matmul_type_named(std::string_view op, const std::vector<ExampleType>& in, const Attrs& attrs) {
+  const auto [ta, tb] = unpack_attrs<MatmulAttrs>(attrs);
   const Shape& a = in[0].shape;
   const Shape& b = in[1].shape;
   if (a.empty() || b.empty())
-    fail("matmul: operands must have rank >= 1, got shapes {} and {}", to_string(a), to_string(b));
-  const Shape a2 = as_left(a), b2 = as_right(b);
+    fail("{}: operands must have rank >= 1, got shapes {} and {}", op, to_string(a), to_string(b));
+  if ((ta && a.size() < 2) || (tb && b.size() < 2))
+    fail("{}: only matrices can be transposed, got shapes {} and {}", op, to_string(a), to_string(b));
+  const Shape a2 = as_left(a, ta), b2 = as_right(b, tb);
   if (a2.back() != b2[b2.size() - 2])
-    fail("matmul: inner dimensions differ for shapes {} and {}", to_string(a), to_string(b));
-  Shape out = broadcast_shapes(batch_axes(a2), batch_axes(b2), "matmul");
+    fail("{}: inner dimensions differ for shapes {}{} and {}{}", op, to_string(a), ta ? " (transposed)" : "",
+         to_string(b), tb ? " (transposed)" : "");
+  Shape out = broadcast_shapes(batch_axes(a2), batch_axes(b2), op);
   if (a.size() > 1) out.push_back(a2[a2.size() - 2]);
   if (b.size() > 1) out.push_back(b2.back());
   return {in[0].dtype, out};
 }
 
-void matmul_forward(const KernelArgs& k) {
+ExampleType matmul_type(const std::vector<ExampleType>& in, const Attrs& attrs) {
+  return matmul_type_named("matmul", in, attrs);
+}
+
+// A stored matrix with a dimension of 1 reads the same transposed or not: its flag is free.
+void free_flag(bool& flag, std::int64_t rows, std::int64_t cols, bool wanted) {
+  if (rows == 1 || cols == 1) flag = wanted;
+}
+
+// C_i = op(A_i) op(B) for i < count, with B shared (stride 0) and the A_i and C_i back to back, is
+// one product of count*m rows when op(A_i)'s rows are contiguous: one GEMM reads B once instead of
+// count times (count matrix-vector products when m = 1). C_i = op(A) op(B_i) with A shared is the
+// same product transposed, C_i^T = op(B_i)^T op(A)^T, when C_i's layout is also C_i^T's (m or n is
+// 1: W x_i for vectors x_i is X W^T). With m, n > 1 the examples' rows would interleave in C, so
+// those keep the strided batched GEMM (which reads the shared operand once per example).
+GemmArgs fold_shared_operand(GemmArgs g) {
+  if (g.count <= 1 || g.stride_c != g.m * g.n) return g;
+  const bool a_shared = g.stride_a == 0 && g.stride_b == g.k * g.n;
+  if (a_shared && (g.m == 1 || g.n == 1)) {
+    std::swap(g.a, g.b);
+    std::swap(g.m, g.n);
+    std::swap(g.stride_a, g.stride_b);
+    const bool ta = g.trans_a;
+    g.trans_a = !g.trans_b;
+    g.trans_b = !ta;
+  } else if (!(g.stride_b == 0 && g.stride_a == g.m * g.k)) {
+    return g;
+  }
+  free_flag(g.trans_a, g.m, g.k, false);
+  if (g.trans_a) return g;
+  g.m *= g.count;
+  g.count = 1;
+  g.stride_a = g.stride_c = 0;
+  return g;
+}
+
+// The GEMM of one matmul over the kernel's views: count products of the broadcast batch axes (the
+// vmap axis first). Scratch copies, for operands that broadcast only partly, stay alive in `keep`.
+GemmArgs matmul_gemm(const KernelArgs& k, std::shared_ptr<Storage> (&keep)[2]) {
+  const auto [ta, tb] = unpack_attrs<MatmulAttrs>(k.attrs);
   const std::size_t lead = k.lead();
-  // Physical matrix shapes; the vmap batch axis is one more leading batch axis.
+  // Physical (stored) matrix shapes; the vmap batch axis is one more leading batch axis.
   Shape a = k.in[0].shape, b = k.in[1].shape;
   const bool a_vec = a.size() - lead == 1, b_vec = b.size() - lead == 1;
   if (a_vec) a.insert(a.end() - 1, 1);
   if (b_vec) b.push_back(1);
-  const std::int64_t m = a[a.size() - 2], kk = a.back(), n = b.back();
+  const std::int64_t ra = a[a.size() - 2], ca = a.back(), rb = b[b.size() - 2], cb = b.back();
   View va = k.in[0], vb = k.in[1];
   va.shape = a;
   vb.shape = b;
-  if (a_vec) va.strides.insert(va.strides.end() - 1, kk);
+  if (a_vec) va.strides.insert(va.strides.end() - 1, ca);
   if (b_vec) vb.strides.push_back(1);
   // The per-example batch axes broadcast numpy-style; the vmap axis stays in front.
   const auto per_example = [&](const Shape& s) { return Shape(s.begin() + static_cast<std::ptrdiff_t>(lead), s.end() - 2); };
-  Shape out_batch = broadcast_shapes(per_example(a), per_example(b), "matmul");
+  Shape out_batch = broadcast_shapes(per_example(a), per_example(b), k.op);
   if (k.batched) out_batch.insert(out_batch.begin(), k.batch);
-  std::shared_ptr<Storage> scratch_a, scratch_b;
-  const MatrixOperand pa = matrix_operand(k.backend, va, out_batch, m, kk, scratch_a, k.batched);
-  const MatrixOperand pb = matrix_operand(k.backend, vb, out_batch, kk, n, scratch_b, k.batched);
-  k.backend.gemm(GemmArgs{.dtype = k.out.dtype,
-                          .count = numel(out_batch),
-                          .m = m,
-                          .n = n,
-                          .k = kk,
-                          .trans_a = false,
-                          .trans_b = false,
-                          .alpha = 1.0,
-                          .beta = 0.0,
-                          .a = pa.data,
-                          .stride_a = pa.stride,
-                          .b = pb.data,
-                          .stride_b = pb.stride,
-                          .c = k.out.data,
-                          .stride_c = m * n});
+  const MatrixOperand pa = matrix_operand(k.backend, va, out_batch, ra, ca, keep[0], k.batched);
+  const MatrixOperand pb = matrix_operand(k.backend, vb, out_batch, rb, cb, keep[1], k.batched);
+  const std::int64_t m = ta ? ca : ra, kk = ta ? ra : ca, n = tb ? rb : cb;
+  return GemmArgs{.dtype = k.out.dtype,
+                  .count = numel(out_batch),
+                  .m = m,
+                  .n = n,
+                  .k = kk,
+                  .trans_a = ta,
+                  .trans_b = tb,
+                  .alpha = 1.0,
+                  .beta = 0.0,
+                  .a = pa.data,
+                  .stride_a = pa.stride,
+                  .b = pb.data,
+                  .stride_b = pb.stride,
+                  .c = k.out.data,
+                  .stride_c = m * n};
 }
 
+void matmul_forward(const KernelArgs& k) {
+  std::shared_ptr<Storage> scratch[2];
+  k.backend.gemm(fold_shared_operand(matmul_gemm(k, scratch)));
+}
+
+// matmul_batch_sum: sum over the vmap batch of op(a_i) op(b_i), unbatched. Both operands' examples
+// back to back make one GEMM over an inner dimension of B*k: [op(A_1) ... op(A_B)] [op(B_1); ...;
+// op(B_B)], when op(A_i) is stored transposed ([k, m] blocks stacked) and op(B_i) is not ([k, n]
+// blocks stacked). Otherwise the B products go to scratch and are summed there.
+void matmul_batch_sum_forward(const KernelArgs& k) {
+  std::shared_ptr<Storage> scratch[2];
+  GemmArgs g = matmul_gemm(k, scratch);
+  if (!k.batched) {  // nothing to sum over
+    k.backend.gemm(g);
+    return;
+  }
+  free_flag(g.trans_a, g.m, g.k, true);
+  free_flag(g.trans_b, g.k, g.n, false);
+  if (g.trans_a && !g.trans_b && g.count == k.batch && g.stride_a == g.m * g.k && g.stride_b == g.k * g.n) {
+    g.k *= g.count;
+    g.count = 1;
+    g.stride_a = g.stride_b = g.stride_c = 0;
+    k.backend.gemm(g);
+    return;
+  }
+  Shape products = k.out.shape;
+  products.insert(products.begin(), k.batch);
+  Storage partial(k.backend.device(), static_cast<std::size_t>(numel(products)) * size_of(k.out.dtype));
+  g.c = partial.data;
+  k.backend.gemm(g);
+  Shape kept = k.out.shape;
+  kept.insert(kept.begin(), 1);
+  k.backend.reduce(ReduceKind::sum, View{k.out.dtype, partial.data, products, contiguous_strides(products)},
+                   reshaped_view(k.out, kept));
+}
+
+Tensor matmul_batch_sum(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b);
+
+// Cotangents of C = op(A) op(B), with G = C's cotangent:
+//   A's: G op(B)^T (transposed back when A was: op(B) G^T), B's: op(A)^T G (G^T op(A)).
+// Transposes are GEMM flags, never copies (a captured constant is never transposed while tracing).
+// An operand shared by a batched one gets the sum over the batch, as one GEMM over the folded
+// batch (matmul_batch_sum), when the loss sums over the batch (context.sums_over_batch).
 std::vector<Tensor> matmul_adjoint(const Node& node, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+  const auto [ta, tb] = unpack_attrs<MatmulAttrs>(node.attrs);
   const Tensor& a = node.inputs[0];
   const Tensor& b = node.inputs[1];
-  // Work on the matrix forms, then sum over broadcast batch axes and restore vector shapes.
+  // Work on the stored matrix forms, then sum over broadcast batch axes and restore vector shapes.
   const Tensor a2 = reshape(a, as_left(a.shape())), b2 = reshape(b, as_right(b.shape()));
-  Shape g_shape = broadcast_shapes(batch_axes(a2.shape()), batch_axes(b2.shape()), "matmul");
-  g_shape.push_back(a2.shape()[a2.ndim() - 2]);
-  g_shape.push_back(b2.shape().back());
+  const Shape oa = as_left(a.shape(), ta), ob = as_right(b.shape(), tb);  // op(A), op(B)
+  Shape g_shape = broadcast_shapes(batch_axes(oa), batch_axes(ob), "matmul");
+  g_shape.push_back(oa[oa.size() - 2]);
+  g_shape.push_back(ob.back());
   const Tensor g2 = reshape(g, g_shape);
+  // op(X)^T Y etc. with X's stored form: a product p(x, tx, y, ty) = op_tx(x) op_ty(y).
+  const auto product = [&](const Tensor& x, bool tx, const Tensor& y, bool ty, bool summed) {
+    return summed ? matmul_batch_sum(x, y, tx, ty) : matmul(x, y, tx, ty);
+  };
+  // An unbatched matrix (or vector) that every example of a batched `other` uses.
+  const auto shared = [&](const Tensor& x, const Tensor& other) {
+    return x.ndim() == 2 && other.is_batched() && !x.is_batched();
+  };
   Tensor ga, gb;
-  if (ctx.needs[0]) ga = reshape(sum_to(matmul(g2, swapaxes(b2, -1, -2)), a2.shape()), a.shape());
-  if (ctx.needs[1]) gb = reshape(sum_to(matmul(swapaxes(a2, -1, -2), g2), b2.shape()), b.shape());
+  if (ctx.needs[0]) {
+    const bool is_shared = shared(a2, b2), summed = ctx.sums_over_batch && is_shared;
+    if (is_shared && ob.back() == 1) {
+      // op(B)'s examples are columns b_j: op(A)'s cotangent is sum_j g_j b_j^T, a product over
+      // the columns as rows.
+      const Tensor g_rows = reshape(g2, {-1, oa[oa.size() - 2]}), b_rows = reshape(b2, {-1, ob[ob.size() - 2]});
+      ga = ta ? product(b_rows, true, g_rows, false, summed) : product(g_rows, true, b_rows, false, summed);
+    } else {
+      ga = ta ? product(b2, tb, g2, true, summed) : product(g2, false, b2, !tb, summed);
+    }
+    ga = reshape(sum_to(ga, a2.shape()), a.shape());
+  }
+  if (ctx.needs[1]) {
+    const bool is_shared = shared(b2, a2), summed = ctx.sums_over_batch && is_shared;
+    const std::int64_t m = oa[oa.size() - 2];
+    if (is_shared && (!ta || m == 1)) {
+      // op(A)'s examples are rows (of every matrix of every example): op(B)'s cotangent is
+      // sum_i a_i^T g_i over all of them.
+      const Tensor a_rows = reshape(a2, {-1, oa.back()}), g_rows = reshape(g2, {-1, ob.back()});
+      gb = tb ? product(g_rows, true, a_rows, false, summed) : product(a_rows, true, g_rows, false, summed);
+    } else {
+      gb = tb ? product(g2, true, a2, ta, summed) : product(a2, !ta, g2, false, summed);
+    }
+    gb = reshape(sum_to(gb, b2.shape()), b.shape());
+  }
   return {ga, gb};
 }
 
@@ -91,9 +222,40 @@ std::vector<Tensor> matmul_adjoint(const Node& node, const Tensor&, const Tensor
 
 const OpDef matmul_op{.name = "matmul", .infer = matmul_type, .forward = matmul_forward, .adjoint = matmul_adjoint};
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  const DType d = promote(a.dtype(), b.dtype());
-  return apply(matmul_op, {astype(a, d), astype(b, d)});
+namespace {
+
+const OpDef matmul_batch_sum_op{
+    .name = "matmul_batch_sum",
+    .infer = [](const std::vector<ExampleType>& in,
+                const Attrs& attrs) { return matmul_type_named("matmul_batch_sum", in, attrs); },
+    .forward = matmul_batch_sum_forward,
+    // The cotangent H (unbatched) reaches every example's product: matmul's cotangents with G = H.
+    .adjoint =
+        [](const Node& node, const Tensor& out, const Tensor& g, const AdjointContext& ctx) {
+          AdjointContext per_example = ctx;
+          per_example.sums_over_batch = false;
+          return matmul_adjoint(node, out, g, per_example);
+        },
+    .reduces_batch = true};
+
+Tensor matmul_batch_sum(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  return apply(matmul_batch_sum_op, {a, b}, pack_attrs(MatmulAttrs{transpose_a, transpose_b}));
 }
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) { return matmul(a, b, false, false); }
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  const DType d = promote(a.dtype(), b.dtype());
+  return apply(matmul_op, {astype(a, d), astype(b, d)}, pack_attrs(MatmulAttrs{transpose_a, transpose_b}));
+}
+
+MatmulTransposes matmul_transposes(const Attrs& attrs) {
+  const auto [ta, tb] = unpack_attrs<MatmulAttrs>(attrs);
+  return {ta, tb};
+}
+
+Attrs matmul_attrs(MatmulTransposes t) { return pack_attrs(MatmulAttrs{t.a, t.b}); }
 
 }  // namespace vt

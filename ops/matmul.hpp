@@ -4,11 +4,23 @@
 namespace vt {
 
 // numpy's matmul: vector.vector (dot), matrix.vector, vector.matrix, matrix.matrix, with
-// broadcast leading batch axes. One batched GEMM call over all the matrices.
+// broadcast leading batch axes. One batched GEMM call over all the matrices; when one operand is
+// shared by every example (unbatched, or broadcast over the leading axes) and the other's rows
+// allow it, one GEMM over the whole batch (x_i W for every i as X W; W x_i as X W^T).
 Tensor matmul(const Tensor& a, const Tensor& b);
+// op(a) op(b), where op swaps the last two axes of an operand whose flag is set (a matrix or a
+// stack of them): the transpose is a GEMM flag, never a copy. matmul(a, b, false, true) is a b^T.
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b);
 
-// The op itself, for passes that recognise it by identity (jit reassociates chains of matmuls).
+// The op itself, for passes that recognise it by identity (jit reassociates chains of matmuls),
+// and its transposes, read from and written to a step's attributes.
 struct OpDef;
+struct Attrs;
 extern const OpDef matmul_op;
+struct MatmulTransposes {
+  bool a = false, b = false;
+};
+MatmulTransposes matmul_transposes(const Attrs& attrs);
+Attrs matmul_attrs(MatmulTransposes transposes);
 
 }  // namespace vt

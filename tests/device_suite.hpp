@@ -138,6 +138,17 @@ inline std::vector<DeviceCase> device_cases() {
   add("matmul broadcast batch", {{2, 3, 4}, {4, 5}}, {G, G}, [](V a) { return matmul(a[0], a[1]); });
   add("matvec dot", {{3, 4}, {4}}, {G, G}, [](V a) { return sum(matmul(a[0], a[1])) + matmul(a[1], a[1]); });
   add("matmul large", {{70, 90}, {90, 33}}, {G, G}, [](V a) { return matmul(a[0], a[1]); });
+  // A batch sharing one operand (one GEMM over the batch): the shared operand is the batch mean of
+  // its batched input, so that its cotangent is the sum over the batch, as for a captured weight.
+  const auto shared = [](const Tensor& x) { return x.is_batched() ? batch_mean(x) : x; };
+  add("matmul vectors by a shared matrix", {{40}, {40, 9}}, {G, G},
+      [=](V a) { return matmul(a[0], shared(a[1])) + matmul(a[0], shared(a[1]).t() * 1.0, false, true); });
+  add("matmul matrices by a shared matrix", {{3, 40}, {9, 40}}, {G, G},
+      [=](V a) { return matmul(a[0], shared(a[1]), false, true); });
+  add("matmul a shared matrix by vectors", {{9, 40}, {40}}, {G, G},
+      [=](V a) { return matmul(shared(a[0]), a[1]) + matmul(shared(a[0]).t() * 1.0, a[1], true, false); });
+  add("matmul a shared matrix by matrices", {{9, 40}, {40, 3}}, {G, G},
+      [=](V a) { return matmul(shared(a[0]), a[1]); });
   // batch family (batched inputs only)
   add("batch_sum", {{3, 4}}, {G}, [](V a) { return batch_sum(a[0]); }, true, true);
   add("batch_mean", {{3, 4}}, {G}, [](V a) { return batch_mean(a[0]); }, true, true);

@@ -4,6 +4,7 @@
 
 using namespace vt;
 using vt::testing::check_gradients;
+using vt::testing::error_of;
 using vt::testing::require_close;
 
 TEST_CASE("matmul agrees with Eigen for matrix-matrix, matrix-vector, vector-matrix and dot", "[matmul]") {
@@ -49,4 +50,309 @@ TEST_CASE("matmul in float32", "[matmul]") {
   const Tensor c = matmul(a, b);
   CHECK(c.dtype() == DType::f32);
   require_close(c, matmul(a.astype(DType::f64), b.astype(DType::f64)), 1e-5);
+}
+
+// ---------------------------------------------------------------- a batch sharing one operand
+namespace {
+
+// A device that computes on the CPU and keeps every GEMM's arguments: how many GEMMs an op ran,
+// and over how many rows.
+class GemmCounter final : public Backend {
+ public:
+  explicit GemmCounter(Device device) : device_(device) { register_backend(device, this); }
+  ~GemmCounter() override { register_backend(device_, nullptr); }
+  GemmCounter(const GemmCounter&) = delete;
+  GemmCounter& operator=(const GemmCounter&) = delete;
+
+  Device device() const override { return device_; }
+  void* allocate(std::size_t bytes) override { return cpu().allocate(bytes); }
+  void deallocate(void* p, std::size_t bytes) override { cpu().deallocate(p, bytes); }
+  void to_host(void* host, const void* src, std::size_t bytes) override { cpu().to_host(host, src, bytes); }
+  void from_host(void* dst, const void* host, std::size_t bytes) override { cpu().from_host(dst, host, bytes); }
+  void fill(const View& out, double value) override { cpu().fill(out, value); }
+  void copy(const View& in, const View& out) override { cpu().copy(in, out); }
+  void unary(UnaryKind kind, const View& in, const View& out) override { cpu().unary(kind, in, out); }
+  void binary(BinaryKind kind, const View& a, const View& b, const View& out) override { cpu().binary(kind, a, b, out); }
+  void select(const View& c, const View& a, const View& b, const View& out) override { cpu().select(c, a, b, out); }
+  void reduce(ReduceKind kind, const View& in, const View& out) override { cpu().reduce(kind, in, out); }
+  void gemm(const GemmArgs& args) override {
+    gemms.push_back(args);
+    cpu().gemm(args);
+  }
+  void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
+                std::int64_t stride_l, const FactorFailure& failure) override {
+    cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, failure);
+  }
+  void trsm(const TrsmArgs& args) override { cpu().trsm(args); }
+  void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
+                         void* g, std::int64_t stride_g) override {
+    cpu().cholesky_backward(dtype, count, n, l, stride_l, g, stride_g);
+  }
+
+  std::vector<GemmArgs> gemms;
+
+ private:
+  static Backend& cpu() { return backend_for(Device::cpu()); }
+  Device device_;
+};
+
+const Device counted = Device::cuda(7);
+
+// Row i of a plain tensor, and example i of x (x itself when unbatched).
+Tensor row(const Tensor& x, std::int64_t i) {
+  return reshape(slice(x, 0, i, i + 1), Shape(x.shape().begin() + 1, x.shape().end()));
+}
+Tensor example(const Tensor& x, std::int64_t i) { return x.is_batched() ? row(unbatch(x), i) : x; }
+
+// A per-example operand of rank 1 or 2 as an Eigen matrix: a vector is a row on the left, a
+// column on the right.
+Eigen::MatrixXd matrix_of(const Tensor& x, bool left) {
+  const Eigen::MatrixXd m = x.as_eigen<double>();  // rank 1 gives a column
+  return x.ndim() == 1 && left ? Eigen::MatrixXd(m.transpose()) : m;
+}
+
+// op(a_i) op(b_i) for every example, by Eigen, flattened batch first.
+std::vector<double> per_example_products(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  const std::int64_t batch = a.is_batched() ? a.batch_size() : b.batch_size();
+  std::vector<double> out;
+  for (std::int64_t i = 0; i < batch; ++i) {
+    Eigen::MatrixXd ea = matrix_of(example(a, i), true), eb = matrix_of(example(b, i), false);
+    if (ta) ea.transposeInPlace();
+    if (tb) eb.transposeInPlace();
+    const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> c = ea * eb;
+    out.insert(out.end(), c.data(), c.data() + c.size());
+  }
+  return out;
+}
+
+struct SharedCase {
+  std::string name;
+  Shape a, b;          // per example
+  bool a_batched;      // the other operand is shared
+  bool ta = false, tb = false;
+  std::int64_t rows;   // the folded GEMM's rows per example (0: not folded)
+};
+
+// The shapes of issue 13 and their transposed forms: x_i W, x_i W^T, W x_i, W^T x_i, X_i W, and
+// forms whose layout cannot be folded (they keep one GEMM per example).
+std::vector<SharedCase> shared_cases() {
+  return {{"vectors times a shared matrix", {7}, {7, 5}, true, false, false, 1},
+          {"vectors times a shared matrix transposed", {7}, {5, 7}, true, false, true, 1},
+          {"matrices times a shared matrix", {3, 7}, {7, 5}, true, false, false, 3},
+          {"matrices times a shared matrix transposed", {3, 7}, {5, 7}, true, false, true, 3},
+          {"a shared matrix times vectors", {5, 7}, {7}, false, false, false, 1},
+          {"a shared matrix transposed times vectors", {7, 5}, {7}, false, true, false, 1},
+          {"a shared matrix times one-column matrices", {5, 7}, {7, 1}, false, false, false, 1},
+          {"a shared vector times matrices transposed", {7}, {4, 7}, false, false, true, 4},
+          {"vectors dotted with a shared vector", {7}, {7}, true, false, false, 1},
+          {"a shared matrix times matrices (not folded)", {5, 7}, {7, 3}, false, false, false, 0},
+          {"transposed matrices times a shared matrix (not folded)", {7, 3}, {7, 5}, true, true, false, 0},
+          {"a shared vector times matrices (not folded)", {7}, {7, 4}, false, false, false, 0}};
+}
+
+}  // namespace
+
+TEST_CASE("a batch sharing one matmul operand is one GEMM, with the per-example products' values", "[matmul]") {
+  GemmCounter device(counted);
+  for (const SharedCase& c : shared_cases())
+    for (std::int64_t batch : {1, 4}) {
+      INFO(c.name << ", B = " << batch);
+      Shape batched = c.a_batched ? c.a : c.b;
+      batched.insert(batched.begin(), batch);
+      const Tensor x = as_batch(randn(batched, 1)), w = randn(c.a_batched ? c.b : c.a, 2);
+      const Tensor a = c.a_batched ? x : w, b = c.a_batched ? w : x;
+      device.gemms.clear();
+      const Tensor out = matmul(a.to(counted), b.to(counted), c.ta, c.tb);
+      CHECK(out.is_batched());
+      require_close(out, per_example_products(a, b, c.ta, c.tb), 1e-12);
+      REQUIRE(device.gemms.size() == 1);
+      const GemmArgs& g = device.gemms[0];
+      if (c.rows > 0) {
+        CHECK(g.count == 1);
+        if (batch > 1) CHECK(g.m == batch * c.rows);  // B = 1: the product as it is
+      } else {
+        CHECK(g.count == batch);
+      }
+    }
+}
+
+TEST_CASE("matmul with a shared operand: gradients of both by finite differences", "[matmul][grad]") {
+  for (const SharedCase& c : shared_cases()) {
+    INFO(c.name);
+    Shape batched = c.a_batched ? c.a : c.b;
+    batched.insert(batched.begin(), 3);
+    // The batched operand enters as a plain [B, ...] tensor made a batch inside, so that finite
+    // differences can perturb it; the loss sums over the batch.
+    const bool ta = c.ta, tb = c.tb, a_batched = c.a_batched;
+    check_gradients(
+        [=](auto& v) {
+          const Tensor x = as_batch(v[0]);
+          return a_batched ? matmul(x, v[1], ta, tb) : matmul(v[1], x, ta, tb);
+        },
+        {randn(batched, 3), randn(c.a_batched ? c.b : c.a, 4)});
+  }
+  // Shared operands with leading axes of their own, and batched ones with several matrices each.
+  check_gradients([](auto& v) { return matmul(as_batch(v[0]), v[1]); }, {randn({2, 3, 2, 4}, 5), randn({4, 5}, 6)});
+  check_gradients([](auto& v) { return matmul(v[1], as_batch(v[0])); }, {randn({2, 3, 4}, 7), randn({2, 5, 3}, 8)});
+  check_gradients([](auto& v) { return matmul(v[1], as_batch(v[0])); }, {randn({2, 3, 4, 1}, 9), randn({5, 4}, 10)});
+  // Second order: the shared operand's summed cotangent (one GEMM over the batch) differentiated.
+  check_gradients(
+      [](auto& v) {
+        return grad([&](const Tensor& w) { return sum(square(matmul(as_batch(v[0]), w, false, true))); })(v[1]);
+      },
+      {randn({3, 4}, 11), randn({2, 4}, 12)});
+  {
+    OpCounter ops;
+    (void)grad([](const Tensor& x, const Tensor& w) {
+      return sum(grad([&](const Tensor& u) { return sum(square(matmul(as_batch(x), u))); })(w));
+    })(randn({3, 4}, 11), randn({4, 2}, 12));
+    CHECK(ops.adjoint("matmul_batch_sum") == 1);  // the check above goes through its adjoint
+  }
+  check_gradients(
+      [](auto& v) { return grad([&](const Tensor& w) { return sum(sin(matmul(w, as_batch(v[0])))); })(v[1]); },
+      {randn({3, 4}, 13), randn({2, 4}, 14)});
+}
+
+TEST_CASE("value_and_grad of sum(square(x W)): one GEMM forward, one for each cotangent", "[matmul][grad]") {
+  GemmCounter device(counted);
+  const std::int64_t k = 9, n = 4;
+  const Tensor w = randn({k, n}, 11);
+  auto loss = [](const Tensor& x, const Tensor& wt) { return sum(square(matmul(x, wt))); };
+  for (std::int64_t batch : {0, 1, 5}) {
+    INFO("B = " << batch);
+    const Tensor xs = randn({batch, k}, 12);
+    device.gemms.clear();
+    OpCounter ops;
+    const auto [value, grads] = value_and_grad(loss, {0, 1})(as_batch(xs).to(counted), w.to(counted));
+    CHECK(ops.forward("matmul_batch_sum") == 1);  // W's cotangent: summed over the batch in the GEMM
+    CHECK(ops.forward("batch_sum") == 1);  // the loss's own sum over the batch, none for W
+    // Three GEMMs over the whole batch: x W, (2 x W) W^T and x^T (2 x W).
+    REQUIRE(device.gemms.size() == (batch == 0 ? 1u : 3u));  // B = 0: only the empty sum for W's cotangent
+    for (const GemmArgs& g : device.gemms) CHECK(g.count == 1);
+    const Eigen::MatrixXd ex = xs.as_eigen<double>(), ew = w.as_eigen<double>();
+    const Eigen::MatrixXd y = ex * ew;
+    CHECK(value.item() == Approx(y.squaredNorm()).epsilon(1e-12).margin(1e-14));
+    const Eigen::MatrixXd gx = 2 * y * ew.transpose(), gw = 2 * ex.transpose() * y;
+    CHECK_FALSE(grads[1].is_batched());
+    require_close(unbatch(grads[0].to(Device::cpu())), Tensor::from_eigen(gx).reshape({batch, k}), 1e-12);
+    require_close(grads[1], Tensor::from_eigen(gw), 1e-12);
+  }
+}
+
+TEST_CASE("matmul with a shared operand under vmap, per-example gradients and jit", "[matmul][vmap][jit]") {
+  const std::int64_t k = 6, n = 3;
+  const Tensor w = randn({n, k}, 13);
+  // W x and x W^T for every example x, in a vmap body.
+  auto f = [&](const Tensor& x) { return matmul(w, x) + matmul(x, w, false, true); };
+  const Tensor xs = randn({4, k}, 14);
+  const Tensor mapped = vmap(f)(xs);
+  for (std::int64_t i = 0; i < 4; ++i) require_close(example(mapped, i), matmul(w, row(xs, i)) * 2.0, 1e-12);
+  // Per-example gradients of the shared W (grad inside vmap): each example keeps its own.
+  auto per_example = vmap([&](const Tensor& x) {
+    return grad([&](const Tensor& wt) { return sum(square(matmul(wt, x))); })(w);
+  });
+  const Tensor gw = per_example(xs);
+  REQUIRE(gw.is_batched());
+  for (std::int64_t i = 0; i < 4; ++i) {
+    const Tensor xi = row(xs, i);
+    const Tensor expected = grad([&](const Tensor& wt) { return sum(square(matmul(wt, xi))); })(w);
+    require_close(example(gw, i), expected, 1e-12);
+  }
+  // One trace serves every batch size, B = 0 included; the values and gradients match eager ones.
+  auto loss = [](const Tensor& x, const Tensor& wt) { return sum(square(matmul(wt, x))) + sum(matmul(x, wt, false, true)); };
+  auto step = jit(value_and_grad(loss, {0, 1}));
+  for (std::int64_t batch : {1, 2, 7, 0}) {
+    INFO("B = " << batch);
+    const Tensor x = as_batch(randn({batch, k}, 15 + static_cast<std::uint64_t>(batch)));
+    const auto [v, g] = step(x, w);
+    const auto [ve, ge] = value_and_grad(loss, {0, 1})(x, w);
+    CHECK(v.item() == Approx(ve.item()).epsilon(1e-12).margin(1e-14));
+    require_close(unbatch(g[0]), unbatch(ge[0]), 1e-12);
+    require_close(g[1], ge[1], 1e-12);
+  }
+  CHECK(step.counters().traces == 1);
+}
+
+TEST_CASE("jit runs a shared operand's products as single GEMMs and never transposes a captured constant",
+          "[matmul][jit]") {
+  GemmCounter device(counted);
+  const std::int64_t k = 8, n = 5;
+  const Tensor w = randn({k, n}, 16).to(counted);  // captured: a constant of the plan
+  auto step = jit(value_and_grad([&](const Tensor& x) { return sum(square(matmul(x, w))); }));
+  for (std::int64_t batch : {3, 6}) {
+    const Tensor x = as_batch(randn({batch, k}, 17));
+    OpCounter ops;
+    device.gemms.clear();
+    const auto [v, g] = step(x.to(counted));
+    CHECK(ops.forward("transpose") == 0);
+    REQUIRE(device.gemms.size() == 2);  // x W and (2 x W) W^T
+    for (const GemmArgs& gm : device.gemms) {
+      CHECK(gm.count == 1);
+      CHECK(gm.m == batch);
+    }
+    const auto [ve, ge] = value_and_grad([&](const Tensor& xe) { return sum(square(matmul(xe, w))); })(x.to(counted));
+    CHECK(v.item() == Approx(ve.item()).epsilon(1e-12));
+    require_close(unbatch(g), unbatch(ge), 1e-12);
+  }
+  CHECK(step.counters().traces == 1);
+}
+
+TEST_CASE("matmul's adjoints transpose by GEMM flags, not copies", "[matmul][grad]") {
+  const Tensor a = randn({4, 6}, 18), b = randn({6, 3}, 19);
+  OpCounter ops;
+  const auto g = grad([](const Tensor& x, const Tensor& y) { return sum(square(matmul(x, y))); }, {0, 1})(a, b);
+  CHECK(ops.forward("transpose") == 0);
+  CHECK(ops.forward("matmul") == 3);
+  const Eigen::MatrixXd ea = a.as_eigen<double>(), eb = b.as_eigen<double>();
+  const Eigen::MatrixXd y = ea * eb;
+  require_close(g[0], Tensor::from_eigen(Eigen::MatrixXd(2 * y * eb.transpose())), 1e-12);
+  require_close(g[1], Tensor::from_eigen(Eigen::MatrixXd(2 * ea.transpose() * y)), 1e-12);
+}
+
+TEST_CASE("matmul with transpose flags: values, gradients and errors", "[matmul]") {
+  const Tensor a = randn({2, 4, 3}, 20), b = randn({5, 4}, 21);
+  const Tensor c = matmul(a, b, true, true);  // a_i^T b^T: [2, 3, 5]
+  require_close(c, matmul(swapaxes(a, -1, -2), b.t()), 1e-12);
+  check_gradients([](auto& v) { return matmul(v[0], v[1], true, true); }, {a, b});
+  check_gradients([](auto& v) { return matmul(v[0], v[1], true, false); }, {randn({4, 3}, 22), randn({4, 2}, 23)});
+  CHECK_THAT(error_of([&] { matmul(randn({4}, 1), b, true, false); }), Catch::Contains("only matrices can be transposed"));
+  CHECK_THAT(error_of([&] { matmul(a, b, false, true); }),
+             Catch::Contains("matmul") && Catch::Contains("[5, 4] (transposed)"));
+}
+
+TEST_CASE("batched operands that cannot fold: broadcast per-example axes and transposed copies", "[matmul]") {
+  GemmCounter device(counted);
+  // x_i [2, 3] against W [4, 3, 5]: W's leading axis is per example, so the batch cannot fold.
+  const Tensor x = as_batch(randn({3, 2, 3}, 24)), w = randn({4, 3, 5}, 25);
+  const Tensor out = matmul(x.to(counted), w.to(counted));
+  CHECK(out.shape() == Shape{4, 2, 5});
+  for (std::int64_t i = 0; i < 3; ++i) require_close(example(out, i).to(Device::cpu()), matmul(example(x, i), w), 1e-12);
+  // A batched operand made by a transpose or a slice of a larger batch is folded correctly.
+  const Tensor big = randn({5, 3, 7}, 26), shared = randn({7, 2}, 27);
+  const Tensor xt = swapaxes(as_batch(randn({5, 7, 3}, 28)), -1, -2), xs = slice(as_batch(big), 0, 1, 3);
+  for (const Tensor& xb : {xt, xs}) {
+    device.gemms.clear();
+    const Tensor y = matmul(xb.to(counted), shared.to(counted));
+    CHECK(device.gemms.size() == 1);
+    require_close(y, per_example_products(xb, shared, false, false), 1e-12);
+  }
+}
+
+TEST_CASE("jit reads x.t() feeding a matmul through a GEMM flag, with reassociation across flags", "[matmul][jit]") {
+  auto f = [](const Tensor& x, const Tensor& w, const Tensor& v) {
+    return matmul(matmul(x, w.t()), v.t());  // (x_i W^T) V^T
+  };
+  const Tensor x = as_batch(randn({4, 3, 2}, 29)), w = randn({40, 2}, 30), v = randn({2, 40}, 31);
+  auto j = jit(f);
+  const PlanSummary s = j.compile(x, w, v);
+  CHECK(s.transposes_folded == 2);
+  CHECK(s.reassociated == 1);  // x_i (W^T V^T): no [3, 40] product per example
+  CHECK(s.kernels == 2);       // two matmuls, no transposed copies
+  require_close(j(x, w, v), f(x, w, v), 1e-12);
+  // A batched operand transposed: its rows are not contiguous, so no fold, and still its values.
+  auto g = [](const Tensor& a, const Tensor& b) { return matmul(swapaxes(a, -1, -2), b); };
+  const Tensor a = as_batch(randn({3, 5, 4}, 32)), b = randn({5, 2}, 33);
+  auto jg = jit(g);
+  CHECK(jg.compile(a, b).transposes_folded == 1);
+  require_close(jg(a, b), per_example_products(a, b, true, false), 1e-12);
 }

@@ -3,6 +3,7 @@
 // which must see the final steps.
 #include <vector>
 
+#include "../../ops/layout.hpp"
 #include "../../ops/matmul.hpp"
 #include "plan.hpp"
 
@@ -25,41 +26,82 @@ bool is_plain_matmul(const Plan& plan, const PlanStep& s) {
   return true;
 }
 
+// A factor of a matmul chain: a value, seen transposed or not (matmul's GEMM flags).
+struct Factor {
+  int value;
+  bool transposed;
+  Factor flipped() const { return {value, !transposed}; }
+};
+
 }  // namespace
 
+// matmul(x.t(), y) -> matmul(x, y) with x's transpose flag flipped (and so on for y): the GEMM
+// reads x transposed, and the transposed copy, when nothing else reads it, is a dead step.
+void fold_transposes_into_matmuls(Plan& plan) {
+  for (PlanStep& s : plan.steps) {
+    if (s.op != &matmul_op) continue;
+    MatmulTransposes t = matmul_transposes(s.attrs);
+    for (std::size_t side = 0; side < 2; ++side) {
+      const PlanValue& v = plan.values[static_cast<std::size_t>(s.in[side])];
+      if (v.kind != PlanValue::Kind::computed) continue;
+      const PlanStep& producer = plan.steps[static_cast<std::size_t>(v.producer)];
+      if (!is_matrix_transpose(*producer.op, producer.attrs)) continue;
+      s.in[side] = producer.in[0];
+      (side == 0 ? t.a : t.b) = !(side == 0 ? t.a : t.b);
+      ++plan.summary.transposes_folded;
+    }
+    s.attrs = matmul_attrs(t);
+  }
+}
+
 // (P Q) Y -> P (Q Y) and X (Q R) -> (X Q) R when that needs fewer flops by half: the
-// cotangents of solves are low-rank products, never worth forming as n x n matrices.
+// cotangents of solves are low-rank products, never worth forming as n x n matrices. Factors may
+// be transposed by matmul's flags; (P Q)^T is Q^T P^T.
 void reassociate_matmuls(Plan& plan) {
   const std::vector<int> readers = reader_counts(plan);
+  const auto shape_of = [&](Factor f) {
+    const Shape& s = plan.values[static_cast<std::size_t>(f.value)].shape;
+    return f.transposed ? Shape{s[1], s[0]} : s;
+  };
   std::vector<PlanStep> steps;
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     PlanStep s = plan.steps[i];
     for (int side = 0; side < 2 && is_plain_matmul(plan, s); ++side) {
+      const MatmulTransposes st = matmul_transposes(s.attrs);
       const int inner = s.in[static_cast<std::size_t>(side)];
       const PlanValue& iv = plan.values[static_cast<std::size_t>(inner)];
       if (iv.kind != PlanValue::Kind::computed || readers[static_cast<std::size_t>(inner)] != 1) continue;
       const PlanStep m1 = steps[static_cast<std::size_t>(iv.producer)];  // producers index the new list
       if (!is_plain_matmul(plan, m1)) continue;
-      const int other = s.in[static_cast<std::size_t>(1 - side)];
-      const Shape& p = plan.values[static_cast<std::size_t>(m1.in[0])].shape;
-      const Shape& q = plan.values[static_cast<std::size_t>(m1.in[1])].shape;
-      const Shape& y = plan.values[static_cast<std::size_t>(other)].shape;
+      const MatmulTransposes t1 = matmul_transposes(m1.attrs);
+      // The chain's three factors: side 0, P Q Y; side 1, Y P Q.
+      Factor p{m1.in[0], t1.a}, q{m1.in[1], t1.b};
+      if (side == 0 ? st.a : st.b) {  // the outer product reads (P Q)^T = Q^T P^T
+        const Factor old_p = p;
+        p = q.flipped();
+        q = old_p.flipped();
+      }
+      const Factor y{s.in[static_cast<std::size_t>(1 - side)], side == 0 ? st.b : st.a};
       // side 0: (P Q) Y with P [a, k], Q [k, b], Y [b, c]; side 1: Y (P Q) with Y [c, a].
-      const double a = static_cast<double>(p[0]), k = static_cast<double>(p[1]), b = static_cast<double>(q[1]);
-      const double c = static_cast<double>(side == 0 ? y[1] : y[0]);
+      const Shape ps = shape_of(p), qs = shape_of(q), ys = shape_of(y);
+      const double a = static_cast<double>(ps[0]), k = static_cast<double>(ps[1]), b = static_cast<double>(qs[1]);
+      const double c = static_cast<double>(side == 0 ? ys[1] : ys[0]);
       const double before = a * k * b + (side == 0 ? a * b * c : c * a * b);
       const double after = side == 0 ? k * b * c + a * k * c : c * a * k + c * k * b;
       if (after * 2 > before) continue;
       // The new inner product, then the outer one in its place.
-      std::vector<int> first = side == 0 ? std::vector<int>{m1.in[1], other} : std::vector<int>{other, m1.in[0]};
+      const Factor first_left = side == 0 ? q : y, first_right = side == 0 ? y : p;
+      const Attrs first_attrs = matmul_attrs({first_left.transposed, first_right.transposed});
+      const std::vector<int> first{first_left.value, first_right.value};
       std::vector<Operand> types;
       for (int v : first) types.push_back(plan.values[static_cast<std::size_t>(v)].operand());
-      const Operand t = infer_output(*s.op, types, {});
+      const Operand t = infer_output(*s.op, types, first_attrs);
       plan.values.emplace_back(PlanValue::Kind::computed, t.dtype, t.shape, t.batched);
       const int tid = static_cast<int>(plan.values.size()) - 1;
       plan.values.back().producer = static_cast<int>(steps.size());
-      steps.push_back({s.op, {}, first, tid});
-      s.in = side == 0 ? std::vector<int>{m1.in[0], tid} : std::vector<int>{tid, m1.in[1]};
+      steps.push_back({s.op, first_attrs, first, tid});
+      s.in = side == 0 ? std::vector<int>{p.value, tid} : std::vector<int>{tid, q.value};
+      s.attrs = side == 0 ? matmul_attrs({p.transposed, false}) : matmul_attrs({false, q.transposed});
       ++plan.summary.reassociated;
       break;
     }
@@ -80,7 +122,10 @@ void eliminate_dead_steps(Plan& plan) {
   }
   std::vector<PlanStep> kept;
   for (PlanStep& s : plan.steps) {
-    if (!live[static_cast<std::size_t>(s.out)]) continue;
+    if (!live[static_cast<std::size_t>(s.out)]) {
+      plan.values[static_cast<std::size_t>(s.out)].producer = -1;  // no step makes it any more
+      continue;
+    }
     plan.values[static_cast<std::size_t>(s.out)].producer = static_cast<int>(kept.size());
     kept.push_back(std::move(s));
   }

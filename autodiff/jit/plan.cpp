@@ -101,6 +101,7 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
       fail("jit: a plan runs on one device, but the function's arguments and captured tensors are on {} and on {}; "
            "move them with to_device before calling it",
            to_string(plan->device), to_string(d));
+  fold_transposes_into_matmuls(*plan);
   reassociate_matmuls(*plan);
   eliminate_dead_steps(*plan);
   plan_memory(*plan);
