@@ -2,6 +2,8 @@
 // GEMM flags, and a batch that shares one operand folded into a single GEMM.
 #include "matmul.hpp"
 
+#include <limits>
+
 #include "../core/graph.hpp"
 #include "elementwise.hpp"
 #include "layout.hpp"
@@ -55,6 +57,9 @@ ExampleType matmul_type(const std::vector<ExampleType>& in, const Attrs& attrs) 
   return matmul_type_named("matmul", in, attrs);
 }
 
+// Folding multiplies one GEMM dimension by the batch; BLAS libraries take 32-bit dimensions.
+bool fits_folded(std::int64_t dim, std::int64_t count) { return dim * count <= std::numeric_limits<std::int32_t>::max(); }
+
 // A stored matrix with a dimension of 1 reads the same transposed or not: its flag is free.
 void free_flag(bool& flag, std::int64_t rows, std::int64_t cols, bool wanted) {
   if (rows == 1 || cols == 1) flag = wanted;
@@ -80,7 +85,7 @@ GemmArgs fold_shared_operand(GemmArgs g) {
     return g;
   }
   free_flag(g.trans_a, g.m, g.k, false);
-  if (g.trans_a) return g;
+  if (g.trans_a || !fits_folded(g.m, g.count)) return g;
   g.m *= g.count;
   g.count = 1;
   g.stride_a = g.stride_c = 0;
@@ -145,7 +150,8 @@ void matmul_batch_sum_forward(const KernelArgs& k) {
   }
   free_flag(g.trans_a, g.m, g.k, true);
   free_flag(g.trans_b, g.k, g.n, false);
-  if (g.trans_a && !g.trans_b && g.count == k.batch && g.stride_a == g.m * g.k && g.stride_b == g.k * g.n) {
+  if (g.trans_a && !g.trans_b && g.count == k.batch && g.stride_a == g.m * g.k && g.stride_b == g.k * g.n &&
+      fits_folded(g.k, g.count)) {
     g.k *= g.count;
     g.count = 1;
     g.stride_a = g.stride_b = g.stride_c = 0;

@@ -340,3 +340,23 @@ TEST_CASE("qr and eigh: one op over the whole batch, and empty matrices", "[qr][
   CHECK(wide.r.shape() == Shape{0, 3});
   CHECK(eigh(zeros({2, 0, 0})).eigenvalues.shape() == Shape{2, 0});
 }
+
+TEST_CASE("per-example gradients with respect to a matrix shared by the batch", "[qr][eigh][vmap]") {
+  // The decomposition is unbatched and its cotangent batched: the adjoints broadcast.
+  const Tensor a = randn({5, 3}, 140), s = sym(randn({4, 4}, 141));
+  const Tensor p = randn({3, 5, 3}, 142), c = randn({3, 4}, 143);
+  auto qr_loss = [](const Tensor& x, const Tensor& w) { return sum(qr(x).q * w) + sum(qr(x).r); };
+  auto eigh_loss = [](const Tensor& x, const Tensor& w) {
+    const Eigh e = eigh(x);
+    return sum(matmul(e.eigenvectors * w, mt(e.eigenvectors))) + sum(e.eigenvalues * w);
+  };
+  const Tensor gq = unbatch(vmap(grad(qr_loss), {not_mapped, 0})(a, p));
+  const Tensor ge = unbatch(vmap(grad(eigh_loss), {not_mapped, 0})(s, c));
+  for (std::int64_t i = 0; i < 3; ++i) {
+    INFO("example " << i);
+    require_close(reshape(slice(gq, 0, i, i + 1), {5, 3}), grad(qr_loss)(a, reshape(slice(p, 0, i, i + 1), {5, 3})),
+                  1e-12);
+    require_close(reshape(slice(ge, 0, i, i + 1), {4, 4}), grad(eigh_loss)(s, reshape(slice(c, 0, i, i + 1), {4})),
+                  1e-12);
+  }
+}
