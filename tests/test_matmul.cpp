@@ -88,6 +88,15 @@ class GemmCounter final : public Backend {
                          void* g, std::int64_t stride_g) override {
     cpu().cholesky_backward(dtype, count, n, l, stride_l, g, stride_g);
   }
+  void cumsum(const View& in, const View& out, int axis, bool reverse) override { cpu().cumsum(in, out, axis, reverse); }
+  void qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a, std::int64_t stride_a, void* q,
+          std::int64_t stride_q, void* r, std::int64_t stride_r, const FactorFailure::Report& failed) override {
+    cpu().qr(dtype, count, m, n, a, stride_a, q, stride_q, r, stride_r, failed);
+  }
+  void eigh(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* w,
+            std::int64_t stride_w, void* v, std::int64_t stride_v, const FactorFailure::Report& failed) override {
+    cpu().eigh(dtype, count, n, a, stride_a, w, stride_w, v, stride_v, failed);
+  }
 
   std::vector<GemmArgs> gemms;
 

@@ -32,7 +32,7 @@ void CpuBackend::qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_
                     const FactorFailure::Report& failed) {
   std::vector<std::int32_t> codes(static_cast<std::size_t>(count), 0);
   const std::int64_t k = std::min(m, n);
-  visit_dtype(dtype, [&](auto zero) {
+  visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
 #pragma omp parallel for schedule(dynamic) if (count > 1)
     for (std::int64_t i = 0; i < count; ++i) {
@@ -57,7 +57,7 @@ void CpuBackend::qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_
 void CpuBackend::eigh(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* w,
                       std::int64_t stride_w, void* v, std::int64_t stride_v, const FactorFailure::Report& failed) {
   std::vector<std::int32_t> codes(static_cast<std::size_t>(count), 0);
-  visit_dtype(dtype, [&](auto zero) {
+  visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
 #pragma omp parallel for schedule(dynamic) if (count > 1)
     for (std::int64_t i = 0; i < count; ++i) {

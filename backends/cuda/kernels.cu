@@ -86,7 +86,8 @@ __device__ __forceinline__ T apply_unary(UnaryKind kind, T x) {
       case UnaryKind::cos: return f ? cosf(x) : cos(x);
       case UnaryKind::tanh: return f ? tanhf(x) : tanh(x);
       case UnaryKind::abs: return f ? fabsf(x) : fabs(x);
-      case UnaryKind::sign: return x != x ? x : static_cast<T>((x > T(0)) - (x < T(0)));  // NaN stays NaN, as on the CPU
+      case UnaryKind::sign:  // NaN stays NaN, as on the CPU
+        return x != x ? x : static_cast<T>((x > T(0)) - (x < T(0)));
       case UnaryKind::log10: return f ? log10f(x) : log10(x);
       case UnaryKind::log2: return f ? log2f(x) : log2(x);
       case UnaryKind::exp2: return f ? exp2f(x) : exp2(x);
