@@ -52,6 +52,9 @@ struct JitCounters {
   // On a backend that records (a GPU), each plan is recorded once per batch size and replayed:
   std::int64_t recordings = 0;  // batch sizes recorded
   std::int64_t replays = 0;     // calls that replayed a recording
+  // Arenas allocated for calls run step by step: a plan keeps the arenas of finished calls and
+  // reuses them, growing one only for a batch size larger than any before (see release_memory).
+  std::int64_t arenas = 0;
 };
 
 struct PlanSummary {
@@ -59,6 +62,7 @@ struct PlanSummary {
   std::int64_t steps = 0;        // steps of the plan, aliases included
   std::int64_t kernels = 0;      // steps that run a kernel
   std::int64_t constants = 0;
+  std::int64_t folded = 0;       // steps on constants only: run on the plan's first call, then kept
   std::int64_t merged = 0;       // common subexpressions removed
   std::int64_t reassociated = 0; // matmul chains reordered
   std::int64_t arena_bytes_per_example = 0;  // batched buffers: times B per call
@@ -88,6 +92,7 @@ class JitCache {
   using Tracer = std::function<Traced(const std::vector<Tensor>&)>;
   std::shared_ptr<const CacheEntry> get(const std::vector<Tensor>& inputs, const Tracer& trace, bool count_call);
   JitCounters counters() const;
+  void release_memory();
 
  private:
   mutable std::mutex mutex_;  // entries_, counters_ and tracer_; never held while tracing
@@ -134,6 +139,10 @@ class Jitted {
   }
 
   JitCounters counters() const { return cache_->counters(); }
+
+  // Hands back the memory the plans keep between calls (their arenas, and on a GPU their
+  // recordings); the next call allocates (and records) again. Plans and their folded constants stay.
+  void release_memory() const { cache_->release_memory(); }
 
  private:
   template <class R, std::size_t N>
