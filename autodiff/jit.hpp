@@ -6,19 +6,34 @@
 // every batch size runs the same plan: a new batch size never retraces. A plain tensor's whole
 // shape is in the key.
 //
+// Batch sizes and retracing: jit(vmap(f))(X) with a plain [B, ...] X (the JAX habit) works and
+// equals vmap(f)(X): X's leading axis is the batch, fixed in that plan, and since B is part of X's
+// shape, which is in the key, each new B traces again (counters().traces shows it). Passing
+// as_batch(X) instead keeps B out of the trace, so one plan serves every B. A plan that fixes B
+// refuses batched arguments of another size, naming both.
+//
 // Tracing runs the function on symbolic tensors, which carry types but no values: reading values
 // (item, to_vector) or the batch size (batch_size) while tracing raises vt::Error, so a trace can
 // never depend on B. Tensors the function creates or captures become constants of the plan, with
 // the values they had when it was traced.
 //
-// Ops whose inputs are all constants run once, while tracing. The plan is the traced graph after
+// Ops whose inputs are all constants (captured tensors, or values computed from them only) are not
+// computed while tracing: the trace records them (vt::DeferConstantOps), so compiling costs the
+// same whatever the constants' sizes (an adjoint transposing a large captured matrix, say). The
+// plan folds them: they run once, on the plan's first call, and their values are kept with the plan
+// (PlanSummary::folded counts them; a failure among them, a constant that is not positive
+// definite, raises in that call and the next call tries again). Traced code that reads such a
+// value (item, to_vector) gets it computed then. The plan is the traced graph after
 // common-subexpression elimination, matmul reassociation ((P Q) Y -> P (Q Y) when Q's inner size
 // is small, the low-rank cotangents of cho_solve; exact in real arithmetic, so results may differ
 // from eager by rounding, and an Inf or overflow inside such a chain may come out as NaN) and
 // dead-code elimination, in execution order, with a memory plan computed once in per-example
-// units: a batched buffer's offset is its per-example offset times B, so a call allocates one
-// arena whatever B is (and a buffer per result, which outlives the call). Calls may run
-// concurrently; tracing is serialised (the cache's counters stay readable meanwhile; a function
+// units: a batched buffer's offset is its per-example offset times B, so a call needs one arena
+// whatever B is (and a buffer per result, which outlives the call). The plan keeps the arenas of
+// finished calls: a call takes the smallest kept arena that fits its B, and only a B larger than any
+// before allocates (replacing the largest kept one), so the plan holds the largest arena each
+// concurrent call has needed; release_memory() hands them back (counters().arenas counts the
+// allocations). Calls may run concurrently, each in an arena of its own; tracing is serialised (the cache's counters stay readable meanwhile; a function
 // asking for its own plan while it is being traced raises). The machinery is in autodiff/jit/:
 // plan, passes, memory, execute, cache.
 //
