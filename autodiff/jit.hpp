@@ -6,20 +6,35 @@
 // every batch size runs the same plan: a new batch size never retraces. A plain tensor's whole
 // shape is in the key.
 //
+// Batch sizes and retracing: jit(vmap(f))(X) with a plain [B, ...] X (the JAX habit) works and
+// equals vmap(f)(X): X's leading axis is the batch, fixed in that plan, and since B is part of X's
+// shape, which is in the key, each new B traces again (counters().traces shows it). Passing
+// as_batch(X) instead keeps B out of the trace, so one plan serves every B. A plan that fixes B
+// refuses batched arguments of another size, naming both.
+//
 // Tracing runs the function on symbolic tensors, which carry types but no values: reading values
 // (item, to_vector) or the batch size (batch_size) while tracing raises vt::Error, so a trace can
 // never depend on B. Tensors the function creates or captures become constants of the plan, with
 // the values they had when it was traced.
 //
-// Ops whose inputs are all constants run once, while tracing. The plan is the traced graph after
+// Ops whose inputs are all constants (captured tensors, or values computed from them only) are not
+// computed while tracing: the trace records them (vt::DeferConstantOps), so compiling costs the
+// same whatever the constants' sizes (an adjoint transposing a large captured matrix, say). The
+// plan folds them: they run once, on the plan's first call, and their values are kept with the plan
+// (PlanSummary::folded counts them; a failure among them, a constant that is not positive
+// definite, raises in that call and the next call tries again). Traced code that reads such a
+// value (item, to_vector) gets it computed then. The plan is the traced graph after
 // common-subexpression elimination, transposes read by a matmul folded into its GEMM flags
 // (x.t() is not copied), matmul reassociation ((P Q) Y -> P (Q Y) when Q's inner size
 // is small, the low-rank cotangents of cho_solve; exact in real arithmetic, so results may differ
 // from eager by rounding, and an Inf or overflow inside such a chain may come out as NaN) and
 // dead-code elimination, in execution order, with a memory plan computed once in per-example
-// units: a batched buffer's offset is its per-example offset times B, so a call allocates one
-// arena whatever B is (and a buffer per result, which outlives the call). Calls may run
-// concurrently; tracing is serialised (the cache's counters stay readable meanwhile; a function
+// units: a batched buffer's offset is its per-example offset times B, so a call needs one arena
+// whatever B is (and a buffer per result, which outlives the call). The plan keeps the arenas of
+// finished calls: a call takes the smallest kept arena that fits its B, and only a B larger than any
+// before allocates (replacing the largest kept one), so the plan holds the largest arena each
+// concurrent call has needed; release_memory() hands them back (counters().arenas counts the
+// allocations). Calls may run concurrently, each in an arena of its own; tracing is serialised (the cache's counters stay readable meanwhile; a function
 // asking for its own plan while it is being traced raises). The machinery is in autodiff/jit/:
 // plan, passes, memory, execute, cache.
 //
@@ -53,6 +68,9 @@ struct JitCounters {
   // On a backend that records (a GPU), each plan is recorded once per batch size and replayed:
   std::int64_t recordings = 0;  // batch sizes recorded
   std::int64_t replays = 0;     // calls that replayed a recording
+  // Arenas allocated for calls run step by step: a plan keeps the arenas of finished calls and
+  // reuses them, growing one only for a batch size larger than any before (see release_memory).
+  std::int64_t arenas = 0;
 };
 
 struct PlanSummary {
@@ -60,6 +78,7 @@ struct PlanSummary {
   std::int64_t steps = 0;        // steps of the plan, aliases included
   std::int64_t kernels = 0;      // steps that run a kernel
   std::int64_t constants = 0;
+  std::int64_t folded = 0;       // steps on constants only: run on the plan's first call, then kept
   std::int64_t merged = 0;       // common subexpressions removed
   std::int64_t reassociated = 0; // matmul chains reordered
   std::int64_t transposes_folded = 0;  // x.t() read by a matmul as a GEMM transpose flag
@@ -90,6 +109,7 @@ class JitCache {
   using Tracer = std::function<Traced(const std::vector<Tensor>&)>;
   std::shared_ptr<const CacheEntry> get(const std::vector<Tensor>& inputs, const Tracer& trace, bool count_call);
   JitCounters counters() const;
+  void release_memory();
 
  private:
   mutable std::mutex mutex_;  // entries_, counters_ and tracer_; never held while tracing
@@ -136,6 +156,10 @@ class Jitted {
   }
 
   JitCounters counters() const { return cache_->counters(); }
+
+  // Hands back the memory the plans keep between calls (their arenas, and on a GPU their
+  // recordings); the next call allocates (and records) again. Plans and their folded constants stay.
+  void release_memory() const { cache_->release_memory(); }
 
  private:
   template <class R, std::size_t N>

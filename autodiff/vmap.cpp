@@ -35,7 +35,12 @@ Tensor map_axis(const Tensor& x, std::int64_t axis, std::size_t arg) {
 Tensor map_result(const Tensor& r, const Tensor& like, std::int64_t out_axis) {
   const Tensor b = broadcast_to_batch(r, like);
   if (out_axis == batched_out) return b;
-  const Tensor plain = unbatch(b);
+  if (b.is_symbolic() && !b.impl().deferred && !known_batch_size(like))
+    fail("vmap: out_axes {} asks for plain results [B, ...], but the function is jitted and its mapped argument is "
+         "batched, whose batch size B is a run-time value; keep the results batched (the default out_axes), or pass "
+         "the argument plain [B, ...] (one trace per batch size)",
+         out_axis);
+  const Tensor plain = unbatch_like(b, like);
   const int a = normalize_axis(out_axis, plain.ndim(), "vmap out_axes");
   if (a == 0) return plain;
   std::vector<std::int64_t> perm;  // [1 .. a, 0, a+1 ..]: the batch axis moves to position a

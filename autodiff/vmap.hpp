@@ -5,7 +5,12 @@
 // one kernel call over the whole batch, and unbatched tensors f captures are broadcast across the
 // batch without copies. Results are batched tensors (the batch first-class, [B, ...] in storage),
 // which reduce, differentiate and jit like any tensor; `out_axes` >= 0 returns plain tensors with
-// the batch at that axis instead (eager only).
+// the batch at that axis instead.
+//
+// Under jit, the JAX habit jit(vmap(f))(X) with a plain [B, ...] X works: X's leading axis is the
+// batch, and B, part of X's shape, is in jit's cache key, so each new B traces again (out_axes >= 0
+// works there too). jit(vmap(f))(as_batch(X)) never retraces for a new B: the batch size does not
+// enter the trace (but out_axes >= 0, whose result's shape holds B, is refused there).
 //
 // in_axes: one entry per argument, the axis to map over, or vt::not_mapped; empty maps axis 0 of
 // every argument. An argument that is already batched is mapped over its batch (in_axes 0).
@@ -53,9 +58,10 @@ auto vmap(F f, InAxes in_axes = {}, std::int64_t out_axes = batched_out) {
       const auto axis = in_axes.empty() ? std::optional<std::int64_t>(0) : in_axes[i];
       if (!axis) continue;
       in[i] = detail::map_axis(in[i], *axis, i);
-      if (like.defined() && !in[i].is_symbolic() && !like.is_symbolic() && like.batch_size() != in[i].batch_size())
-        fail("vmap: mapped axes have different sizes ({} for an earlier argument, {} for argument {})",
-             like.batch_size(), in[i].batch_size(), i);
+      const auto size = detail::known_batch_size(in[i]), earlier = like.defined() ? detail::known_batch_size(like) : size;
+      if (size && earlier && *size != *earlier)
+        fail("vmap: mapped axes have different sizes ({} for an earlier argument, {} for argument {})", *earlier,
+             *size, i);
       if (!like.defined()) like = in[i];
     }
     if (!like.defined()) fail("vmap: no argument is mapped");

@@ -7,7 +7,12 @@ namespace vt {
 namespace {
 thread_local OpCounter* active_counter = nullptr;
 thread_local bool per_example = false;
+thread_local bool defer_constant_ops = false;
 }  // namespace
+
+DeferConstantOps::DeferConstantOps(bool on) : previous_(defer_constant_ops) { defer_constant_ops = on; }
+DeferConstantOps::~DeferConstantOps() { defer_constant_ops = previous_; }
+bool DeferConstantOps::active() { return defer_constant_ops; }
 
 PerExampleScope::PerExampleScope() : previous_(per_example) { per_example = true; }
 PerExampleScope::~PerExampleScope() { per_example = previous_; }
@@ -62,7 +67,7 @@ void run_kernel(const OpDef& op, const Attrs& attrs, const KernelViews& views, s
 Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
   std::vector<Operand> values;
   values.reserve(inputs.size());
-  bool symbolic = false, tracked = false, batched = false;
+  bool symbolic = false, traced = false, deferred_input = false, tracked = false, batched = false;
   std::int64_t batch = 0;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
@@ -71,8 +76,10 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
       fail("{}: inputs are on different devices ({} and {})", op.name, to_string(inputs[0].device()),
            to_string(t.device()));
     symbolic |= t.is_symbolic();
+    deferred_input |= t.is_symbolic() && t.impl().deferred;
+    traced |= t.is_symbolic() && !t.impl().deferred;
     tracked |= t.impl().tracked;
-    if (t.is_batched() && !t.is_symbolic()) {
+    if (t.is_batched() && (!t.is_symbolic() || t.impl().deferred)) {  // a known batch size
       if (batched && t.impl().batch != batch)
         fail("{}: batched inputs have different batch sizes ({} and {})", op.name, batch, t.impl().batch);
       batched = true;
@@ -82,6 +89,15 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
   }
   Operand out = infer_output(op, values, attrs);
   if (active_counter) ++active_counter->forwards[std::string(op.name)];
+  // On constants only, under a jit trace: recorded for the plan rather than computed (see
+  // DeferConstantOps). A tracked input would lose its gradient in a plan constant, so it computes.
+  const bool defer = !traced && !tracked && !inputs.empty() && !op.output_device &&
+                     (deferred_input || (defer_constant_ops && !op.aliases_input));
+  if (!traced && deferred_input && !defer) {  // a transfer or a tracked op computes now, from values
+    for (const Tensor& t : inputs) detail::materialize(t);
+    return apply(op, std::move(inputs), std::move(attrs));
+  }
+  symbolic |= defer;
 
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = out.dtype;
@@ -90,6 +106,7 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
   impl->batch = out.batched ? batch : 0;
   impl->device = op.output_device ? op.output_device(attrs) : inputs.empty() ? Device{} : inputs[0].device();
   impl->tracked = tracked && op.adjoint != nullptr && is_floating(out.dtype);  // no gradient through integers
+  impl->deferred = defer;
 
   if (!symbolic && op.aliases_input) {
     impl->storage = inputs[0].impl().storage;
@@ -111,5 +128,36 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
     impl->node = std::make_shared<Node>(Node{&op, std::move(attrs), std::move(inputs)});
   return Tensor(std::move(impl));
 }
+
+namespace detail {
+
+void materialize(const Tensor& t) {
+  if (!t.defined() || !t.is_symbolic() || !t.impl().deferred) return;
+  // Inputs first, iteratively: a long chain of constant ops must not recurse as deep.
+  std::vector<Tensor> stack{t};
+  while (!stack.empty()) {
+    const Tensor top = stack.back();
+    TensorImpl& impl = top.impl();
+    if (!top.is_symbolic()) {
+      stack.pop_back();
+      continue;
+    }
+    bool ready = true;
+    for (const Tensor& in : impl.node->inputs)
+      if (in.is_symbolic()) {  // deferred: a deferred tensor's inputs are never traced ones
+        stack.push_back(in);
+        ready = false;
+      }
+    if (!ready) continue;
+    const DeferConstantOps computing(false);
+    const Tensor value = apply(*impl.node->op, impl.node->inputs, impl.node->attrs);
+    impl.storage = value.impl().storage;
+    impl.offset = value.impl().offset;
+    impl.node.reset();  // a constant now: its inputs may go
+    stack.pop_back();
+  }
+}
+
+}  // namespace detail
 
 }  // namespace vt

@@ -209,6 +209,24 @@ class PerExampleScope {
   bool previous_;
 };
 
+// While jit traces (per thread), an op whose inputs are all concrete or deferred constants is not
+// computed: apply records it, and the result is a deferred tensor (TensorImpl::deferred) that the
+// plan computes on its first run, so tracing costs nothing proportional to the constants (an
+// adjoint transposing a captured matrix, say). Not deferred: ops on tensors a gradient tracks,
+// aliases of concrete tensors (free), transfers between devices, ops without inputs.
+// DeferConstantOps(false) suspends it (computing a deferred tensor's values, a plan's folding).
+class DeferConstantOps {
+ public:
+  explicit DeferConstantOps(bool on = true);
+  ~DeferConstantOps();
+  DeferConstantOps(const DeferConstantOps&) = delete;
+  DeferConstantOps& operator=(const DeferConstantOps&) = delete;
+  static bool active();
+
+ private:
+  bool previous_;
+};
+
 // Counts, on this thread and while it lives, each op that `apply` runs or records and each
 // adjoint the reverse sweep calls, by op name: what a computation really did, observable.
 class OpCounter {

@@ -21,12 +21,13 @@ std::int64_t Tensor::shape(std::int64_t axis) const { return impl().shape[normal
 
 std::int64_t Tensor::batch_size() const {
   if (!is_batched()) fail("batch_size: the tensor is not batched");
-  if (is_symbolic())
+  if (is_symbolic() && !impl().deferred)
     fail("batch_size: the batch size is a run-time value under jit and cannot be read while tracing");
   return impl().batch;
 }
 
 const void* Tensor::raw_data() const {
+  if (is_symbolic() && impl().deferred) detail::materialize(*this);
   if (is_symbolic()) fail("a traced tensor has no values while jit traces (item, at, to_vector, data and as_eigen need a value)");
   return static_cast<const char*>(impl().storage->data) + impl().offset * size_of(dtype());
 }
@@ -131,19 +132,34 @@ std::int64_t Tensor::stored_numel() const {
   return vt::numel(v.shape);
 }
 
+namespace detail {
+std::string batch_description(const Tensor& t) {
+  const std::string examples = t.is_symbolic() && !t.impl().deferred ? "B (a run-time size under jit)"
+                                                                    : std::to_string(t.impl().batch);
+  return fmt::format("a batch of {} examples of shape {}", examples, to_string(t.shape()));
+}
+}  // namespace detail
+
 void Tensor::read_all(DType as, void* out) const { read_to_host(device(), view_of(*this), as, out); }
 
 void Tensor::read_one(DType as, void* out) const {
-  if (numel() != 1 || (is_batched() && impl().batch != 1))
-    fail("item: needs a tensor with one element, got shape {}{}", to_string(shape()), is_batched() ? " (batched)" : "");
+  if (is_batched() && !(numel() == 1 && impl().batch == 1))
+    fail("item: needs one element, but the tensor is {}; read one example's value with unbatch(x) and at({{b, ...}}), "
+         "reduce over the batch (batch_mean, sum), or read every value with to_vector (batch first)",
+         detail::batch_description(*this));
+  if (numel() != 1) fail("item: needs a tensor with one element, got shape {}", to_string(shape()));
   View element = view_of(*this);
   element.shape.assign(element.shape.size(), 1);
   read_to_host(device(), element, as, out);
 }
 
 void Tensor::read_at(DType as, std::initializer_list<std::int64_t> index, void* out) const {
-  if (index.size() != ndim() || is_batched())
-    fail("at: index of {} entries for an unbatched tensor of shape {}", index.size(), to_string(shape()));
+  if (is_batched())
+    fail("at: the tensor is {}; index the plain [B, ...] tensor instead, unbatch(x).at({{b, ...}}) (b the example), or "
+         "read every value with to_vector (batch first)",
+         detail::batch_description(*this));
+  if (index.size() != ndim())
+    fail("at: index of {} entries for a tensor of shape {}", index.size(), to_string(shape()));
   std::int64_t flat = 0, i = 0;
   const Shape strides = contiguous_strides(shape());
   for (auto k : index) {
@@ -163,7 +179,7 @@ void Tensor::read_at(DType as, std::initializer_list<std::int64_t> index, void* 
 fmt::format_context::iterator fmt::formatter<vt::Tensor>::format(const vt::Tensor& t, format_context& ctx) const {
   auto out = ctx.out();
   if (!t.defined()) return fmt::format_to(out, "Tensor(undefined)");
-  if (t.is_symbolic())
+  if (t.is_symbolic() && !t.impl().deferred)
     return fmt::format_to(out, "Tensor(traced, shape={}, dtype={}{})", vt::to_string(t.shape()), vt::name_of(t.dtype()),
                           t.is_batched() ? ", batched" : "");
   const bool integer = vt::is_integer(t.dtype());

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -50,6 +51,9 @@ struct TensorImpl {
   std::int64_t offset = 0;           // in elements; the data is contiguous from here
   std::shared_ptr<Node> node;        // the op that made it, when recorded
   bool tracked = false;              // a gradient may flow through it
+  // Made while jit traces from constants only: recorded for the plan (which computes it on its
+  // first run), not computed. Its batch size is known; reading its values computes it then (once).
+  bool deferred = false;
 };
 
 class Tensor {
@@ -84,6 +88,7 @@ class Tensor {
   Device device() const { return impl().device; }
   bool is_batched() const { return impl().batched; }
   std::int64_t batch_size() const;  // B of a batched tensor
+  // No values yet: a traced tensor, or one deferred by jit (TensorImpl::deferred), which a read computes.
   bool is_symbolic() const { return impl().storage == nullptr; }
 
   // ---- element access (copies to the host from any device; for tests and small results).
@@ -137,6 +142,13 @@ Tensor uploaded(const Tensor& host, Device device);
 
 // The physical view of a tensor's data as [B, ...shape] when batched, else shape.
 View view_of(const Tensor& t);
+
+namespace detail {
+// Computes a deferred tensor's values now (core/apply.cpp); nothing for any other tensor.
+void materialize(const Tensor& t);
+// "a batch of B examples of shape S", for messages about batched tensors.
+std::string batch_description(const Tensor& t);
+}  // namespace detail
 
 // ------------------------------------------------------------------ templates
 namespace detail {
@@ -194,8 +206,11 @@ const T* Tensor::data() const {
 template <class T>
 Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> Tensor::as_eigen() const {
   if (device().kind != DeviceKind::cpu) fail("as_eigen: tensor is on {}, not the CPU", to_string(device()));
-  if (ndim() > 2 || is_batched())
-    fail("as_eigen: needs an unbatched tensor of rank <= 2, got shape {}", to_string(shape()));
+  if (is_batched())
+    fail("as_eigen: needs an unbatched tensor, but the tensor is {}; view the plain [B, ...] tensor, unbatch(x), "
+         "or one example of it",
+         detail::batch_description(*this));
+  if (ndim() > 2) fail("as_eigen: needs a tensor of rank <= 2, got shape {}", to_string(shape()));
   const std::int64_t rows = ndim() == 0 ? 1 : shape()[0];
   const std::int64_t cols = ndim() == 2 ? shape()[1] : 1;
   return {data<T>(), rows, cols};

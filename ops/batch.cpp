@@ -2,6 +2,8 @@
 // batch axis), broadcast_to_batch (its adjoint). Shape rules are per example, so B never appears.
 #include "batch.hpp"
 
+#include <optional>
+
 #include "../core/graph.hpp"
 #include "elementwise.hpp"
 #include "reduce.hpp"
@@ -106,6 +108,62 @@ Tensor realias(const Tensor& x, Shape shape, bool batched, std::int64_t batch, c
   return Tensor(std::move(impl));
 }
 
+// as_batch and unbatch of a traced tensor, while jit traces: a plain tensor's leading axis becomes
+// the batch (or back). Its size is in jit's cache key (a plain argument's whole shape is), so the
+// plan records it and runs at that batch size only. Aliases, recorded for the plan and for gradients.
+struct FixedBatchAttrs {
+  std::int64_t batch;
+  auto fields() { return std::tie(batch); }
+};
+
+Tensor traced_alias(const Tensor& x, Shape shape, bool batched, std::int64_t batch, const OpDef& op) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->dtype = x.dtype();
+  impl->shape = std::move(shape);
+  impl->batched = batched;
+  impl->device = x.device();
+  impl->tracked = x.impl().tracked;
+  impl->node = std::make_shared<Node>(Node{&op, pack_attrs(FixedBatchAttrs{batch}), {x}});
+  return Tensor(std::move(impl));
+}
+
+Tensor traced_as_batch(const Tensor& x);
+Tensor traced_unbatch(const Tensor& x, std::int64_t batch);
+
+const OpDef traced_as_batch_op{
+    .name = "as_batch",
+    .infer = [](const std::vector<ExampleType>& in, const Attrs&) {
+      return ExampleType{in[0].dtype, Shape(in[0].shape.begin() + 1, in[0].shape.end())};
+    },
+    .forward = nullptr,
+    .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+      const std::int64_t batch = unpack_attrs<FixedBatchAttrs>(n.attrs).batch;
+      return std::vector<Tensor>{g.is_symbolic() && !g.impl().deferred ? traced_unbatch(g, batch) : unbatch(g)};
+    },
+    .aliases_input = true};
+
+const OpDef traced_unbatch_op{
+    .name = "unbatch",
+    .infer = [](const std::vector<ExampleType>& in, const Attrs& a) {
+      Shape shape = in[0].shape;
+      shape.insert(shape.begin(), unpack_attrs<FixedBatchAttrs>(a).batch);
+      return ExampleType{in[0].dtype, shape};
+    },
+    .forward = nullptr,
+    .adjoint = [](const Node&, const Tensor&, const Tensor& g, const AdjointContext&) {
+      return std::vector<Tensor>{g.is_batched() ? g : as_batch(g)};
+    },
+    .aliases_input = true};
+
+Tensor traced_as_batch(const Tensor& x) {
+  return traced_alias(x, Shape(x.shape().begin() + 1, x.shape().end()), true, x.shape(0), traced_as_batch_op);
+}
+Tensor traced_unbatch(const Tensor& x, std::int64_t batch) {
+  Shape shape = x.shape();
+  shape.insert(shape.begin(), batch);
+  return traced_alias(x, shape, false, batch, traced_unbatch_op);
+}
+
 Tensor check_batched(const Tensor& x, const char* op) {
   if (!x.is_batched()) fail("{}: the tensor of shape {} is not batched", op, to_string(x.shape()));
   return x;
@@ -116,21 +174,44 @@ Tensor check_batched(const Tensor& x, const char* op) {
 Tensor as_batch(const Tensor& x) {
   if (x.is_batched()) fail("as_batch: the tensor is already batched (nested batches are not supported)");
   if (x.ndim() == 0) fail("as_batch: a scalar has no leading axis to use as the batch");
-  if (x.is_symbolic())
-    fail("as_batch: the tensor is traced by jit; pass it to the jitted function batched (vt::as_batch) instead, "
-         "so that a new batch size does not need a new trace");
+  detail::materialize(x);  // computed from constants while jit traces: its values, now
+  if (x.is_symbolic()) return traced_as_batch(x);
   return realias(x, Shape(x.shape().begin() + 1, x.shape().end()), true, x.shape(0), as_batch_op);
 }
 
 Tensor unbatch(const Tensor& x) {
   check_batched(x, "unbatch");
+  detail::materialize(x);
   if (x.is_symbolic())
-    fail("unbatch: the batch size is a run-time value under jit; reduce over the batch (batch_mean, mean, ...) or "
-         "return the batched tensor instead");
+    fail("unbatch: a batched argument of a jitted function has a run-time batch size, so its plain [B, ...] form "
+         "cannot be traced; reduce over the batch (batch_mean, mean, ...) or return the batched tensor instead, or "
+         "pass the argument plain ([B, ...], mapped by vmap inside the function: one trace per batch size)");
   Shape shape = x.shape();
   shape.insert(shape.begin(), x.batch_size());
   return realias(x, shape, false, 0, unbatch_op);
 }
+
+namespace detail {
+
+std::int64_t fixed_batch(const OpDef& op, const Attrs& attrs) {
+  return &op == &traced_as_batch_op || &op == &traced_unbatch_op ? unpack_attrs<FixedBatchAttrs>(attrs).batch : -1;
+}
+
+std::optional<std::int64_t> known_batch_size(const Tensor& x) {
+  if (!x.is_batched()) return std::nullopt;
+  if (!x.is_symbolic() || x.impl().deferred) return x.impl().batch;
+  if (x.impl().node && &*x.impl().node->op == &traced_as_batch_op) return fixed_batch(*x.impl().node->op, x.impl().node->attrs);
+  return std::nullopt;
+}
+
+Tensor unbatch_like(const Tensor& x, const Tensor& like) {
+  check_batched(x, "unbatch");
+  if (!x.is_symbolic() || x.impl().deferred) return unbatch(x);
+  if (const std::optional<std::int64_t> batch = known_batch_size(like)) return traced_unbatch(x, *batch);
+  return unbatch(x);  // raises, saying why
+}
+
+}  // namespace detail
 
 Tensor batch_sum(const Tensor& x) { return apply(batch_sum_op, {check_batched(x, "batch_sum")}); }
 Tensor batch_mean(const Tensor& x) {

@@ -32,6 +32,7 @@ const OpDef to_device_op{
 Tensor to_device(const Tensor& x, Device device) {
   if (!x.defined()) fail("to_device: undefined tensor");
   if (x.device() == device) return x;
+  detail::materialize(x);  // computed from constants while jit traces: moved as a constant
   if (x.is_symbolic())
     fail("to_device: cannot move a traced tensor from {} to {}: a jit plan runs on one device, so move the "
          "arguments before calling the jitted function",

@@ -82,6 +82,7 @@ std::shared_ptr<const CacheEntry> JitCache::get(const std::vector<Tensor>& input
       ~Active() { --active_traces; }
     } active;
     IsolatedTrace isolated;
+    DeferConstantOps defer;  // ops on constants become steps of the plan, not work now
     return trace(symbolic);
   }();
   const double trace_ms = ms_since(t0);
@@ -99,12 +100,18 @@ std::shared_ptr<const CacheEntry> JitCache::get(const std::vector<Tensor>& input
   return entry;
 }
 
+void JitCache::release_memory() {
+  std::lock_guard lock(mutex_);
+  for (const auto& [key, entry] : entries_) entry->plan->release_memory();
+}
+
 JitCounters JitCache::counters() const {
   std::lock_guard lock(mutex_);
   JitCounters c = counters_;
   for (const auto& [key, entry] : entries_) {
     c.recordings += entry->plan->recordings;
     c.replays += entry->plan->replayed;
+    c.arenas += entry->plan->arenas_allocated;
   }
   return c;
 }

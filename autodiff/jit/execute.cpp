@@ -34,12 +34,17 @@ struct Replay {
 namespace {
 
 std::int64_t batch_of(const Plan& plan, const std::vector<Tensor>& inputs) {
-  std::int64_t batch = 0;
-  bool has_batch = false;
+  std::int64_t batch = std::max<std::int64_t>(plan.fixed_batch, 0);
+  bool has_batch = plan.fixed_batch >= 0;
   auto take_batch = [&](const Tensor& t, const char* what) {
     if (!t.is_batched()) return;
-    if (has_batch && t.batch_size() != batch)
+    if (has_batch && t.batch_size() != batch) {
+      if (plan.fixed_batch >= 0)
+        fail("jit: {} has batch size {}, but the function maps over a plain argument of {} examples (vmap or as_batch "
+             "of it), which fixes this plan's batch size",
+             what, t.batch_size(), batch);
       fail("jit: {} has batch size {}, another batched value has {}", what, t.batch_size(), batch);
+    }
     batch = t.batch_size();
     has_batch = true;
   };
@@ -53,19 +58,74 @@ std::size_t bytes_at(const PlanValue& v, std::int64_t batch) {
   return static_cast<std::size_t>(checked_mul(v.bytes(), v.batched ? batch : 1, "jit", "a result's size at this batch size"));
 }
 
+std::int64_t arena_bytes_at(const Plan& plan, std::int64_t batch) {
+  return checked_add(checked_mul(plan.arena_batched, batch, "jit", "the plan's memory at this batch size"),
+                     plan.arena_fixed, "jit", "the plan's memory");
+}
+
+// One call's arena, taken from the plan's idle ones and given back when the call ends (also when
+// it throws): see Plan::idle_arenas.
+class ArenaLease {
+ public:
+  ArenaLease(const Plan& plan, std::int64_t batch) : plan_(plan) {
+    const auto bytes = static_cast<std::size_t>(std::max<std::int64_t>(arena_bytes_at(plan, batch), 1));
+    {
+      std::lock_guard lock(plan.arenas_mutex);
+      auto& idle = plan.idle_arenas;
+      auto fits = idle.end(), largest = idle.end();
+      for (auto it = idle.begin(); it != idle.end(); ++it) {
+        if ((*it)->bytes >= bytes && (fits == idle.end() || (*it)->bytes < (*fits)->bytes)) fits = it;
+        if (largest == idle.end() || (*it)->bytes > (*largest)->bytes) largest = it;
+      }
+      if (fits != idle.end()) {
+        arena_ = std::move(*fits);
+        idle.erase(fits);
+        return;
+      }
+      if (largest != idle.end()) idle.erase(largest);  // too small: replaced below, freed first
+    }
+    arena_ = std::make_shared<Storage>(plan.device, bytes);
+    ++plan.arenas_allocated;
+  }
+  ~ArenaLease() {
+    std::lock_guard lock(plan_.arenas_mutex);
+    auto& idle = plan_.idle_arenas;
+    if (idle.size() >= Plan::max_idle_arenas) {
+      auto smallest = std::min_element(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a->bytes < b->bytes; });
+      if ((*smallest)->bytes >= arena_->bytes) return;  // this one goes
+      idle.erase(smallest);
+    }
+    idle.push_back(std::move(arena_));
+  }
+  ArenaLease(const ArenaLease&) = delete;
+  ArenaLease& operator=(const ArenaLease&) = delete;
+  const std::shared_ptr<Storage>& arena() const { return arena_; }
+
+ private:
+  const Plan& plan_;
+  std::shared_ptr<Storage> arena_;
+};
+
+// A constant's or a folded value's tensor, for values whose buffer is fixed for the plan's life.
+const Tensor* fixed_tensor(const Plan& plan, int v) {
+  const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+  if (pv.kind == PlanValue::Kind::constant) return &pv.constant;
+  if (pv.kind == PlanValue::Kind::folded) return &plan.folded[static_cast<std::size_t>(v)];
+  return nullptr;
+}
+
 template <class ArgumentData>
-Placement place(const Plan& plan, std::int64_t batch, ArgumentData argument) {
+Placement place(const Plan& plan, std::int64_t batch, std::shared_ptr<Storage> arena, ArgumentData argument) {
   Placement p;
-  const std::int64_t arena_bytes = checked_add(checked_mul(plan.arena_batched, batch, "jit", "the plan's memory at this batch size"),
-                                              plan.arena_fixed, "jit", "the plan's memory");
-  p.arena = std::make_shared<Storage>(plan.device, static_cast<std::size_t>(std::max<std::int64_t>(arena_bytes, 1)));
+  p.arena = std::move(arena);
   char* const base = static_cast<char*>(p.arena->data);
   p.data.assign(plan.values.size(), nullptr);
   p.owned.resize(plan.values.size());
   for (std::size_t v = 0; v < plan.values.size(); ++v) {
     const PlanValue& pv = plan.values[v];
     if (pv.kind == PlanValue::Kind::input) p.data[v] = argument(pv.input);
-    if (pv.kind == PlanValue::Kind::constant) p.data[v] = const_cast<void*>(pv.constant.raw_data());
+    const Tensor* t = fixed_tensor(plan, static_cast<int>(v));
+    if (t && t->defined()) p.data[v] = const_cast<void*>(t->raw_data());  // undefined: a fold's intermediate
   }
   for (const PlanStep& s : plan.steps) {  // in step order: a value's root is placed before it
     const auto v = static_cast<std::size_t>(s.out);
@@ -80,6 +140,36 @@ Placement place(const Plan& plan, std::int64_t batch, ArgumentData argument) {
     }
   }
   return p;
+}
+
+// The folds (Plan::folds) run once, on the plan's first call, by `apply` like eager ops; a failure
+// (a constant that is not positive definite, say) raises in that call and the next call tries again.
+void run_folds(const Plan& plan) {
+  if (plan.folds.empty() || plan.folds_done.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(plan.folds_mutex);
+  if (plan.folds_done.load(std::memory_order_relaxed)) return;
+  std::vector<Tensor> folded(plan.values.size());
+  const DeferConstantOps computing(false);
+  for (const PlanStep& s : plan.folds) {
+    std::vector<Tensor> in;
+    for (int v : s.in) {
+      const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+      in.push_back(pv.kind == PlanValue::Kind::constant ? pv.constant : folded[static_cast<std::size_t>(v)]);
+    }
+    folded[static_cast<std::size_t>(s.out)] = apply(*s.op, std::move(in), s.attrs);
+  }
+  // Keep what the steps and the results read; intermediates of the folds go.
+  std::vector<bool> read(plan.values.size(), false);
+  for (const PlanStep& s : plan.steps)
+    for (int v : s.in) read[static_cast<std::size_t>(v)] = true;
+  for (int v : plan.outputs) {
+    read[static_cast<std::size_t>(v)] = true;
+    read[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)] = true;
+  }
+  for (std::size_t v = 0; v < folded.size(); ++v)
+    if (!read[v]) folded[v] = Tensor();
+  plan.folded = std::move(folded);
+  plan.folds_done.store(true, std::memory_order_release);
 }
 
 // Each step's views are the plan's, with this call's pointers and batch size, copied into one
@@ -110,8 +200,9 @@ std::vector<Tensor> collect(const Plan& plan, const std::vector<Tensor>& inputs,
   for (int v : plan.outputs) {
     const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
     const PlanValue& root = plan.values[static_cast<std::size_t>(pv.root)];
-    if (root.kind == PlanValue::Kind::constant && pv.root == v) {
-      results.push_back(root.constant);
+    const Tensor* fixed = fixed_tensor(plan, pv.root);
+    if (fixed && pv.root == v) {
+      results.push_back(*fixed);
       continue;
     }
     if (root.kind == PlanValue::Kind::input && pv.root == v) {
@@ -126,8 +217,8 @@ std::vector<Tensor> collect(const Plan& plan, const std::vector<Tensor>& inputs,
     impl->device = plan.device;
     if (root.kind == PlanValue::Kind::computed) {
       impl->storage = computed(pv.root);
-    } else {  // an alias of an argument or a constant
-      const Tensor& src = root.kind == PlanValue::Kind::input ? inputs[static_cast<std::size_t>(root.input)] : root.constant;
+    } else {  // an alias of an argument, a constant or a folded value
+      const Tensor& src = fixed ? *fixed : inputs[static_cast<std::size_t>(root.input)];
       impl->storage = src.impl().storage;
       impl->offset = src.impl().offset;
     }
@@ -137,8 +228,9 @@ std::vector<Tensor> collect(const Plan& plan, const std::vector<Tensor>& inputs,
 }
 
 std::vector<Tensor> run_directly(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Backend& be) {
-  const Placement p =
-      place(plan, batch, [&](int i) { return const_cast<void*>(inputs[static_cast<std::size_t>(i)].raw_data()); });
+  const ArenaLease lease(plan, batch);
+  const Placement p = place(plan, batch, lease.arena(),
+                            [&](int i) { return const_cast<void*>(inputs[static_cast<std::size_t>(i)].raw_data()); });
   try {
     run_steps(plan, p.data, batch, be);
   } catch (...) {
@@ -161,8 +253,10 @@ bool record(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t ba
   for (const PlanValue& pv : plan.values)
     if (pv.kind == PlanValue::Kind::input)
       replay.arguments[static_cast<std::size_t>(pv.input)] = std::make_shared<Storage>(plan.device, bytes_at(pv, batch));
-  replay.placement =
-      std::make_shared<Placement>(place(plan, batch, [&](int i) { return replay.arguments[static_cast<std::size_t>(i)]->data; }));
+  // A recording keeps its own arena: its addresses are fixed in it.
+  auto arena = std::make_shared<Storage>(plan.device, static_cast<std::size_t>(std::max<std::int64_t>(arena_bytes_at(plan, batch), 1)));
+  replay.placement = std::make_shared<Placement>(
+      place(plan, batch, std::move(arena), [&](int i) { return replay.arguments[static_cast<std::size_t>(i)]->data; }));
   if (!be.begin_recording()) return false;
   try {
     run_steps(plan, replay.placement->data, batch, be);
@@ -243,8 +337,18 @@ std::optional<std::vector<Tensor>> run_recorded(const Plan& plan, const std::vec
 
 }  // namespace
 
+void Plan::release_memory() const {
+  {
+    std::lock_guard lock(arenas_mutex);
+    idle_arenas.clear();
+  }
+  std::lock_guard lock(replays_mutex);  // a call replaying one keeps it until it ends
+  replays.clear();
+}
+
 std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs) {
   const std::int64_t batch = batch_of(plan, inputs);
+  run_folds(plan);
   Backend& be = backend_for(plan.device);
   if (be.records() && !plan.unrecordable)
     if (std::optional<std::vector<Tensor>> results = run_recorded(plan, inputs, batch, be)) return std::move(*results);

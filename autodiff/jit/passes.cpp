@@ -19,6 +19,20 @@ std::vector<int> reader_counts(const Plan& plan) {
   return readers;
 }
 
+// Whether each value depends on constants only (a constant, or made by a step whose inputs all do):
+// what fold_constants computes once per plan.
+std::vector<bool> constant_only(const Plan& plan) {
+  std::vector<bool> fixed(plan.values.size(), false);
+  for (std::size_t v = 0; v < plan.values.size(); ++v)
+    fixed[v] = plan.values[v].kind == PlanValue::Kind::constant || plan.values[v].kind == PlanValue::Kind::folded;
+  for (const PlanStep& s : plan.steps) {
+    bool all = true;
+    for (int v : s.in) all = all && fixed[static_cast<std::size_t>(v)];
+    fixed[static_cast<std::size_t>(s.out)] = all;
+  }
+  return fixed;
+}
+
 bool is_plain_matmul(const Plan& plan, const PlanStep& s) {
   if (s.op != &matmul_op) return false;
   for (int v : s.in)
@@ -56,9 +70,11 @@ void fold_transposes_into_matmuls(Plan& plan) {
 
 // (P Q) Y -> P (Q Y) and X (Q R) -> (X Q) R when that needs fewer flops by half: the
 // cotangents of solves are low-rank products, never worth forming as n x n matrices. Factors may
-// be transposed by matmul's flags; (P Q)^T is Q^T P^T.
+// be transposed by matmul's flags; (P Q)^T is Q^T P^T. A product of constants is left alone:
+// fold_constants computes it once per plan.
 void reassociate_matmuls(Plan& plan) {
   const std::vector<int> readers = reader_counts(plan);
+  const std::vector<bool> fixed = constant_only(plan);
   const auto shape_of = [&](Factor f) {
     const Shape& s = plan.values[static_cast<std::size_t>(f.value)].shape;
     return f.transposed ? Shape{s[1], s[0]} : s;
@@ -70,7 +86,9 @@ void reassociate_matmuls(Plan& plan) {
       const MatmulTransposes st = matmul_transposes(s.attrs);
       const int inner = s.in[static_cast<std::size_t>(side)];
       const PlanValue& iv = plan.values[static_cast<std::size_t>(inner)];
-      if (iv.kind != PlanValue::Kind::computed || readers[static_cast<std::size_t>(inner)] != 1) continue;
+      if (iv.kind != PlanValue::Kind::computed || readers[static_cast<std::size_t>(inner)] != 1 ||
+          (static_cast<std::size_t>(inner) < fixed.size() && fixed[static_cast<std::size_t>(inner)]))
+        continue;
       const PlanStep m1 = steps[static_cast<std::size_t>(iv.producer)];  // producers index the new list
       if (!is_plain_matmul(plan, m1)) continue;
       const MatmulTransposes t1 = matmul_transposes(m1.attrs);
@@ -128,6 +146,27 @@ void eliminate_dead_steps(Plan& plan) {
     }
     plan.values[static_cast<std::size_t>(s.out)].producer = static_cast<int>(kept.size());
     kept.push_back(std::move(s));
+  }
+  plan.steps = std::move(kept);
+}
+
+// Steps whose inputs are all constants (or folded values) move to plan.folds, their outputs
+// becoming folded values: computed on the plan's first run and kept, never per call, never while
+// tracing. Run after the other passes (a reassociated chain may make new products of constants)
+// and before the memory plan, which leaves folded values out of the arena.
+void fold_constants(Plan& plan) {
+  const std::vector<bool> fixed = constant_only(plan);
+  std::vector<PlanStep> kept;
+  for (PlanStep& s : plan.steps) {
+    PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
+    if (fixed[static_cast<std::size_t>(s.out)]) {
+      out.kind = PlanValue::Kind::folded;
+      out.producer = static_cast<int>(plan.folds.size());
+      plan.folds.push_back(std::move(s));
+    } else {
+      out.producer = static_cast<int>(kept.size());
+      kept.push_back(std::move(s));
+    }
   }
   plan.steps = std::move(kept);
 }

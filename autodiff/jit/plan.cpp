@@ -4,6 +4,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "../../ops/batch.hpp"
 #include "plan.hpp"
 
 namespace vt::detail {
@@ -104,12 +105,22 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
   fold_transposes_into_matmuls(*plan);
   reassociate_matmuls(*plan);
   eliminate_dead_steps(*plan);
+  for (const PlanStep& step : plan->steps) {
+    const std::int64_t b = fixed_batch(*step.op, step.attrs);
+    if (b < 0) continue;
+    if (plan->fixed_batch >= 0 && plan->fixed_batch != b)
+      fail("jit: the function maps over plain tensors whose leading axes differ ({} and {}); vmap needs one batch size",
+           plan->fixed_batch, b);
+    plan->fixed_batch = b;
+  }
+  fold_constants(*plan);
   plan_memory(*plan);
   precompute_views(*plan);
   PlanSummary& s = plan->summary;
   s.steps = static_cast<std::int64_t>(plan->steps.size());
   for (const PlanStep& step : plan->steps) s.kernels += step.op->aliases_input ? 0 : 1;
   for (const PlanValue& v : plan->values) s.constants += v.kind == PlanValue::Kind::constant ? 1 : 0;
+  s.folded = static_cast<std::int64_t>(plan->folds.size());
   s.arena_bytes_per_example = plan->arena_batched;
   s.arena_bytes_fixed = plan->arena_fixed;
   summary = s;

@@ -16,7 +16,8 @@
 namespace vt::detail {
 
 struct PlanValue {
-  enum class Kind { input, constant, computed };
+  // folded: computed by a step on constants only, once, on the plan's first run (Plan::folds).
+  enum class Kind { input, constant, computed, folded };
   PlanValue(Kind kind, DType dtype, Shape shape, bool batched)
       : kind(kind), dtype(dtype), shape(std::move(shape)), batched(batched) {}
   Kind kind;
@@ -25,7 +26,7 @@ struct PlanValue {
   bool batched;
   int input = -1;        // Kind::input: the argument's index
   Tensor constant;       // Kind::constant
-  int producer = -1;     // Kind::computed: the step
+  int producer = -1;     // Kind::computed: the step; Kind::folded: the fold
   int root = -1;         // the value whose buffer this one is (itself, unless made by an aliasing op)
   bool output_buffer = false;  // the buffer belongs to a result: allocated per call, outside the arena
   std::int64_t offset = -1;    // in its arena, in bytes (per example when batched)
@@ -54,8 +55,29 @@ class Plan {
   std::vector<PlanStep> steps;
   std::vector<int> outputs;
   std::int64_t arena_batched = 0, arena_fixed = 0;
+  // The batch size, when a step fixes it (vmap or as_batch of a plain argument), else -1: every call.
+  std::int64_t fixed_batch = -1;
   Device device;
   PlanSummary summary;
+
+  // Steps on constants only (captured tensors, and what the trace deferred from them), taken out
+  // of `steps` (fold_constants): they run once, on the plan's first call (run_folds), and their
+  // values are kept with the plan, by plan value, for every later call.
+  std::vector<PlanStep> folds;
+  mutable std::mutex folds_mutex;
+  mutable std::atomic<bool> folds_done{false};
+  mutable std::vector<Tensor> folded;
+
+  // Arenas of finished calls, kept for the next ones (execute.cpp, ArenaLease): a call takes the
+  // smallest idle arena that is large enough, or replaces the largest idle one with one of the size
+  // it needs (or adds one, when calls run concurrently and none is idle), and gives it back when it
+  // ends. So the plan keeps the largest arena each concurrent call has needed, and a batch size it
+  // fits allocates nothing. release_memory() hands them back.
+  static constexpr std::size_t max_idle_arenas = 16;
+  mutable std::mutex arenas_mutex;
+  mutable std::vector<std::shared_ptr<Storage>> idle_arenas;
+  mutable std::atomic<std::int64_t> arenas_allocated{0};
+  void release_memory() const;
 
   // Recordings by batch size, the most recently used kept (each holds its batch's buffers).
   static constexpr std::size_t max_replays = 8;
@@ -74,6 +96,7 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
 void fold_transposes_into_matmuls(Plan& plan);
 void reassociate_matmuls(Plan& plan);
 void eliminate_dead_steps(Plan& plan);
+void fold_constants(Plan& plan);
 
 // Every value's root buffer and arena offset, and the arenas' sizes (autodiff/jit/memory.cpp).
 void plan_memory(Plan& plan);

@@ -997,8 +997,9 @@ const std::vector<Scenario>& scenarios() {
     s.push_back({"data<float> of float64", "misuse", "x3.data<float>();", [=] { (void)x3().data<float>(); }});
     s.push_back({"item while tracing", "misuse", "jit([](Tensor x) { return x * x.item(); })(Tensor::scalar(2.0));",
                  [] { jit([](const Tensor& x) { return x * x.item(); })(Tensor::scalar(2.0)); }});
-    s.push_back({"as_batch while tracing", "misuse", "jit([](Tensor x) { return as_batch(x); })(zeros({2, 2}));",
-                 [] { jit([](const Tensor& x) { return as_batch(x); })(zeros({2, 2})); }});
+    s.push_back({"plain vmap results of a batched argument while tracing", "misuse",
+                 "jit([](Tensor x) { return vmap([](Tensor p) { return p; }, {}, 0)(x); })(as_batch(zeros({2, 2})));",
+                 [] { jit([](const Tensor& x) { return vmap([](const Tensor& p) { return p; }, {}, 0)(x); })(as_batch(zeros({2, 2}))); }});
     s.push_back({"unbatch while tracing", "misuse", "jit([](Tensor x) { return unbatch(x); })(as_batch(zeros({2, 2})));",
                  [] { jit([](const Tensor& x) { return unbatch(x); })(as_batch(zeros({2, 2}))); }});
     s.push_back({"batch_size while tracing", "misuse", "jit([](Tensor x) { return x * double(x.batch_size()); })(as_batch(zeros({2, 2})));",

@@ -1,0 +1,231 @@
+// jit for real models: compiling independent of captured constants (ops on constants are folded into
+// the plan, computed on its first call), arenas kept across calls and batch sizes, the JAX habit
+// jit(vmap(f))(plain X), and clear messages when a batched tensor is read as one value.
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "gradcheck.hpp"
+
+using namespace vt;
+using vt::testing::error_of;
+using vt::testing::require_close;
+
+namespace {
+
+// The fastest of `count` fresh compiles, in milliseconds: the least disturbed by other processes.
+template <class MakeStep>
+double fastest_compile_ms(MakeStep make_step, const Tensor& arg, int count) {
+  double best = 1e300;
+  for (int i = 0; i < count; ++i) {
+    auto step = make_step();
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)step.compile(arg);
+    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("compiling a gradient does not compute on a large captured constant", "[jit]") {
+  // The adjoint of F p needs F^T; the trace records it for the plan instead of transposing 25 MB.
+  auto make_step_for = [](const Tensor& F, const Tensor& y) {
+    return [F, y] {
+      return jit(value_and_grad([F, y](const Tensor& P) {
+        return mean(vmap([&](const Tensor& p) { return mean(square(matmul(F, p) - y)); })(P));
+      }));
+    };
+  };
+  const Tensor big_f = randn({8000, 400}, 1), big_y = randn({8000}, 2);
+  const Tensor tiny_f = randn({8, 400}, 3), tiny_y = randn({8}, 4);
+  const Tensor P = as_batch(randn({4, 400}, 5));
+  const double big = fastest_compile_ms(make_step_for(big_f, big_y), P, 7);
+  const double tiny = fastest_compile_ms(make_step_for(tiny_f, tiny_y), P, 7);
+  INFO("fastest compile: " << big << " ms with an 8000 x 400 constant, " << tiny << " ms with 8 x 400");
+  CHECK(big < 1.0);                // the bound (transposing the constant took 5-15 ms)
+  CHECK(big < 4.0 * tiny + 0.25);  // and no more than noise above the same trace on a tiny constant
+  // The transpose is a step of the plan, folded: computed once, on the first call.
+  auto step = make_step_for(big_f, big_y)();
+  CHECK(step.compile(P).folded >= 1);
+  const auto [v, g] = step(P);
+  const auto [ve, ge] = value_and_grad([&](const Tensor& Q) {
+    return mean(vmap([&](const Tensor& p) { return mean(square(matmul(big_f, p) - big_y)); })(Q));
+  })(P);
+  CHECK(v.item() == Approx(ve.item()).epsilon(1e-12));
+  require_close(unbatch(g), unbatch(ge), 1e-12);
+}
+
+TEST_CASE("ops on constants run on the plan's first call, once, not while tracing", "[jit]") {
+  const Tensor C = randn({3, 3}, 6);
+  const Tensor spd = matmul(C, C.t()) + eye(3);
+  const Tensor not_spd = eye(3) * -1.0;
+  auto with = [](const Tensor& m) {
+    return jit([m](const Tensor& x) { return matmul(cholesky(m), x) + exp(m) * 0.5; });
+  };
+  const Tensor x = randn({3, 3}, 7);
+  // A factorization of a captured constant that fails raises on the call, not while compiling,
+  // and the next call tries again (the failure is not kept).
+  auto bad = with(not_spd);
+  CHECK(bad.compile(x).folded >= 2);
+  CHECK_THAT(error_of([&] { (void)bad(x); }), Catch::Contains("cholesky") && Catch::Contains("positive definite"));
+  CHECK_THAT(error_of([&] { (void)bad(x); }), Catch::Contains("cholesky"));
+  // The folds run on the first call only: later calls run no cholesky or exp (plan steps that run
+  // by kernel are not counted by OpCounter; the folds run as eager ops, which are).
+  auto good = with(spd);
+  (void)good.compile(x);  // the trace records each op once (OpCounter counts that too)
+  int first_call = 0, second_call = 0;
+  Tensor r1, r2;
+  {
+    OpCounter ops;
+    r1 = good(x);
+    first_call = ops.forward("cholesky") + ops.forward("exp");
+  }
+  {
+    OpCounter ops;
+    r2 = good(x);
+    second_call = ops.forward("cholesky") + ops.forward("exp");
+  }
+  CHECK(first_call == 2);
+  CHECK(second_call == 0);
+  const Tensor eager = matmul(cholesky(spd), x) + exp(spd) * 0.5;
+  require_close(r1, eager, 1e-14);
+  require_close(r2, eager, 1e-14);
+  CHECK(good.counters().traces == 1);
+}
+
+TEST_CASE("traced code may still read values computed from constants", "[jit]") {
+  const Tensor C = randn({4}, 8);
+  // sum(C) is deferred while tracing; reading it computes it then, as a constant of the plan.
+  auto f = jit([&](const Tensor& x) {
+    const double scale = sum(square(C)).item();
+    const Tensor batch_of_c = as_batch(reshape(C * 2.0, {4, 1}));  // a constant made a batch while tracing
+    return std::pair{x * scale, batch_sum(batch_of_c)};
+  });
+  const Tensor x = randn({2}, 9);
+  const auto [a, b] = f(x);
+  require_close(a, x * sum(square(C)).item(), 1e-14);
+  require_close(b, reshape(sum(C * 2.0), {1}), 1e-14);
+  // A function of constants only is folded whole: its result is computed on the first call.
+  auto g = jit([&]() { return sum(exp(C)); });
+  CHECK(g.compile().kernels == 0);
+  CHECK(g().item() == Approx(sum(exp(C)).item()).epsilon(1e-15));
+}
+
+TEST_CASE("a plan keeps its arena across calls and batch sizes, and release_memory hands it back", "[jit]") {
+  const Tensor F = randn({6, 4}, 10);
+  auto per_example = [&](const Tensor& p) { return mean(exp(matmul(F, square(p)))); };
+  auto loss = [&](const Tensor& P) { return mean(vmap(per_example)(P)); };
+  auto step = jit(value_and_grad(loss));
+  auto check_at = [&](std::int64_t b) {
+    const Tensor P = as_batch(randn({b, 4}, 11 + static_cast<std::uint64_t>(b)));
+    const auto [v, g] = step(P);
+    const auto [ve, ge] = value_and_grad(loss)(P);
+    CHECK(v.item() == Approx(ve.item()).epsilon(1e-13));
+    require_close(unbatch(g), unbatch(ge), 1e-13);
+  };
+  check_at(8);
+  CHECK(step.counters().arenas == 1);
+  for (std::int64_t b : {1, 2, 8, 5, 8}) check_at(b);  // every one fits the arena of 8
+  CHECK(step.counters().arenas == 1);
+  check_at(16);  // grows it: one more arena, which replaces the first
+  CHECK(step.counters().arenas == 2);
+  check_at(3);
+  CHECK(step.counters().arenas == 2);
+  step.release_memory();
+  check_at(3);
+  CHECK(step.counters().arenas == 3);
+  CHECK(step.counters().traces == 1);
+}
+
+TEST_CASE("concurrent calls at different batch sizes each get an arena of their own", "[jit]") {
+  const Tensor F = randn({12, 4}, 12);
+  auto loss = [&](const Tensor& P) {
+    return mean(vmap([&](const Tensor& p) { return sum(tanh(matmul(F, p)) * exp(matmul(F, p) * 0.1)); })(P));
+  };
+  auto step = jit(value_and_grad(loss));
+  const std::vector<std::int64_t> sizes = {1, 9, 4, 17};
+  std::vector<Tensor> inputs;
+  std::vector<double> expected;
+  for (std::int64_t b : sizes) {
+    inputs.push_back(as_batch(randn({b, 4}, 40 + static_cast<std::uint64_t>(b))));
+    expected.push_back(loss(inputs.back()).item());
+  }
+  std::vector<int> wrong(4, 0);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 25; ++r) {
+        const std::size_t k = (t + static_cast<std::size_t>(r)) % inputs.size();
+        const double v = step(inputs[k]).first.item();
+        if (std::abs(v - expected[k]) > 1e-12 * std::abs(expected[k])) ++wrong[t];
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int w : wrong) CHECK(w == 0);
+  const JitCounters c = step.counters();
+  CHECK(c.traces == 1);
+  CHECK(c.arenas <= 100);  // never one per call at the same size: at most a few per thread
+}
+
+TEST_CASE("jit(vmap(f)) on a plain [B, k] tensor maps its leading axis (the JAX habit)", "[jit][vmap]") {
+  const Tensor W = randn({3, 4}, 13);
+  auto f = [&](const Tensor& p) { return tanh(matmul(W, p)) * sum(p); };  // [4] -> [3]
+  auto jf = jit(vmap(f));
+  const Tensor X3 = randn({3, 4}, 14), X5 = randn({5, 4}, 15);
+  const Tensor r3 = jf(X3);
+  CHECK(r3.is_batched());
+  CHECK(r3.batch_size() == 3);
+  require_close(unbatch(r3), unbatch(vmap(f)(X3)), 1e-14);
+  (void)jf(randn({3, 4}, 16));
+  CHECK(jf.counters().traces == 1);  // the same B: the same plan
+  require_close(unbatch(jf(X5)), unbatch(vmap(f)(X5)), 1e-14);
+  CHECK(jf.counters().traces == 2);  // a new B is a new plain shape: traced again
+  // Batched arguments never retrace: the batch size does not enter the trace.
+  auto jb = jit(vmap(f));
+  require_close(unbatch(jb(as_batch(X3))), unbatch(vmap(f)(X3)), 1e-14);
+  require_close(unbatch(jb(as_batch(X5))), unbatch(vmap(f)(X5)), 1e-14);
+  CHECK(jb.counters().traces == 1);
+  // Plain results (out_axes 0), gradients through the mapped plain argument, and several arguments.
+  require_close(jit(vmap(f, {}, 0))(X5), vmap(f, {}, 0)(X5), 1e-14);
+  require_close(jit(vmap(f, {1}, 1))(X5.t()), vmap(f, {1}, 1)(X5.t()), 1e-14);
+  auto loss = [&](const Tensor& X) { return mean(vmap(f)(X)); };
+  const auto [v, g] = jit(value_and_grad(loss))(X5);
+  const auto [ve, ge] = value_and_grad(loss)(X5);
+  CHECK_FALSE(g.is_batched());
+  CHECK(v.item() == Approx(ve.item()).epsilon(1e-13));
+  require_close(g, ge, 1e-13);
+  auto two = jit(vmap([](const Tensor& a, const Tensor& b) { return a * b; }));
+  require_close(unbatch(two(X5, X5)), unbatch(vmap([](const Tensor& a, const Tensor& b) { return a * b; })(X5, X5)), 1e-15);
+}
+
+TEST_CASE("jit(vmap(f)) on plain tensors: the messages name what was passed", "[jit][vmap][errors]") {
+  auto add = [](const Tensor& a, const Tensor& b) { return a + b; };
+  CHECK_THAT(error_of([&] { (void)jit(vmap(add))(randn({3, 2}, 17), randn({4, 2}, 18)); }),
+             Catch::Contains("vmap") && Catch::Contains("different sizes") && Catch::Contains("3") &&
+                 Catch::Contains("4"));
+  // A plain argument fixes the plan's batch size; a batched one of another size is refused by name.
+  auto mixed = jit([&](const Tensor& x, const Tensor& P) { return vmap(add)(x, P); });
+  CHECK_THAT(error_of([&] { (void)mixed(randn({3, 2}, 19), as_batch(randn({5, 2}, 20))); }),
+             Catch::Contains("batch size 5") && Catch::Contains("plain argument of 3 examples"));
+  require_close(unbatch(mixed(randn({3, 2}, 19), as_batch(randn({3, 2}, 20)))),
+                randn({3, 2}, 19) + randn({3, 2}, 20), 1e-15);
+}
+
+TEST_CASE("reading one value of a batched tensor: the message names B and the example shape", "[jit][errors]") {
+  const Tensor P = as_batch(randn({4, 3}, 21));
+  const std::string item = error_of([&] { (void)P.item(); });
+  CHECK_THAT(item, Catch::Contains("item") && Catch::Contains("batch of 4 examples of shape [3]") &&
+                       Catch::Contains("to_vector") && Catch::Contains("unbatch"));
+  const Tensor S = as_batch(randn({4}, 22));  // 4 scalars: one element each, still 4 values
+  CHECK_THAT(error_of([&] { (void)S.item(); }), Catch::Contains("batch of 4 examples of shape []"));
+  CHECK(as_batch(randn({1}, 23)).item() == randn({1}, 23).item());  // one example of one element is one value
+  CHECK_THAT(error_of([&] { (void)P.at({0}); }),
+             Catch::Contains("at") && Catch::Contains("batch of 4 examples of shape [3]") && Catch::Contains("unbatch"));
+  CHECK(unbatch(P).at({2, 1}) == randn({4, 3}, 21).at({2, 1}));
+  CHECK_THAT(error_of([&] { (void)P.as_eigen<double>(); }),
+             Catch::Contains("as_eigen") && Catch::Contains("batch of 4 examples of shape [3]"));
+  // While tracing, B is not known: the message says so.
+  CHECK_THAT(error_of([&] { jit([](const Tensor& x) { return x * x.item(); })(P); }),
+             Catch::Contains("run-time size under jit"));
+}
