@@ -56,6 +56,8 @@ Tensor watch(const Tensor& x);
 // Drops the tape behind a result when no outer transform needs it.
 Tensor release(const Tensor& result, bool keep);
 Tensor scalar_output(const Tensor& out, const char* transform);
+// Raises unless argument `argnum` can be differentiated (it is floating-point).
+void check_differentiable(const Tensor& x, int argnum, const char* transform);
 std::vector<int> check_argnums(const std::vector<int>& argnums, std::size_t arity, const char* transform);
 }  // namespace detail
 
@@ -70,6 +72,7 @@ auto value_and_grad(F f, std::vector<int> argnums) {
     detail::TransformScope scope;
     bool outer = scope.nested;
     for (int i : nums) {
+      detail::check_differentiable(in[i], i, "grad");
       outer |= in[i].impl().tracked;
       in[i] = detail::watch(in[i]);
       wrt.push_back(in[i]);
@@ -110,7 +113,7 @@ auto vjp(F f, const Args&... primals) {
   bool outer = scope.nested;
   for (Tensor& x : in) {
     outer |= x.impl().tracked;
-    x = detail::watch(x);
+    if (is_floating(x.dtype())) x = detail::watch(x);  // an integer primal gets a zero cotangent
   }
   const Tensor out = std::apply(f, in);
   std::vector<Tensor> wrt(in.begin(), in.end());

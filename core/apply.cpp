@@ -30,6 +30,8 @@ Operand infer_output(const OpDef& op, const std::vector<Operand>& in, const Attr
   types.reserve(in.size());
   bool batched = false;
   for (std::size_t i = 0; i < in.size(); ++i) {
+    if (!op.integers && is_integer(in[i].dtype))
+      fail("{}: takes floating-point tensors, got {} (input {}); convert it with astype", op.name, name_of(in[i].dtype), i);
     if (!op.mixed_dtypes && in[i].dtype != in[0].dtype)
       fail("{}: dtype mismatch ({} and {})", op.name, name_of(in[0].dtype), name_of(in[i].dtype));
     batched |= in[i].batched;
@@ -86,7 +88,7 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
   impl->batched = out.batched;
   impl->batch = out.batched ? batch : 0;
   impl->device = op.output_device ? op.output_device(attrs) : inputs.empty() ? Device{} : inputs[0].device();
-  impl->tracked = tracked && op.adjoint != nullptr;
+  impl->tracked = tracked && op.adjoint != nullptr && is_floating(out.dtype);  // no gradient through integers
 
   if (!symbolic && op.aliases_input) {
     impl->storage = inputs[0].impl().storage;

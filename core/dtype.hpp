@@ -1,28 +1,92 @@
 #pragma once
 #include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <string_view>
+#include <type_traits>
 
 namespace vt {
 
-// Floating-point types only: vtape is a differentiable engine, and masks (comparisons, `where`
-// conditions) are 0/1 tensors of the operands' dtype rather than a separate bool type.
-enum class DType { f32, f64 };
+// Element types. Floating tensors are what vtape differentiates; integer tensors hold indices,
+// group labels and counts. Masks (comparisons, `where` conditions) are not a separate bool type:
+// they are 1/0 tensors of the operands' dtype (float or integer).
+//
+// Integers:
+// - Only some ops accept them (creation, astype, layout and indexing ops, to_device, where, add,
+//   sub, mul, neg, abs, sign, maximum, comparisons, sum, max and the batch ops that move data); every
+//   other op raises a vt::Error naming the op and the dtype (OpDef::integers, checked once by apply).
+// - div on two integer tensors is true division in float64, as in JAX and numpy (`/`).
+// - Integer arithmetic wraps modulo 2^bits (two's complement), on every backend: no undefined
+//   behaviour on overflow. Sums accumulate in the tensor's own width, so they are exact whenever the
+//   result fits.
+// - No gradient flows through integer tensors: they are never tracked, and asking for the gradient
+//   with respect to one raises.
+// - Float to integer conversion (astype, to_vector<int>, item, at) truncates toward zero as in C++
+//   and numpy; NaN gives 0 and values out of range saturate to the integer type's limits (as XLA),
+//   so no conversion is undefined behaviour.
+enum class DType { f32, f64, i32, i64 };
 
-constexpr std::size_t size_of(DType d) { return d == DType::f32 ? 4 : 8; }
-constexpr std::string_view name_of(DType d) { return d == DType::f32 ? "float32" : "float64"; }
+constexpr std::size_t size_of(DType d) { return d == DType::f32 || d == DType::i32 ? 4 : 8; }
+constexpr std::string_view name_of(DType d) {
+  switch (d) {
+    case DType::f32: return "float32";
+    case DType::f64: return "float64";
+    case DType::i32: return "int32";
+    case DType::i64: return "int64";
+  }
+  return "unknown";
+}
+constexpr bool is_integer(DType d) { return d == DType::i32 || d == DType::i64; }
+constexpr bool is_floating(DType d) { return d == DType::f32 || d == DType::f64; }
 
-// Promotion between tensors: the wider type wins (float32 with float64 gives float64).
-// A C++ scalar never promotes: `x * 2.0` keeps x's dtype, as in JAX and numpy's weak scalars.
-constexpr DType promote(DType a, DType b) { return (a == DType::f64 || b == DType::f64) ? DType::f64 : DType::f32; }
+// Promotion between tensors: a float with an integer gives the float; otherwise the wider type
+// wins (float32 with float64 gives float64, int32 with int64 gives int64).
+// C++ scalars are weak, as in JAX: `x * 2.0` and `x + 1` keep a floating x's dtype, and an integer
+// C++ scalar keeps an integer tensor's dtype (`i + 1`); a floating C++ scalar with an integer tensor
+// gives float64 (`i * 0.5`), vtape's default float.
+constexpr DType promote(DType a, DType b) {
+  if (a == b) return a;
+  if (is_floating(a) != is_floating(b)) return is_floating(a) ? a : b;
+  return size_of(a) >= size_of(b) ? a : b;
+}
 
-template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
+// The C++ types of tensor elements: float, double, std::int32_t, std::int64_t.
+template <class T>
+inline constexpr bool is_element_type = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                                        std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>;
+
+template <class T>
+constexpr DType dtype_of() {
+  static_assert(is_element_type<T>,
+                "vtape: tensor elements are float, double, std::int32_t or std::int64_t; read other types by "
+                "converting one of those");
+  if constexpr (std::is_same_v<T, float>) return DType::f32;
+  else if constexpr (std::is_same_v<T, double>) return DType::f64;
+  else if constexpr (std::is_same_v<T, std::int32_t>) return DType::i32;
+  else return DType::i64;
+}
 
 // Calls fn with a value of the C++ type of d: visit_dtype(d, [](auto zero) { using T = decltype(zero); ... }).
 template <class Fn>
 decltype(auto) visit_dtype(DType d, Fn&& fn) {
+  switch (d) {
+    case DType::f32: return fn(float{});
+    case DType::i32: return fn(std::int32_t{});
+    case DType::i64: return fn(std::int64_t{});
+    case DType::f64: break;
+  }
+  return fn(double{});
+}
+
+// visit_dtype for kernels that exist only for floats (exp, solves, factorizations). apply refuses
+// integer inputs to those ops first, so an integer dtype here is an internal error.
+template <class Fn>
+decltype(auto) visit_float_dtype(DType d, Fn&& fn) {
   if (d == DType::f32) return fn(float{});
+  // A logic error, not vt::Error: no input can cause it, and this header compiles under nvcc.
+  if (d != DType::f64)
+    throw std::logic_error("vtape: a floating-point kernel reached with " + std::string(name_of(d)) + " (internal error)");
   return fn(double{});
 }
 

@@ -154,6 +154,9 @@ struct OpDef {
   // When set, the output lives on this device rather than the inputs' (to_device); the forward
   // gets that device's backend.
   Device (*output_device)(const Attrs& attrs) = nullptr;
+  // The op accepts integer tensors (core/dtype.hpp lists which do). Every other op is for floats
+  // only: infer_output refuses integer inputs to it, naming the op and the dtype.
+  bool integers = false;
 };
 
 // The shape rule of ops whose output has input 0's type.

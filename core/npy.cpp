@@ -25,6 +25,16 @@ std::string_view value_of(std::string_view header, std::string_view key) {
   at = header.find_first_not_of(" ", at + 1);
   return at == std::string_view::npos ? std::string_view() : header.substr(at);
 }
+// numpy's name of a dtype, little-endian as every machine vtape runs on.
+const char* descr_of(DType d) {
+  switch (d) {
+    case DType::f32: return "<f4";
+    case DType::i32: return "<i4";
+    case DType::i64: return "<i8";
+    case DType::f64: break;
+  }
+  return "<f8";
+}
 }  // namespace
 
 Tensor load_npy(const std::string& path) {
@@ -59,7 +69,12 @@ Tensor load_npy(const std::string& path) {
   DType dtype;
   if (descr == "<f8") dtype = DType::f64;
   else if (descr == "<f4") dtype = DType::f32;
-  else fail("load_npy: '{}' holds dtype '{}'; vtape reads float32 ('<f4') and float64 ('<f8')", path, descr);
+  else if (descr == "<i8") dtype = DType::i64;
+  else if (descr == "<i4") dtype = DType::i32;
+  else
+    fail("load_npy: '{}' holds dtype '{}'; vtape reads float32 ('<f4'), float64 ('<f8'), int32 ('<i4') and int64 "
+         "('<i8')",
+         path, descr);
   if (value_of(header, "fortran_order").substr(0, 4) == "True")
     fail("load_npy: '{}' is in Fortran order; save it in C order (np.ascontiguousarray)", path);
   const std::string_view shape_field = value_of(header, "shape");
@@ -106,7 +121,7 @@ void save_npy(const std::string& path, const Tensor& t) {
   for (auto d : shape) dims += std::to_string(d) + ",";
   if (shape.size() > 1) dims.pop_back();
   std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}",
-                                   t.dtype() == DType::f64 ? "<f8" : "<f4", dims);
+                                   descr_of(t.dtype()), dims);
   // Pad so that the data starts on a 64-byte boundary, ending the header with a newline.
   const std::size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
@@ -120,13 +135,11 @@ void save_npy(const std::string& path, const Tensor& t) {
   const char len_bytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
   out.write(len_bytes, 2);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  if (t.dtype() == DType::f64) {
-    const std::vector<double> v = t.to_vector<double>();
-    out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(double)));
-  } else {
-    const std::vector<float> v = t.to_vector<float>();
-    out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
-  }
+  visit_dtype(t.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const std::vector<T> v = t.to_vector<T>();
+    out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
+  });
   if (!out) fail("save_npy: writing '{}' failed", path);
 }
 

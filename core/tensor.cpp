@@ -81,6 +81,21 @@ Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape
   return detail::uploaded(out, device);
 }
 
+Tensor Tensor::from_ints(const std::vector<std::int64_t>& values, const Shape& shape, DType dtype, Device device) {
+  if (!is_integer(dtype))
+    fail("from_ints: makes int32 or int64 tensors, not {}; use from_vector for floats", name_of(dtype));
+  if (static_cast<std::int64_t>(values.size()) != checked_numel(shape, "from_ints"))
+    fail("from_ints: {} values do not fill shape {}", values.size(), to_string(shape));
+  if (dtype == DType::i32)
+    for (std::size_t i = 0; i < values.size(); ++i)
+      if (values[i] != static_cast<std::int32_t>(values[i]))
+        fail("from_ints: value {} (index {}) does not fit int32", values[i], i);
+  Tensor src = Tensor::from_blob(const_cast<std::int64_t*>(values.data()), shape, DType::i64);
+  Tensor out = Tensor::empty(shape, dtype);
+  backend_for(Device{}).copy(view_of(src), view_of(out));
+  return detail::uploaded(out, device);
+}
+
 Tensor Tensor::scalar(double value, DType dtype, Device device) { return detail::filled({}, value, dtype, device, "scalar"); }
 
 Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner) {
@@ -95,44 +110,38 @@ Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::share
 }
 
 namespace {
-// The elements of `v` (on `device`) as T, row-major into host memory at `out`: converted by the
+// The elements of `v` (on `device`) as `as`, row-major into host memory at `out`: converted by the
 // device's backend, then one copy to the host.
-template <class T>
-void read_to_host(Device device, const View& v, T* out) {
+void read_to_host(Device device, const View& v, DType as, void* out) {
   Backend& backend = backend_for(device);
   const Shape strides = contiguous_strides(v.shape);
   if (device.kind == DeviceKind::cpu) {
-    backend.copy(v, View{dtype_of<T>(), out, v.shape, strides});
+    backend.copy(v, View{as, out, v.shape, strides});
     return;
   }
-  const std::size_t bytes = static_cast<std::size_t>(vt::numel(v.shape)) * sizeof(T);
+  const std::size_t bytes = static_cast<std::size_t>(vt::numel(v.shape)) * size_of(as);
   const Storage staged(device, bytes);
-  backend.copy(v, View{dtype_of<T>(), staged.data, v.shape, strides});
+  backend.copy(v, View{as, staged.data, v.shape, strides});
   copy_bytes(Device{}, out, device, staged.data, bytes);
 }
 }  // namespace
 
-template <class T>
-std::vector<T> Tensor::to_vector() const {
+std::int64_t Tensor::stored_numel() const {
   const View v = view_of(*this);
-  std::vector<T> out(static_cast<std::size_t>(vt::numel(v.shape)));
-  read_to_host(device(), v, out.data());
-  return out;
+  return vt::numel(v.shape);
 }
-template std::vector<float> Tensor::to_vector<float>() const;
-template std::vector<double> Tensor::to_vector<double>() const;
 
-template <class T>
-T Tensor::item() const {
+void Tensor::read_all(DType as, void* out) const { read_to_host(device(), view_of(*this), as, out); }
+
+void Tensor::read_one(DType as, void* out) const {
   if (numel() != 1 || (is_batched() && impl().batch != 1))
     fail("item: needs a tensor with one element, got shape {}{}", to_string(shape()), is_batched() ? " (batched)" : "");
-  return to_vector<T>()[0];
+  View element = view_of(*this);
+  element.shape.assign(element.shape.size(), 1);
+  read_to_host(device(), element, as, out);
 }
-template float Tensor::item<float>() const;
-template double Tensor::item<double>() const;
 
-template <class T>
-T Tensor::at(std::initializer_list<std::int64_t> index) const {
+void Tensor::read_at(DType as, std::initializer_list<std::int64_t> index, void* out) const {
   if (index.size() != ndim() || is_batched())
     fail("at: index of {} entries for an unbatched tensor of shape {}", index.size(), to_string(shape()));
   std::int64_t flat = 0, i = 0;
@@ -145,12 +154,8 @@ T Tensor::at(std::initializer_list<std::int64_t> index) const {
   element.data = static_cast<char*>(element.data) + flat * size_of(dtype());
   element.shape = {};
   element.strides = {};
-  T value;
-  read_to_host(device(), element, &value);
-  return value;
+  read_to_host(device(), element, as, out);
 }
-template float Tensor::at<float>(std::initializer_list<std::int64_t>) const;
-template double Tensor::at<double>(std::initializer_list<std::int64_t>) const;
 
 }  // namespace vt
 
@@ -161,14 +166,17 @@ fmt::format_context::iterator fmt::formatter<vt::Tensor>::format(const vt::Tenso
   if (t.is_symbolic())
     return fmt::format_to(out, "Tensor(traced, shape={}, dtype={}{})", vt::to_string(t.shape()), vt::name_of(t.dtype()),
                           t.is_batched() ? ", batched" : "");
-  const std::vector<double> v = t.to_vector<double>();
+  const bool integer = vt::is_integer(t.dtype());
+  const std::vector<double> v = integer ? std::vector<double>() : t.to_vector<double>();
+  const std::vector<std::int64_t> iv = integer ? t.to_vector<std::int64_t>() : std::vector<std::int64_t>();
   vt::Shape shape = t.shape();
   if (t.is_batched()) shape.insert(shape.begin(), t.impl().batch);
   const vt::Shape strides = vt::contiguous_strides(shape);
   out = fmt::format_to(out, "Tensor(");
   std::function<void(std::size_t, std::int64_t)> rec = [&](std::size_t axis, std::int64_t base) {
     if (axis == shape.size()) {
-      out = fmt::format_to(out, "{:.6g}", v[static_cast<std::size_t>(base)]);
+      const auto at = static_cast<std::size_t>(base);
+      out = integer ? fmt::format_to(out, "{}", iv[at]) : fmt::format_to(out, "{:.6g}", v[at]);
       return;
     }
     out = fmt::format_to(out, "[");

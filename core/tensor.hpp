@@ -57,11 +57,16 @@ class Tensor {
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  // ---- creation (float64 on the CPU unless a dtype or device is given)
+  // ---- creation (float64 on the CPU unless a dtype or device is given). from_vector and scalar
+  // convert their doubles to an integer dtype as astype does (core/dtype.hpp: truncation).
   static Tensor empty(const Shape& shape, DType dtype = DType::f64, Device device = {});
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f64,
                             Device device = {});
   static Tensor scalar(double value, DType dtype = DType::f64, Device device = {});
+  // An integer tensor (int64 by default, or int32), exact for every int64 value. Raises for a
+  // floating dtype (use from_vector) and, for int32, for a value that does not fit it.
+  static Tensor from_ints(const std::vector<std::int64_t>& values, const Shape& shape, DType dtype = DType::i64,
+                          Device device = {});
   // Copies any Eigen matrix or vector (column vectors become rank 1).
   template <class Derived>
   static Tensor from_eigen(const Eigen::MatrixBase<Derived>& m);
@@ -81,7 +86,10 @@ class Tensor {
   std::int64_t batch_size() const;  // B of a batched tensor
   bool is_symbolic() const { return impl().storage == nullptr; }
 
-  // ---- element access (copies to the host from any device; for tests and small results)
+  // ---- element access (copies to the host from any device; for tests and small results).
+  // T is float, double, std::int32_t or std::int64_t (any other type is a compile error); values
+  // are converted from the tensor's dtype as astype converts them (core/dtype.hpp: float to integer
+  // truncates toward zero, NaN gives 0, out of range saturates).
   template <class T = double> T item() const;                       // a one-element tensor
   template <class T = double> T at(std::initializer_list<std::int64_t> index) const;
   template <class T = double> std::vector<T> to_vector() const;     // every element, row-major, batch first
@@ -105,6 +113,13 @@ class Tensor {
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
  private:
+  // The untyped halves of the element access templates: every stored element (batch included),
+  // one element, as `as` into host memory at `out`.
+  std::int64_t stored_numel() const;
+  void read_all(DType as, void* out) const;
+  void read_one(DType as, void* out) const;  // raises unless the tensor has one element
+  void read_at(DType as, std::initializer_list<std::int64_t> index, void* out) const;
+
   std::shared_ptr<TensorImpl> impl_;
 };
 
@@ -124,10 +139,43 @@ Tensor uploaded(const Tensor& host, Device device);
 View view_of(const Tensor& t);
 
 // ------------------------------------------------------------------ templates
+namespace detail {
+template <class T>
+constexpr void check_element_type() {
+  static_assert(is_element_type<T>,
+                "vtape: item<T>, at<T> and to_vector<T> read T = float, double, std::int32_t or std::int64_t; "
+                "read one of those and convert");
+}
+}  // namespace detail
+
+template <class T>
+T Tensor::item() const {
+  detail::check_element_type<T>();
+  T value;
+  read_one(dtype_of<T>(), &value);
+  return value;
+}
+
+template <class T>
+T Tensor::at(std::initializer_list<std::int64_t> index) const {
+  detail::check_element_type<T>();
+  T value;
+  read_at(dtype_of<T>(), index, &value);
+  return value;
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  detail::check_element_type<T>();
+  std::vector<T> out(static_cast<std::size_t>(stored_numel()));
+  read_all(dtype_of<T>(), out.data());
+  return out;
+}
+
 template <class Derived>
 Tensor Tensor::from_eigen(const Eigen::MatrixBase<Derived>& m) {
   using T = typename Derived::Scalar;
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "vtape tensors hold float or double");
+  static_assert(is_element_type<T>, "vtape tensors hold float, double, std::int32_t or std::int64_t");
   const bool vector = Derived::ColsAtCompileTime == 1;
   Shape shape = vector ? Shape{m.rows()} : Shape{m.rows(), m.cols()};
   Tensor out = empty(shape, dtype_of<T>());

@@ -46,7 +46,8 @@ const OpDef broadcast_to_batch_op{
           return std::vector<Tensor>{unpack_attrs<SpreadAttrs>(n.attrs).mean ? batch_mean(g) : batch_sum(g), Tensor()};
         },
     .mixed_dtypes = true,
-    .handle_inputs = 0b10};
+    .handle_inputs = 0b10,
+    .integers = true};
 
 const OpDef batch_sum_op{
     .name = "batch_sum",
@@ -54,7 +55,8 @@ const OpDef batch_sum_op{
     .forward = batch_reduce_forward<ReduceKind::sum, false>,
     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{broadcast_to_batch(g, n.inputs[0])}; },
-    .reduces_batch = true};
+    .reduces_batch = true,
+    .integers = true};
 
 const OpDef batch_mean_op{
     .name = "batch_mean",
@@ -75,7 +77,8 @@ const OpDef batch_max_op{.name = "batch_max",
                                const Tensor hit = equal(x, broadcast_to_batch(y, x));
                                return std::vector<Tensor>{broadcast_to_batch(g / batch_sum(hit), x) * hit};
                              },
-                         .reduces_batch = true};
+                         .reduces_batch = true,
+                         .integers = true};
 
 // as_batch and unbatch see the same storage with the batch axis inside or outside the shape.
 // They are eager-only aliases, recorded (for gradients) without going through apply.
@@ -130,7 +133,10 @@ Tensor unbatch(const Tensor& x) {
 }
 
 Tensor batch_sum(const Tensor& x) { return apply(batch_sum_op, {check_batched(x, "batch_sum")}); }
-Tensor batch_mean(const Tensor& x) { return apply(batch_mean_op, {check_batched(x, "batch_mean")}); }
+Tensor batch_mean(const Tensor& x) {
+  check_batched(x, "batch_mean");
+  return apply(batch_mean_op, {is_integer(x.dtype()) ? astype(x, DType::f64) : x});  // as mean
+}
 Tensor batch_max(const Tensor& x) { return apply(batch_max_op, {check_batched(x, "batch_max")}); }
 
 Tensor broadcast_to_batch(const Tensor& x, const Tensor& like) {

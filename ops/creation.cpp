@@ -5,6 +5,8 @@
 #include <cmath>
 #include <random>
 
+#include "../backends/element.hpp"
+
 namespace vt {
 
 namespace {
@@ -17,7 +19,7 @@ Tensor from_host_values(const Shape& shape, DType dtype, Device device, std::str
   visit_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     T* p = static_cast<T*>(const_cast<void*>(host.raw_data()));
-    for (std::int64_t i = 0, n = host.numel(); i < n; ++i) p[i] = static_cast<T>(value(i));
+    for (std::int64_t i = 0, n = host.numel(); i < n; ++i) p[i] = element::convert<T>(value(i));
   });
   return detail::uploaded(host, device);
 }
@@ -56,12 +58,14 @@ Tensor linspace(double start, double stop, std::int64_t num, DType dtype, Device
 }
 
 Tensor randn(const Shape& shape, std::uint64_t seed, DType dtype, Device device) {
+  if (is_integer(dtype)) fail("randn: draws floating-point samples, not {}", name_of(dtype));
   std::mt19937_64 gen(seed);
   std::normal_distribution<double> dist;
   return from_host_values(shape, dtype, device, "randn", [&](std::int64_t) { return dist(gen); });
 }
 
 Tensor rand(const Shape& shape, std::uint64_t seed, DType dtype, Device device) {
+  if (is_integer(dtype)) fail("rand: draws floating-point samples, not {}", name_of(dtype));
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<double> dist;
   return from_host_values(shape, dtype, device, "rand", [&](std::int64_t) { return dist(gen); });

@@ -22,12 +22,13 @@ template <UnaryKind K>
 void unary_forward(const KernelArgs& k) { k.backend.unary(K, k.in[0], k.out); }
 
 // Maps write each output element from the same element of their inputs, so they run in place.
-#define VT_UNARY(NAME, KIND, ADJOINT)                                                       \
+#define VT_UNARY(NAME, KIND, ADJOINT, INTEGERS)                                             \
   const OpDef NAME##_op{.name = #NAME,                                                      \
                         .infer = same_type,                                                 \
                         .forward = unary_forward<UnaryKind::KIND>,                          \
                         .adjoint = ADJOINT,                                                 \
-                        .in_place = true};                                                  \
+                        .in_place = true,                                                   \
+                        .integers = INTEGERS};                                              \
   }                                                                                         \
   Tensor NAME(const Tensor& x) { return apply(NAME##_op, {x}); }                            \
   namespace {
@@ -36,35 +37,35 @@ const Tensor& x_of(const Node& n) { return n.inputs[0]; }
 
 VT_UNARY(neg, neg, [](const Node&, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{neg(g)};
-})
+}, true)
 VT_UNARY(exp, exp, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g * y};
-})
+}, false)
 VT_UNARY(log, log, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g / x_of(n)};
-})
+}, false)
 VT_UNARY(log1p, log1p, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g / (x_of(n) + 1.0)};
-})
+}, false)
 VT_UNARY(sqrt, sqrt, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g * 0.5 / y};
-})
+}, false)
 VT_UNARY(square, square, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g * (x_of(n) * 2.0)};
-})
+}, false)
 VT_UNARY(sin, sin, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g * cos(x_of(n))};
-})
+}, false)
 VT_UNARY(cos, cos, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{neg(g * sin(x_of(n)))};
-})
+}, false)
 VT_UNARY(tanh, tanh, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g * (1.0 - square(y))};
-})
+}, false)
 VT_UNARY(abs, abs, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g * sign(x_of(n))};
-})
-VT_UNARY(sign, sign, nullptr)
+}, true)
+VT_UNARY(sign, sign, nullptr, true)
 #undef VT_UNARY
 
 // ---------------------------------------------------------------- binary
@@ -83,13 +84,15 @@ constexpr char add_name[] = "add", sub_name[] = "sub", mul_name[] = "mul", div_n
 using Adjoint = std::vector<Tensor> (*)(const Node&, const Tensor&, const Tensor&, const AdjointContext&);
 
 // A broadcasting binary map. Like the unary maps, the arithmetic ones run in place.
+// All but div and pow take integers too.
 template <BinaryKind Kind, const char* Name>
 constexpr OpDef binary_op(Adjoint adjoint, bool in_place = true) {
   return {.name = Name,
           .infer = broadcast_type<Name>,
           .forward = binary_forward<Kind>,
           .adjoint = adjoint,
-          .in_place = in_place};
+          .in_place = in_place,
+          .integers = Kind != BinaryKind::div && Kind != BinaryKind::pow};
 }
 
 const OpDef add_op = binary_op<BinaryKind::add, add_name>(
@@ -156,7 +159,8 @@ const OpDef where_op{.name = where_name,
                                                       ctx.needs[1] ? to_input(n, 1, where(c, g, zero)) : Tensor(),
                                                       ctx.needs[2] ? to_input(n, 2, where(c, zero, g)) : Tensor()};
                          },
-                     .in_place = true};
+                     .in_place = true,
+                     .integers = true};
 
 // astype's attribute: the dtype to convert to.
 struct AstypeAttrs {
@@ -173,7 +177,8 @@ const OpDef astype_op{.name = "astype",
                       .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
                         return std::vector<Tensor>{astype(g, n.inputs[0].dtype())};
                       },
-                      .mixed_dtypes = true};
+                      .mixed_dtypes = true,
+                      .integers = true};
 
 // Promotes two tensors to a common dtype before a binary op.
 Tensor binary(const OpDef& op, const Tensor& a, const Tensor& b) {
@@ -192,7 +197,11 @@ Tensor astype(const Tensor& x, DType dtype) {
 Tensor add(const Tensor& a, const Tensor& b) { return binary(add_op, a, b); }
 Tensor sub(const Tensor& a, const Tensor& b) { return binary(sub_op, a, b); }
 Tensor mul(const Tensor& a, const Tensor& b) { return binary(mul_op, a, b); }
-Tensor div(const Tensor& a, const Tensor& b) { return binary(div_op, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) {
+  if (a.defined() && b.defined() && is_integer(promote(a.dtype(), b.dtype())))  // true division
+    return binary(div_op, astype(a, DType::f64), astype(b, DType::f64));
+  return binary(div_op, a, b);
+}
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(pow_op, a, b); }
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary(maximum_op, a, b); }
 Tensor less(const Tensor& a, const Tensor& b) { return binary(less_op, a, b); }
@@ -200,15 +209,30 @@ Tensor greater(const Tensor& a, const Tensor& b) { return binary(greater_op, a, 
 Tensor equal(const Tensor& a, const Tensor& b) { return binary(equal_op, a, b); }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (!cond.defined() || !a.defined() || !b.defined()) fail("where: undefined tensor operand");
   const DType d = promote(a.dtype(), b.dtype());
-  return apply(where_op, {astype(cond, d), astype(a, d), astype(b, d)});
+  // The condition in d must keep every nonzero nonzero: where promotion would not give d (float to
+  // integer, to a narrower type), cond != 0 is converted instead.
+  const bool exact = promote(cond.dtype(), d) == d;
+  const Tensor c = exact ? cond : 1 - equal(cond, zeros({}, cond.dtype(), cond.device()));
+  return apply(where_op, {astype(c, d), astype(a, d), astype(b, d)});
 }
 
-Tensor add(const Tensor& a, double b) { return add(a, Tensor::scalar(b, a.dtype(), a.device())); }
-Tensor sub(const Tensor& a, double b) { return sub(a, Tensor::scalar(b, a.dtype(), a.device())); }
-Tensor mul(const Tensor& a, double b) { return mul(a, Tensor::scalar(b, a.dtype(), a.device())); }
-Tensor div(const Tensor& a, double b) { return div(a, Tensor::scalar(b, a.dtype(), a.device())); }
-Tensor pow(const Tensor& a, double b) { return pow(a, Tensor::scalar(b, a.dtype(), a.device())); }
+namespace detail {
+Tensor weak_scalar(const Tensor& like, double value) {
+  return Tensor::scalar(value, is_integer(like.dtype()) ? DType::f64 : like.dtype(), like.device());
+}
+Tensor weak_scalar(const Tensor& like, std::int64_t value) {
+  if (is_integer(like.dtype())) return Tensor::from_ints({value}, {}, like.dtype(), like.device());
+  return Tensor::scalar(static_cast<double>(value), like.dtype(), like.device());
+}
+}  // namespace detail
+
+Tensor add(const Tensor& a, double b) { return add(a, detail::weak_scalar(a, b)); }
+Tensor sub(const Tensor& a, double b) { return sub(a, detail::weak_scalar(a, b)); }
+Tensor mul(const Tensor& a, double b) { return mul(a, detail::weak_scalar(a, b)); }
+Tensor div(const Tensor& a, double b) { return div(a, detail::weak_scalar(a, b)); }
+Tensor pow(const Tensor& a, double b) { return pow(a, detail::weak_scalar(a, b)); }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -218,10 +242,10 @@ Tensor operator+(const Tensor& a, double b) { return add(a, b); }
 Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, double b) { return div(a, b); }
-Tensor operator+(double a, const Tensor& b) { return add(Tensor::scalar(a, b.dtype(), b.device()), b); }
-Tensor operator-(double a, const Tensor& b) { return sub(Tensor::scalar(a, b.dtype(), b.device()), b); }
-Tensor operator*(double a, const Tensor& b) { return mul(Tensor::scalar(a, b.dtype(), b.device()), b); }
-Tensor operator/(double a, const Tensor& b) { return div(Tensor::scalar(a, b.dtype(), b.device()), b); }
+Tensor operator+(double a, const Tensor& b) { return add(detail::weak_scalar(b, a), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(detail::weak_scalar(b, a), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(detail::weak_scalar(b, a), b); }
+Tensor operator/(double a, const Tensor& b) { return div(detail::weak_scalar(b, a), b); }
 
 Tensor Tensor::operator-() const { return neg(*this); }
 Tensor Tensor::astype(DType d) const { return vt::astype(*this, d); }

@@ -1,5 +1,14 @@
 #pragma once
-// Elementwise maps with numpy broadcasting. A C++ scalar operand takes the tensor's dtype.
+// Elementwise maps with numpy broadcasting. Tensor operands are promoted (core/dtype.hpp); C++
+// scalars are weak: an integer scalar takes the tensor's dtype, a floating one a floating tensor's
+// dtype, and makes an integer tensor float64.
+//
+// Integer tensors: neg, abs, sign, add, sub, mul, maximum, the comparisons, where and astype take
+// them (integer arithmetic wraps); div is true division, in float64 when both operands are
+// integers (as `/` in numpy and JAX); the other maps take floats only.
+#include <concepts>
+#include <cstdint>
+
 #include "../core/tensor.hpp"
 
 namespace vt {
@@ -22,11 +31,11 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);      // d/db uses log(a): defined for a > 0 (0 where a == 0)
 Tensor maximum(const Tensor& a, const Tensor& b);  // ties split the gradient evenly
-// Comparisons give 1 or 0 in the operands' dtype and stop gradients.
+// Comparisons give 1 or 0 in the operands' (promoted) dtype, integer or float, and stop gradients.
 Tensor less(const Tensor& a, const Tensor& b);
 Tensor greater(const Tensor& a, const Tensor& b);
 Tensor equal(const Tensor& a, const Tensor& b);
-// cond != 0 ? a : b, all three broadcast together; cond takes no gradient.
+// cond != 0 ? a : b, all three broadcast together; cond (of any dtype) takes no gradient.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor astype(const Tensor& x, DType dtype);
 
@@ -35,6 +44,18 @@ Tensor sub(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
 Tensor div(const Tensor& a, double b);
 Tensor pow(const Tensor& a, double b);
+
+namespace detail {
+// A C++ scalar as the tensor it stands for in a binary op with `like` (weak scalars, above).
+Tensor weak_scalar(const Tensor& like, double value);
+Tensor weak_scalar(const Tensor& like, std::int64_t value);
+}  // namespace detail
+
+// Integer C++ scalars (`x + 1`, `i * 2`): exact for every int64 value on an integer tensor.
+template <std::integral I> Tensor add(const Tensor& a, I b) { return add(a, detail::weak_scalar(a, std::int64_t(b))); }
+template <std::integral I> Tensor sub(const Tensor& a, I b) { return sub(a, detail::weak_scalar(a, std::int64_t(b))); }
+template <std::integral I> Tensor mul(const Tensor& a, I b) { return mul(a, detail::weak_scalar(a, std::int64_t(b))); }
+template <std::integral I> Tensor div(const Tensor& a, I b) { return div(a, detail::weak_scalar(a, std::int64_t(b))); }
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
@@ -48,5 +69,13 @@ Tensor operator+(double a, const Tensor& b);
 Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
+template <std::integral I> Tensor operator+(const Tensor& a, I b) { return add(a, b); }
+template <std::integral I> Tensor operator-(const Tensor& a, I b) { return sub(a, b); }
+template <std::integral I> Tensor operator*(const Tensor& a, I b) { return mul(a, b); }
+template <std::integral I> Tensor operator/(const Tensor& a, I b) { return div(a, b); }
+template <std::integral I> Tensor operator+(I a, const Tensor& b) { return add(detail::weak_scalar(b, std::int64_t(a)), b); }
+template <std::integral I> Tensor operator-(I a, const Tensor& b) { return sub(detail::weak_scalar(b, std::int64_t(a)), b); }
+template <std::integral I> Tensor operator*(I a, const Tensor& b) { return mul(detail::weak_scalar(b, std::int64_t(a)), b); }
+template <std::integral I> Tensor operator/(I a, const Tensor& b) { return div(detail::weak_scalar(b, std::int64_t(a)), b); }
 
 }  // namespace vt

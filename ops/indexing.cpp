@@ -51,7 +51,8 @@ const OpDef slice_op{.name = "slice",
                            k.backend.copy(unpack_attrs<Window>(k.attrs).of(k.in[0], k), k.out);
                          },
                      .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
-                                   const AdjointContext&) { return std::vector<Tensor>{slice_scatter(g, n.attrs)}; }};
+                                   const AdjointContext&) { return std::vector<Tensor>{slice_scatter(g, n.attrs)}; },
+                     .integers = true};
 
 // The adjoint of slice: zeros of the sliced tensor's shape with g written into the window.
 const OpDef slice_scatter_op{.name = "slice_scatter",
@@ -72,7 +73,8 @@ const OpDef slice_scatter_op{.name = "slice_scatter",
                                    const std::int64_t stop =
                                        w.count == 0 ? w.start : w.start + w.step * (w.count - 1) + 1;
                                    return std::vector<Tensor>{slice(g, w.axis, w.start, stop, w.step)};
-                                 }};
+                                 },
+                             .integers = true};
 
 Tensor slice_scatter(const Tensor& g, const Attrs& a) { return apply(slice_scatter_op, {g}, a); }
 
@@ -117,7 +119,8 @@ const OpDef concatenate_op{.name = "concatenate",
                                    start += len;
                                  }
                                  return out;
-                               }};
+                               },
+                           .integers = true};
 
 Tensor diag_embed(const Tensor& v, std::int64_t rows, std::int64_t cols);
 
@@ -133,7 +136,8 @@ const OpDef diagonal_op{.name = "diagonal",
                             [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
                               const Shape& s = n.inputs[0].shape();
                               return std::vector<Tensor>{diag_embed(g, s[s.size() - 2], s.back())};
-                            }};
+                            },
+                        .integers = true};
 
 // Leading axes are kept; the last one becomes the diagonal of a [rows, cols] matrix.
 struct DiagEmbedAttrs {
@@ -156,7 +160,8 @@ const OpDef diag_embed_op{.name = "diag_embed",
                                 k.backend.copy(k.in[0], diagonal_view(k.out));
                               },
                           .adjoint = [](const Node&, const Tensor&, const Tensor& g,
-                                        const AdjointContext&) { return std::vector<Tensor>{diagonal(g)}; }};
+                                        const AdjointContext&) { return std::vector<Tensor>{diagonal(g)}; },
+                          .integers = true};
 
 // 1 on and below (lower) or above (upper) the k-th diagonal, else 0.
 Tensor triangle_mask(std::int64_t rows, std::int64_t cols, std::int64_t k, bool lower, DType dtype, Device device) {

@@ -31,7 +31,8 @@ const OpDef reshape_op{
     .forward = nullptr,
     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{reshape(g, n.inputs[0].shape())}; },
-    .aliases_input = true};
+    .aliases_input = true,
+    .integers = true};
 
 const OpDef transpose_op{.name = "transpose",
                          .infer =
@@ -62,7 +63,8 @@ const OpDef transpose_op{.name = "transpose",
                                for (std::size_t i = 0; i < inverse.size(); ++i)
                                  inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
                                return std::vector<Tensor>{transpose(g, inverse)};
-                             }};
+                             },
+                         .integers = true};
 
 const OpDef broadcast_op{
     .name = "broadcast_to",
@@ -75,7 +77,8 @@ const OpDef broadcast_op{
         },
     .forward = [](const KernelArgs& k) { k.backend.copy(expand_view(k.in[0], k.out, k.batched), k.out); },
     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
-                  const AdjointContext&) { return std::vector<Tensor>{sum_to(g, n.inputs[0].shape())}; }};
+                  const AdjointContext&) { return std::vector<Tensor>{sum_to(g, n.inputs[0].shape())}; },
+    .integers = true};
 
 }  // namespace
 

@@ -30,7 +30,7 @@ Tensor cholesky(const Tensor& a);
 // the order of the failing leading minor; the factors of failed examples are NaN from that row on.
 struct CheckedCholesky {
   Tensor l;
-  Tensor info;  // in A's dtype (vtape has no integer tensors)
+  Tensor info;  // in A's (floating) dtype, like vtape's other masks, so that it mixes with A's values
 };
 CheckedCholesky cholesky_checked(const Tensor& a);
 

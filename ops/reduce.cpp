@@ -56,7 +56,8 @@ const OpDef sum_op{.name = "sum",
                    .forward = reduce_forward<ReduceKind::sum>,
                    .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
                      return std::vector<Tensor>{spread(n, g)};
-                   }};
+                   },
+                   .integers = true};
 const OpDef max_op{.name = "max",
                    .infer = reduce_type,
                    .forward = reduce_forward<ReduceKind::max>,
@@ -66,7 +67,8 @@ const OpDef max_op{.name = "max",
                      const Tensor hit = equal(x, spread(n, y));
                      const Tensor count = spread(n, sum(hit, a.axes, a.keepdims));
                      return std::vector<Tensor>{spread(n, g) * hit / count};
-                   }};
+                   },
+                   .integers = true};
 
 Tensor reduce(const OpDef& op, const Tensor& x, const Axes& axes, bool keepdims) {
   ReduceAttrs a{keepdims, {}};
@@ -94,6 +96,7 @@ Tensor sum(const Tensor& x, const Axes& axes, bool keepdims) {
 }
 
 Tensor mean(const Tensor& x, const Axes& axes, bool keepdims) {
+  if (is_integer(x.dtype())) return mean(astype(x, DType::f64), axes, keepdims);  // as numpy: a float64 mean
   if (over_batch_too(x, axes)) return batch_mean(per_example([&] { return mean(x, axes, keepdims); }));
   if (x.numel() == 0) fail("mean: reduction over an empty tensor of shape {}", to_string(x.shape()));
   const Tensor s = sum(x, axes, keepdims);

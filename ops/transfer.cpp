@@ -24,7 +24,8 @@ const OpDef to_device_op{
     .forward = transfer_forward,
     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{to_device(g, n.inputs[0].device())}; },
-    .output_device = [](const Attrs& a) { return unpack_attrs<TransferAttrs>(a).to; }};
+    .output_device = [](const Attrs& a) { return unpack_attrs<TransferAttrs>(a).to; },
+    .integers = true};
 
 }  // namespace
 

@@ -74,6 +74,30 @@ inline std::vector<DeviceCase> device_cases() {
     const DType other = a[0].dtype() == DType::f64 ? DType::f32 : DType::f64;
     return a[0].astype(other).astype(a[0].dtype()) * a[0];
   });
+  // integers: float inputs converted (truncated), integer maps, comparisons, where, reductions and
+  // layout ops in int64 and int32, converted back (the float part keeps a gradient to compare)
+  add("integer maps", {{3, 40}}, {G}, [](V a) {
+    const Tensor k = (a[0] * 4.0).astype(DType::i64), j = k.astype(DType::i32);
+    const Tensor zero = zeros({}, DType::i64, k.device()), seven = full({}, 7, DType::i64, k.device());
+    const Tensor m = maximum(abs(k) - 1, -k) * sign(k) + (k * 3 - 2);
+    const Tensor mask = less(k, j.astype(DType::i64) + 1) + greater(k, zero) * 2 + equal(k, zero) * 4;
+    const Tensor picked = where(greater(k, zero), m, -m) + where(a[0], k, seven);  // a float condition too
+    const Tensor ints = sum(picked, {-1}) + max(mask, {-1}) + sum(j * j - j, {-1}).astype(DType::i64);
+    return ints.astype(a[0].dtype()) + sum(a[0] * k.astype(a[0].dtype()), {-1});
+  });
+  add("integer sums past the two-pass size", {{64, 1100}}, {G}, [](V a) {
+    const Tensor k = (a[0] * 100.0).astype(DType::i32);
+    return (sum(k) + sum(k.astype(DType::i64)) * 2 + max(k) + max(-k.astype(DType::i64))).astype(a[0].dtype());
+  }, false);
+  add("integer layout", {{3, 4}}, {G}, [](V a) {
+    const Tensor k = (a[0] * 4.0).astype(DType::i32);
+    const Tensor parts = concatenate({slice(transpose(k), 0, 1, 4), broadcast_to(max(k, {1}).reshape({1, 3}), {2, 3})});
+    return stack({parts, tril(parts.reshape({3, 5}).t().reshape({5, 3}))}).astype(a[0].dtype());
+  }, false);
+  add("integer batch ops", {{3, 4}}, {G}, [](V a) {
+    const Tensor k = (a[0] * 4.0).astype(DType::i64);
+    return (batch_sum(k) * 2 + batch_max(k)).astype(a[0].dtype()) + batch_mean(k).astype(a[0].dtype());
+  }, false, true);
   // reductions
   add("sum all", {{3, 4}}, {G}, [](V a) { return sum(a[0]); });
   add("sum large", {{64, 513}}, {G}, [](V a) { return sum(a[0], {1}) + sum(square(a[0])); });

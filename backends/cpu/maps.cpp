@@ -6,6 +6,7 @@
 #include <Eigen/Core>
 
 #include "../../core/error.hpp"
+#include "../element.hpp"
 #include "../view_checks.hpp"
 #include "cpu_backend.hpp"
 #include "strided.hpp"
@@ -76,7 +77,7 @@ void CpuBackend::fill(const View& out, double value) {
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
     T* y = ptr<T>(out);
-    const T v = static_cast<T>(value);
+    const T v = element::convert<T>(value);
     for_each_row<1>(out.shape, {&out.strides}, [&](auto off, std::int64_t len, auto inner) {
       for (std::int64_t i = 0; i < len; ++i) y[off[0] + i * inner[0]] = v;
     });
@@ -92,7 +93,7 @@ void CpuBackend::copy(const View& in, const View& out) {
       const In* x = ptr<In>(in);
       Out* y = ptr<Out>(out);
       for_each_row<2>(out.shape, {&in.strides, &out.strides}, [&](auto off, std::int64_t len, auto inner) {
-        for (std::int64_t i = 0; i < len; ++i) y[off[1] + i * inner[1]] = static_cast<Out>(x[off[0] + i * inner[0]]);
+        for (std::int64_t i = 0; i < len; ++i) y[off[1] + i * inner[1]] = element::convert<Out>(x[off[0] + i * inner[0]]);
       });
     });
   });
@@ -102,19 +103,29 @@ void CpuBackend::unary(UnaryKind kind, const View& in, const View& out) {
   check_same_rank(in, out, "cpu", "unary");
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
-    switch (kind) {
-      case UnaryKind::neg: return map1<T>(in, out, [](T v) { return -v; });
-      case UnaryKind::exp: return map1<T>(in, out, [](T v) { return std::exp(v); });
-      case UnaryKind::log: return map1<T>(in, out, [](T v) { return std::log(v); });
-      case UnaryKind::log1p: return map1<T>(in, out, [](T v) { return std::log1p(v); });
-      case UnaryKind::sqrt: return map1<T>(in, out, [](T v) { return std::sqrt(v); });
-      case UnaryKind::square: return map1<T>(in, out, [](T v) { return v * v; });
-      case UnaryKind::sin: return map1<T>(in, out, [](T v) { return std::sin(v); });
-      case UnaryKind::cos: return map1<T>(in, out, [](T v) { return std::cos(v); });
-      case UnaryKind::tanh: return map1<T>(in, out, [](T v) { return std::tanh(v); });
-      case UnaryKind::abs: return map1<T>(in, out, [](T v) { return std::fabs(v); });
-      case UnaryKind::sign:  // NaN stays NaN, as in numpy: a sign must not hide one
-        return map1<T>(in, out, [](T v) { return v != v ? v : static_cast<T>((v > 0) - (v < 0)); });
+    if constexpr (std::is_integral_v<T>) {
+      switch (kind) {
+        case UnaryKind::neg: return map1<T>(in, out, [](T v) { return element::neg(v); });
+        case UnaryKind::abs: return map1<T>(in, out, [](T v) { return element::abs_int(v); });
+        case UnaryKind::sign: return map1<T>(in, out, [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
+        default: fail("cpu unary: map {} on {} (internal error: apply admits only neg, abs and sign)",
+                      static_cast<int>(kind), name_of(out.dtype));
+      }
+    } else {
+      switch (kind) {
+        case UnaryKind::neg: return map1<T>(in, out, [](T v) { return -v; });
+        case UnaryKind::exp: return map1<T>(in, out, [](T v) { return std::exp(v); });
+        case UnaryKind::log: return map1<T>(in, out, [](T v) { return std::log(v); });
+        case UnaryKind::log1p: return map1<T>(in, out, [](T v) { return std::log1p(v); });
+        case UnaryKind::sqrt: return map1<T>(in, out, [](T v) { return std::sqrt(v); });
+        case UnaryKind::square: return map1<T>(in, out, [](T v) { return v * v; });
+        case UnaryKind::sin: return map1<T>(in, out, [](T v) { return std::sin(v); });
+        case UnaryKind::cos: return map1<T>(in, out, [](T v) { return std::cos(v); });
+        case UnaryKind::tanh: return map1<T>(in, out, [](T v) { return std::tanh(v); });
+        case UnaryKind::abs: return map1<T>(in, out, [](T v) { return std::fabs(v); });
+        case UnaryKind::sign:  // NaN stays NaN, as in numpy: a sign must not hide one
+          return map1<T>(in, out, [](T v) { return v != v ? v : static_cast<T>((v > 0) - (v < 0)); });
+      }
     }
   });
 }
@@ -124,25 +135,45 @@ void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const Vie
   check_same_rank(b, out, "cpu", "binary");
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
+    // Comparisons are the same for every type.
     switch (kind) {
-      case BinaryKind::add: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x + y; });
-      case BinaryKind::sub: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x - y; });
-      case BinaryKind::mul: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x * y; });
-      case BinaryKind::div: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x / y; });
-      // The C library's pow, element by element: within an ulp and the same at every length, and
-      // faster than Eigen's vectorised pow (8 ns against 15 per element on a Xeon).
-      case BinaryKind::pow:
-        return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x.binaryExpr(y, [](T u, T v) { return std::pow(u, v); }); });
-      case BinaryKind::maximum:
-        return map2<T>(a, b, out, [](const auto& x, const auto& y) {
-          return x.binaryExpr(y, [](T u, T v) { return u > v || std::isnan(u) ? u : v; });
-        });
       case BinaryKind::less:
         return map2<T>(a, b, out, [](const auto& x, const auto& y) { return (x < y).template cast<T>(); });
       case BinaryKind::greater:
         return map2<T>(a, b, out, [](const auto& x, const auto& y) { return (x > y).template cast<T>(); });
       case BinaryKind::equal:
         return map2<T>(a, b, out, [](const auto& x, const auto& y) { return (x == y).template cast<T>(); });
+      default: break;
+    }
+    if constexpr (std::is_integral_v<T>) {
+      // Wrapping arithmetic (element.hpp), element by element.
+      auto each = [&](auto fn) {
+        map2<T>(a, b, out, [&](const auto& x, const auto& y) { return x.binaryExpr(y, fn); });
+      };
+      switch (kind) {
+        case BinaryKind::add: return each([](T u, T v) { return element::add(u, v); });
+        case BinaryKind::sub: return each([](T u, T v) { return element::sub(u, v); });
+        case BinaryKind::mul: return each([](T u, T v) { return element::mul(u, v); });
+        case BinaryKind::maximum: return each([](T u, T v) { return u > v ? u : v; });
+        default: fail("cpu binary: map {} on {} (internal error: apply refuses it)", static_cast<int>(kind),
+                      name_of(out.dtype));
+      }
+    } else {
+      switch (kind) {
+        case BinaryKind::add: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x + y; });
+        case BinaryKind::sub: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x - y; });
+        case BinaryKind::mul: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x * y; });
+        case BinaryKind::div: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x / y; });
+        // The C library's pow, element by element: within an ulp and the same at every length, and
+        // faster than Eigen's vectorised pow (8 ns against 15 per element on a Xeon).
+        case BinaryKind::pow:
+          return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x.binaryExpr(y, [](T u, T v) { return std::pow(u, v); }); });
+        case BinaryKind::maximum:
+          return map2<T>(a, b, out, [](const auto& x, const auto& y) {
+            return x.binaryExpr(y, [](T u, T v) { return u > v || std::isnan(u) ? u : v; });
+          });
+        default: return;  // comparisons, above
+      }
     }
   });
 }
@@ -172,7 +203,9 @@ void CpuBackend::reduce(ReduceKind kind, const View& in, const View& out) {
   acc.shape = in.shape;
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
-    fill(out, kind == ReduceKind::sum ? 0.0 : -std::numeric_limits<double>::infinity());
+    double lowest = -std::numeric_limits<double>::infinity();
+    if constexpr (std::is_integral_v<T>) lowest = static_cast<double>(element::int_min<T>());  // exact
+    fill(out, kind == ReduceKind::sum ? 0.0 : lowest);
     const T* x = ptr<T>(in);
     T* y = ptr<T>(acc);
     // Serial: several rows may accumulate into the same output element.
@@ -182,16 +215,16 @@ void CpuBackend::reduce(ReduceKind kind, const View& in, const View& out) {
       if (kind == ReduceKind::sum) {
         if (inner[1] == 0) {
           T s = 0;
-          for (std::int64_t i = 0; i < len; ++i) s += xr[i * inner[0]];
-          *yr += s;
+          for (std::int64_t i = 0; i < len; ++i) s = element::add(s, xr[i * inner[0]]);
+          *yr = element::add(*yr, s);
         } else {
-          for (std::int64_t i = 0; i < len; ++i) yr[i * inner[1]] += xr[i * inner[0]];
+          for (std::int64_t i = 0; i < len; ++i) yr[i * inner[1]] = element::add(yr[i * inner[1]], xr[i * inner[0]]);
         }
       } else {
         for (std::int64_t i = 0; i < len; ++i) {
           T& m = yr[i * inner[1]];
           const T v = xr[i * inner[0]];
-          if (v > m || std::isnan(v)) m = v;
+          if (v > m || v != v) m = v;
         }
       }
     }, /*parallel=*/false);

@@ -24,7 +24,7 @@ using ConstMapMat = Eigen::Map<const RowMat<T>>;
 }  // namespace
 
 void CpuBackend::gemm(const GemmArgs& g) {
-  visit_dtype(g.dtype, [&](auto zero) {
+  visit_float_dtype(g.dtype, [&](auto zero) {
     using T = decltype(zero);
     const T* a = static_cast<const T*>(g.a);
     const T* b = static_cast<const T*>(g.b);
@@ -73,7 +73,7 @@ Eigen::Index cholesky_upper(M& a) {
 void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a,
                           void* l, std::int64_t stride_l, const FactorFailure& failure) {
   std::vector<std::int32_t> info(static_cast<std::size_t>(count), 0);
-  visit_dtype(dtype, [&](auto zero) {
+  visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
 #pragma omp parallel for schedule(dynamic) if (count > 1)
     for (std::int64_t i = 0; i < count; ++i) {
@@ -102,7 +102,7 @@ void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const
 }
 
 void CpuBackend::trsm(const TrsmArgs& s) {
-  visit_dtype(s.dtype, [&](auto zero) {
+  visit_float_dtype(s.dtype, [&](auto zero) {
     using T = decltype(zero);
     const T* t = static_cast<const T*>(s.t);
     T* b = static_cast<T*>(s.b);
@@ -189,7 +189,7 @@ void cholesky_backward_one(const ConstMapMat<T>& l, MapMat<T>& g, Eigen::Index n
 
 void CpuBackend::cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l,
                                    std::int64_t stride_l, void* g, std::int64_t stride_g) {
-  visit_dtype(dtype, [&](auto zero) {
+  visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     const Eigen::Index nb = n > 64 ? 64 : std::max<Eigen::Index>(n, 1);
 #pragma omp parallel for schedule(dynamic) if (count > 1)

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "../../core/dtype.hpp"
+#include "../element.hpp"
 #include "element_steps.hpp"
 #include "kernels.hpp"
 
@@ -57,27 +58,37 @@ __global__ void copy_kernel(Layout<2> l, const In* in, Out* out) {
   for (Index i = grid_start<Index>(); i < static_cast<Index>(l.total); i += grid_step<Index>()) {
     std::int64_t off[2];
     offsets_of(l, i, off);
-    out[off[1]] = static_cast<Out>(in[off[0]]);
+    out[off[1]] = element::convert<Out>(in[off[0]]);  // float to integer: truncated, NaN 0, saturated
   }
 }
 
+// Integers (apply admits neg, abs and sign for them) wrap as on the CPU (element.hpp).
 template <class T>
 __device__ __forceinline__ T apply_unary(UnaryKind kind, T x) {
-  constexpr bool f = std::is_same_v<T, float>;
-  switch (kind) {
-    case UnaryKind::neg: return -x;
-    case UnaryKind::exp: return f ? expf(x) : exp(x);
-    case UnaryKind::log: return f ? logf(x) : log(x);
-    case UnaryKind::log1p: return f ? log1pf(x) : log1p(x);
-    case UnaryKind::sqrt: return f ? sqrtf(x) : sqrt(x);
-    case UnaryKind::square: return x * x;
-    case UnaryKind::sin: return f ? sinf(x) : sin(x);
-    case UnaryKind::cos: return f ? cosf(x) : cos(x);
-    case UnaryKind::tanh: return f ? tanhf(x) : tanh(x);
-    case UnaryKind::abs: return f ? fabsf(x) : fabs(x);
-    case UnaryKind::sign: return x != x ? x : static_cast<T>((x > T(0)) - (x < T(0)));  // NaN stays NaN, as on the CPU
+  if constexpr (std::is_integral_v<T>) {
+    switch (kind) {
+      case UnaryKind::neg: return element::neg(x);
+      case UnaryKind::abs: return element::abs_int(x);
+      case UnaryKind::sign: return static_cast<T>((x > T(0)) - (x < T(0)));
+      default: return x;
+    }
+  } else {
+    constexpr bool f = std::is_same_v<T, float>;
+    switch (kind) {
+      case UnaryKind::neg: return -x;
+      case UnaryKind::exp: return f ? expf(x) : exp(x);
+      case UnaryKind::log: return f ? logf(x) : log(x);
+      case UnaryKind::log1p: return f ? log1pf(x) : log1p(x);
+      case UnaryKind::sqrt: return f ? sqrtf(x) : sqrt(x);
+      case UnaryKind::square: return x * x;
+      case UnaryKind::sin: return f ? sinf(x) : sin(x);
+      case UnaryKind::cos: return f ? cosf(x) : cos(x);
+      case UnaryKind::tanh: return f ? tanhf(x) : tanh(x);
+      case UnaryKind::abs: return f ? fabsf(x) : fabs(x);
+      case UnaryKind::sign: return x != x ? x : static_cast<T>((x > T(0)) - (x < T(0)));  // NaN stays NaN, as on the CPU
+    }
+    return x;
   }
-  return x;
 }
 
 template <class Index, class T>
@@ -89,21 +100,35 @@ __global__ void unary_kernel(UnaryKind kind, Layout<2> l, const T* in, T* out) {
   }
 }
 
+// Integers (apply admits all but div and pow for them) wrap as on the CPU (element.hpp).
 template <class T>
 __device__ __forceinline__ T apply_binary(BinaryKind kind, T x, T y) {
-  constexpr bool f = std::is_same_v<T, float>;
-  switch (kind) {
-    case BinaryKind::add: return x + y;
-    case BinaryKind::sub: return x - y;
-    case BinaryKind::mul: return x * y;
-    case BinaryKind::div: return x / y;
-    case BinaryKind::pow: return f ? powf(x, y) : pow(x, y);
-    case BinaryKind::maximum: return x > y || isnan(x) ? x : y;  // NaN propagates, as on the CPU
-    case BinaryKind::less: return x < y ? T(1) : T(0);
-    case BinaryKind::greater: return x > y ? T(1) : T(0);
-    case BinaryKind::equal: return x == y ? T(1) : T(0);
+  if constexpr (std::is_integral_v<T>) {
+    switch (kind) {
+      case BinaryKind::add: return element::add(x, y);
+      case BinaryKind::sub: return element::sub(x, y);
+      case BinaryKind::mul: return element::mul(x, y);
+      case BinaryKind::maximum: return x > y ? x : y;
+      case BinaryKind::less: return x < y ? T(1) : T(0);
+      case BinaryKind::greater: return x > y ? T(1) : T(0);
+      case BinaryKind::equal: return x == y ? T(1) : T(0);
+      default: return x;
+    }
+  } else {
+    constexpr bool f = std::is_same_v<T, float>;
+    switch (kind) {
+      case BinaryKind::add: return x + y;
+      case BinaryKind::sub: return x - y;
+      case BinaryKind::mul: return x * y;
+      case BinaryKind::div: return x / y;
+      case BinaryKind::pow: return f ? powf(x, y) : pow(x, y);
+      case BinaryKind::maximum: return x > y || isnan(x) ? x : y;  // NaN propagates, as on the CPU
+      case BinaryKind::less: return x < y ? T(1) : T(0);
+      case BinaryKind::greater: return x > y ? T(1) : T(0);
+      case BinaryKind::equal: return x == y ? T(1) : T(0);
+    }
+    return x;
   }
-  return x;
 }
 
 template <class Index, class T>
@@ -125,45 +150,59 @@ __global__ void select_kernel(Layout<4> l, const T* cond, const T* a, const T* b
 }
 
 // ---------------------------------------------------------------- reductions
-// Sums accumulate in double; max keeps the first NaN it meets, as the CPU backend does.
+// Float sums accumulate in double; integer sums in int64, wrapping (element.hpp), so they are exact
+// whenever the result fits, and an int32 result wraps as the CPU's does. max keeps the first NaN
+// it meets, as the CPU backend does.
 template <class T>
 struct Accumulate {
+  using Acc = std::conditional_t<std::is_integral_v<T>, std::int64_t, double>;
+  static_assert(sizeof(Acc) == sizeof(double), "the two-pass partials are doubles' room");
   ReduceKind kind;
-  __device__ __forceinline__ double init() const { return kind == ReduceKind::sum ? 0.0 : -INFINITY; }
-  __device__ __forceinline__ double operator()(double a, double b) const {
-    if (kind == ReduceKind::sum) return a + b;
-    return b > a || isnan(b) ? b : a;
+  __device__ __forceinline__ Acc init() const {
+    if constexpr (std::is_integral_v<T>) return kind == ReduceKind::sum ? Acc(0) : Acc(element::int_min<T>());
+    else return kind == ReduceKind::sum ? 0.0 : -INFINITY;
   }
+  __device__ __forceinline__ Acc operator()(Acc a, Acc b) const {
+    if constexpr (std::is_integral_v<T>) return kind == ReduceKind::sum ? element::add(a, b) : (b > a ? b : a);
+    else {
+      if (kind == ReduceKind::sum) return a + b;
+      return b > a || isnan(b) ? b : a;
+    }
+  }
+  // Exact: every T converts to Acc without rounding, and an integer result converts back wrapping.
+  __device__ __forceinline__ T result(Acc a) const { return element::convert<T>(a); }
 };
 
 // One thread per output element: for many outputs over short reduced extents.
 template <class T>
 __global__ void reduce_by_thread(Accumulate<T> op, Layout<2> kept, Layout<1> reduced, const T* in, T* out) {
+  using Acc = typename Accumulate<T>::Acc;
   for (std::int64_t o = grid_start(); o < kept.total; o += grid_step()) {
     std::int64_t base[2];
     offsets_of(kept, o, base);
-    double acc = op.init();
+    Acc acc = op.init();
     for (std::int64_t r = 0; r < reduced.total; ++r) {
       std::int64_t off[1];
       offsets_of(reduced, r, off);
-      acc = op(acc, static_cast<double>(in[base[0] + off[0]]));
+      acc = op(acc, static_cast<Acc>(in[base[0] + off[0]]));
     }
-    out[base[1]] = static_cast<T>(acc);
+    out[base[1]] = op.result(acc);
   }
 }
 
 // A block's threads combine their values; every thread gets the result. Safe to call again
 // at once: the last barrier keeps the next call's writes behind this call's reads.
 template <class T>
-__device__ double block_combine(Accumulate<T> op, double acc) {
-  __shared__ double partial[threads];
+__device__ typename Accumulate<T>::Acc block_combine(Accumulate<T> op, typename Accumulate<T>::Acc acc) {
+  using Acc = typename Accumulate<T>::Acc;
+  __shared__ Acc partial[threads];
   partial[threadIdx.x] = acc;
   __syncthreads();
   for (int width = threads / 2; width > 0; width /= 2) {
     if (threadIdx.x < width) partial[threadIdx.x] = op(partial[threadIdx.x], partial[threadIdx.x + width]);
     __syncthreads();
   }
-  const double result = partial[0];
+  const Acc result = partial[0];
   __syncthreads();
   return result;
 }
@@ -171,28 +210,31 @@ __device__ double block_combine(Accumulate<T> op, double acc) {
 // One block per output element: threads share the reduced extent, then combine.
 template <class T>
 __global__ void reduce_by_block(Accumulate<T> op, Layout<2> kept, Layout<1> reduced, const T* in, T* out) {
+  using Acc = typename Accumulate<T>::Acc;
   for (std::int64_t o = blockIdx.x; o < kept.total; o += gridDim.x) {
     std::int64_t base[2];
     offsets_of(kept, o, base);
-    double acc = op.init();
+    Acc acc = op.init();
     for (std::int64_t r = threadIdx.x; r < reduced.total; r += blockDim.x) {
       std::int64_t off[1];
       offsets_of(reduced, r, off);
-      acc = op(acc, static_cast<double>(in[base[0] + off[0]]));
+      acc = op(acc, static_cast<Acc>(in[base[0] + off[0]]));
     }
     acc = block_combine(op, acc);
-    if (threadIdx.x == 0) out[base[1]] = static_cast<T>(acc);
+    if (threadIdx.x == 0) out[base[1]] = op.result(acc);
   }
 }
 
 // Full reductions, first pass: every block reduces its grid-stride share into partials[block].
 template <class T>
-__global__ void reduce_to_partials(Accumulate<T> op, Layout<1> reduced, const T* in, double* partials) {
-  double acc = op.init();
+__global__ void reduce_to_partials(Accumulate<T> op, Layout<1> reduced, const T* in,
+                                   typename Accumulate<T>::Acc* partials) {
+  using Acc = typename Accumulate<T>::Acc;
+  Acc acc = op.init();
   for (std::int64_t r = grid_start(); r < reduced.total; r += grid_step()) {
     std::int64_t off[1];
     offsets_of(reduced, r, off);
-    acc = op(acc, static_cast<double>(in[off[0]]));
+    acc = op(acc, static_cast<Acc>(in[off[0]]));
   }
   acc = block_combine(op, acc);
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
@@ -200,11 +242,12 @@ __global__ void reduce_to_partials(Accumulate<T> op, Layout<1> reduced, const T*
 
 // Second pass: one block combines the partials, in a fixed order (results do not vary run to run).
 template <class T>
-__global__ void reduce_partials(Accumulate<T> op, const double* partials, int count, T* out) {
-  double acc = op.init();
+__global__ void reduce_partials(Accumulate<T> op, const typename Accumulate<T>::Acc* partials, int count, T* out) {
+  using Acc = typename Accumulate<T>::Acc;
+  Acc acc = op.init();
   for (int p = threadIdx.x; p < count; p += blockDim.x) acc = op(acc, partials[p]);
   acc = block_combine(op, acc);
-  if (threadIdx.x == 0) *out = static_cast<T>(acc);
+  if (threadIdx.x == 0) *out = op.result(acc);
 }
 
 // ---------------------------------------------------------------- gathers and scatters
@@ -417,7 +460,8 @@ std::string fill(Stream s, DType dtype, const Layout<1>& l, void* out, double va
   visit_dtype(dtype, [&](auto z) {
     using T = decltype(z);
     with_index(l, [&](auto index) {
-      fill_kernel<decltype(index), T><<<blocks_for(l.total), threads, 0, st(s)>>>(l, static_cast<T*>(out), static_cast<T>(value));
+      fill_kernel<decltype(index), T>
+          <<<blocks_for(l.total), threads, 0, st(s)>>>(l, static_cast<T*>(out), element::convert<T>(value));
     });
   });
   return launched("fill");
@@ -480,10 +524,12 @@ std::string reduce(Stream s, ReduceKind kind, DType dtype, const Layout<2>& kept
   visit_dtype(dtype, [&](auto z) {
     using T = decltype(z);
     const Accumulate<T> op{kind};
+    using Acc = typename Accumulate<T>::Acc;
     if (kept.total == 1 && reduced.total >= two_pass_min && partials) {  // one output: both at offset 0
       const int blocks = static_cast<int>(std::min<std::int64_t>(two_pass_blocks, blocks_for(reduced.total)));
-      reduce_to_partials<T><<<blocks, threads, 0, st(s)>>>(op, reduced, static_cast<const T*>(in), partials);
-      reduce_partials<T><<<1, threads, 0, st(s)>>>(op, partials, blocks, static_cast<T*>(out));
+      Acc* const acc_partials = reinterpret_cast<Acc*>(partials);  // doubles' room, as many bytes
+      reduce_to_partials<T><<<blocks, threads, 0, st(s)>>>(op, reduced, static_cast<const T*>(in), acc_partials);
+      reduce_partials<T><<<1, threads, 0, st(s)>>>(op, acc_partials, blocks, static_cast<T*>(out));
       return;
     }
     // A block per output when the reduced elements are adjacent in memory (its threads read them
@@ -550,7 +596,7 @@ std::string pointer_array(Stream s, void** pointers, const void* base, std::int6
 #define VTAPE_MATRIX_LAUNCH(kernel, ...)                                                                         \
   do {                                                                                                           \
     if (count == 0 || n == 0) return {};                                                                         \
-    visit_dtype(dtype, [&](auto z) {                                                                             \
+    visit_float_dtype(dtype, [&](auto z) {                                                                       \
       using T = decltype(z);                                                                                     \
       kernel<T><<<blocks_for(count * n * n), threads, 0, st(s)>>>(__VA_ARGS__);                                  \
     });                                                                                                          \
@@ -581,7 +627,7 @@ std::string symmetrize(Stream s, DType dtype, std::int64_t count, std::int64_t n
 std::string check_factor_diagonal(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* l,
                                   std::int64_t sl, std::int32_t* info) {
   if (count == 0 || n == 0) return {};
-  visit_dtype(dtype, [&](auto z) {
+  visit_float_dtype(dtype, [&](auto z) {
     using T = decltype(z);
     check_diagonal_kernel<T><<<blocks_for(count), threads, 0, st(s)>>>(count, n, static_cast<const T*>(l), sl, info);
   });
@@ -592,7 +638,7 @@ std::string vector_solve(Stream s, const TrsmArgs& a) {
   if (a.count == 0 || a.n == 0) return {};
   const int block = a.n <= 64 ? 64 : a.n <= 128 ? 128 : threads;
   const int grid = static_cast<int>(std::min<std::int64_t>(a.count, std::int64_t{1} << 20));
-  visit_dtype(a.dtype, [&](auto z) {
+  visit_float_dtype(a.dtype, [&](auto z) {
     using T = decltype(z);
     vector_solve_kernel<T><<<grid, block, 2 * a.n * sizeof(T), st(s)>>>(a);
   });

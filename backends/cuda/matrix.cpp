@@ -43,6 +43,12 @@ T* advance(void* p, DType dtype, std::int64_t elements) {
   return reinterpret_cast<T*>(static_cast<char*>(p) + elements * static_cast<std::int64_t>(size_of(dtype)));
 }
 
+// cuBLAS and cuSOLVER are called for float32 or float64; apply refuses integer inputs to every
+// matrix op first, so an integer here is an internal error (never a float32 call on int data).
+void require_floating(DType dtype, const char* call) {
+  if (!is_floating(dtype)) fail("cuda {}: {} matrices (internal error: apply refuses integers)", call, name_of(dtype));
+}
+
 bool out_of_workspace(cublasStatus_t s) { return s == CUBLAS_STATUS_ALLOC_FAILED; }
 bool out_of_workspace(cusolverStatus_t s) { return s == CUSOLVER_STATUS_ALLOC_FAILED; }
 
@@ -77,6 +83,7 @@ Scratch CudaBackend::pointers(DType dtype, const void* base, std::int64_t stride
 }
 
 void CudaBackend::gemm(const GemmArgs& g) {
+  require_floating(g.dtype, "gemm");
   if (g.count == 0 || g.m == 0 || g.n == 0) return;
   auto entered = enter();
   if (g.k == 0) {  // an empty sum: C = beta C, without relying on cuBLAS for the degenerate case
@@ -119,6 +126,7 @@ void CudaBackend::gemm(const GemmArgs& g) {
 // zeroes it.
 void CudaBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a,
                            void* l, std::int64_t stride_l, const FactorFailure& failure) {
+  require_floating(dtype, "cholesky");
   if (count == 0 || n == 0) return;
   auto entered = enter();
   if (a != l || stride_a != stride_l) check(kernels::copy_lower(stream_, dtype, count, n, a, stride_a, l, stride_l));
@@ -167,6 +175,7 @@ void CudaBackend::factor(DType dtype, std::int64_t count, std::int64_t n, void* 
 }
 
 void CudaBackend::trsm(const TrsmArgs& t) {
+  require_floating(t.dtype, "trsm");
   if (t.count == 0 || t.n == 0 || t.nrhs == 0) return;
   auto entered = enter();
   if (t.nrhs == 1 && t.n <= kernels::vector_solve_max_n) {
@@ -208,6 +217,7 @@ void CudaBackend::trsm(const TrsmArgs& t) {
 // (P L^-1)^T = L^-T P^T is one more left solve, and sym() does not care about the transpose.
 void CudaBackend::cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l,
                                     std::int64_t stride_l, void* g, std::int64_t stride_g) {
+  require_floating(dtype, "cholesky_backward");
   if (count == 0 || n == 0) return;
   auto entered = enter();
   const std::int64_t nn = n * n;
