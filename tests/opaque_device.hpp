@@ -208,7 +208,7 @@ class OpaqueDevice final : public Backend {
     std::vector<std::shared_ptr<Deferred>> checks;
     {
       std::lock_guard lock(mutex_);
-      for (const auto& k : tape.kept) {
+      for (std::size_t i = 0; i < tape.kept.size(); ++i) {
         checks.push_back(std::make_shared<Deferred>(Deferred{std::this_thread::get_id(), nullptr}));
         deferred_.push_back(checks.back());
         ++pending_;

@@ -20,19 +20,6 @@ using Ints = std::vector<std::int64_t>;
 
 Tensor ints(const Ints& v, const Shape& shape, DType dtype = DType::i64) { return Tensor::from_ints(v, shape, dtype); }
 
-// Row-major strides of a shape, for the loops below.
-Ints strides_of(const Shape& s) {
-  Ints st(s.size(), 1);
-  for (std::size_t d = s.size(); d-- > 1;) st[d - 1] = st[d] * s[d];
-  return st;
-}
-
-std::int64_t count_of(const Shape& s) {
-  std::int64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
-
 // numpy.take by loops: out[p, j, q] = x[p, wrap(idx[j]), q].
 std::vector<double> take_loop(const std::vector<double>& x, const Shape& xs, const Ints& idx, std::size_t axis) {
   std::int64_t before = 1, after = 1;
