@@ -31,7 +31,8 @@ Operand infer_output(const OpDef& op, const std::vector<Operand>& in, const Attr
   bool batched = false;
   for (std::size_t i = 0; i < in.size(); ++i) {
     if (!op.integers && is_integer(in[i].dtype))
-      fail("{}: takes floating-point tensors, got {} (input {}); convert it with astype", op.name, name_of(in[i].dtype), i);
+      fail("{}: takes floating-point tensors, got {} (input {}); convert it with astype", op.name, name_of(in[i].dtype),
+           i);
     if (!op.mixed_dtypes && in[i].dtype != in[0].dtype)
       fail("{}: dtype mismatch ({} and {})", op.name, name_of(in[0].dtype), name_of(in[i].dtype));
     batched |= in[i].batched;

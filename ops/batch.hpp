@@ -16,7 +16,7 @@ Tensor as_batch(const Tensor& x);
 // is a run-time value.
 Tensor unbatch(const Tensor& x);
 
-// Reductions over the batch: per-example shape in, unbatched out.
+// Reductions over the batch: per-example shape in, unbatched out (integers as sum, mean and max do).
 Tensor batch_sum(const Tensor& x);
 Tensor batch_mean(const Tensor& x);
 Tensor batch_max(const Tensor& x);  // ties share the gradient evenly

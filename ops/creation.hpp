@@ -5,7 +5,9 @@
 
 namespace vt {
 
-// Creation ops; every one takes an optional dtype (float64 by default) and device (the CPU).
+// Creation ops; every one takes an optional dtype (float64 by default) and device (the CPU). For
+// integer dtypes the (double) values convert as astype does (truncation toward zero); exact int64
+// values beyond 2^53 come from Tensor::from_ints. randn and rand take floating dtypes only.
 Tensor zeros(const Shape& shape, DType dtype = DType::f64, Device device = {});
 Tensor ones(const Shape& shape, DType dtype = DType::f64, Device device = {});
 Tensor full(const Shape& shape, double value, DType dtype = DType::f64, Device device = {});

@@ -1,5 +1,7 @@
 #pragma once
-// Reductions over all axes (empty `axes`) or the given ones, with numpy's keepdims.
+// Reductions over all axes (empty `axes`) or the given ones, with numpy's keepdims. Integer
+// tensors: sum and max keep the dtype (sums wrap modulo 2^bits, exact whenever the result fits);
+// mean is float64, as numpy's.
 #include <vector>
 
 #include "../core/tensor.hpp"

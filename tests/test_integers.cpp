@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gradcheck.hpp"
+#include "opaque_device.hpp"
 
 using namespace vt;
 using vt::testing::error_of;
@@ -324,7 +325,9 @@ TEST_CASE("jit takes integer arguments, constants and results; one trace serves 
   auto step = jit([&](const Tensor& p, const Tensor& k) {
     const Tensor counts = k * weights + 1;        // int64
     const Tensor small = less(k, ints({2}, Shape{}));  // int64 0/1
-    return std::tuple{sum(p * counts, {0}), counts, where(small, p, zeros({})), sum(k, {0}).astype(DType::i32)};
+    const Tensor odd = k.astype(DType::i32) * 3;  // 12 bytes per example between 8-byte values in the arena
+    return std::tuple{sum(p * counts, {0}) + sum(p * odd, {0}), counts, where(small, p, zeros({})),
+                      sum(k, {0}).astype(DType::i32)};
   });
   for (std::int64_t b : {1, 2, 5}) {
     std::vector<double> pv;
@@ -337,7 +340,8 @@ TEST_CASE("jit takes integer arguments, constants and results; one trace serves 
     const Tensor K = as_batch(ints(kv, {b, 3}));
     const auto [s, counts, masked, ksum] = step(P, K);
     // Eagerly, op by op.
-    const Tensor es = sum(P * (K * weights + 1), {0}), ecounts = K * weights + 1;
+    const Tensor es = sum(P * (K * weights + 1), {0}) + sum(P * (K.astype(DType::i32) * 3), {0});
+    const Tensor ecounts = K * weights + 1;
     const Tensor emasked = where(less(K, ints({2}, Shape{})), P, zeros({}));
     const Tensor eksum = sum(K, {0}).astype(DType::i32);
     require_close(unbatch(s), unbatch(es), 1e-15);
@@ -393,3 +397,34 @@ TEST_CASE("npy: numpy's int32 and int64 files load exactly and integer tensors r
   std::remove(path.c_str());
 }
 
+
+TEST_CASE("integer tensors on a stand-in device: creation, reads, transfers, ops and jit", "[int][device]") {
+  const Device stand_in = Device::cuda(6);
+  vt::testing::OpaqueDevice device(stand_in);
+  const Tensor k = Tensor::from_ints({big + 1, -2, 3, i64_min}, {2, 2}, DType::i64, stand_in);
+  CHECK(k.device() == stand_in);
+  CHECK(k.to_vector<std::int64_t>() == I64{big + 1, -2, 3, i64_min});
+  CHECK(k.at<std::int64_t>({0, 0}) == big + 1);
+  CHECK(k.to_vector<std::int32_t>() == I32{1, -2, 3, 0});  // low 32 bits
+  CHECK(to_device(k, Device::cpu()).to_vector<std::int64_t>() == k.to_vector<std::int64_t>());
+  CHECK(fmt::format("{}", k) == "Tensor([[9007199254740993, -2], [3, -9223372036854775808]], dtype=int64)");
+  CHECK((k + 1).to_vector<std::int64_t>() == I64{big + 2, -1, 4, i64_min + 1});
+  CHECK(sum(k, {1}).to_vector<std::int64_t>() == I64{big - 1, i64_min + 3});
+  CHECK(zeros({2}, DType::i32, stand_in).to_vector<std::int32_t>() == I32{0, 0});
+  CHECK(arange(0, 3, 1, DType::i32, stand_in).to_vector<std::int32_t>() == I32{0, 1, 2});
+  const Tensor f = Tensor::from_vector({2.9, -2.9, std::nan("")}, {3}, DType::f32, stand_in);
+  CHECK(f.astype(DType::i32).to_vector<std::int32_t>() == I32{2, -2, 0});
+  CHECK(f.to_vector<std::int64_t>() == I64{2, -2, 0});
+  // A jitted function with integer arguments on the device, one trace for two batch sizes.
+  auto step = jit([](const Tensor& x, const Tensor& i) { return std::pair{sum(x * i, {0}), i * i}; });
+  for (std::int64_t b : {2, 3}) {
+    const Tensor X = as_batch(ones({b, 2}, DType::f64, stand_in));
+    const Tensor I = as_batch(arange(0, static_cast<double>(2 * b), 1, DType::i64, stand_in).reshape({b, 2}));
+    const auto [s, sq] = step(X, I);
+    CHECK(s.device() == stand_in);
+    CHECK(sq.dtype() == DType::i64);
+    CHECK(unbatch(sq).to_vector<std::int64_t>().back() == (2 * b - 1) * (2 * b - 1));
+    CHECK(unbatch(s).to_vector<double>().front() == 1.0);
+  }
+  CHECK(step.counters().traces == 1);
+}

@@ -85,7 +85,8 @@ __device__ __forceinline__ T apply_unary(UnaryKind kind, T x) {
       case UnaryKind::cos: return f ? cosf(x) : cos(x);
       case UnaryKind::tanh: return f ? tanhf(x) : tanh(x);
       case UnaryKind::abs: return f ? fabsf(x) : fabs(x);
-      case UnaryKind::sign: return x != x ? x : static_cast<T>((x > T(0)) - (x < T(0)));  // NaN stays NaN, as on the CPU
+      case UnaryKind::sign:  // NaN stays NaN, as on the CPU
+        return x != x ? x : static_cast<T>((x > T(0)) - (x < T(0)));
     }
     return x;
   }
