@@ -145,13 +145,14 @@ class Backend {
 
   // Gather along one axis: out[e] = in[e + i(e) * axis.stride] for every element e of out's shape,
   // where `in` and `indices` are views of out's shape (stride 0 along the axes they do not vary
-  // over), offsets are taken in each view, and i(e) is indices[e] (int32 or int64), counted from
-  // the end of the axis when negative.
+  // over), offsets are taken in each view, and i(e) is indices[e] (int32 or int64) resolved as
+  // IndexedAxis says.
   virtual void gather(const View& in, const View& indices, IndexedAxis axis, const View& out,
                       const IndexFailure& failure) = 0;
   // Scatter along one axis: for every element e of updates' shape, out[e + i(e) * axis.stride] is
   // combined with updates[e] as `kind` says; `indices` and `out` are views of updates' shape (out
-  // with stride 0 along the index axes, where several updates may land on one element). Elements
+  // with stride 0 along the index axes, where several updates may land on one element; its other
+  // axes and the indexed one address distinct elements, as a tensor's own layout does). Elements
   // no index reaches keep their values. Updates to one element are applied in row-major order of
   // updates' shape on the CPU, so `assign` keeps the last one, on every backend; a backend that
   // adds with atomics (CUDA) may round float sums differently from run to run.

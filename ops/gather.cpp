@@ -50,9 +50,10 @@ const OpDef take_op{
                            detail::index_failure(k, 1, "index", "indices", range_of(k, axis)));
         },
     .adjoint =
-        [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+        [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
           const Tensor& x = n.inputs[0];
           const std::int64_t axis = unpack_attrs<AxisAttrs>(n.attrs).axis;
+          if (!ctx.needs[0]) return std::vector<Tensor>{Tensor(), Tensor()};
           return std::vector<Tensor>{scatter_add(zeros(x.shape(), g.dtype(), g.device()), n.inputs[1], g, axis),
                                      Tensor()};
         },
