@@ -72,9 +72,10 @@ std::vector<double> segment_loop(const std::vector<double>& data, std::int64_t r
     }
   }
   if (kind == Seg::mean)
-    for (std::int64_t s = 0; s < segments; ++s)
-      for (std::int64_t c = 0; c < width; ++c)
-        if (count[static_cast<std::size_t>(s)] > 0) out[static_cast<std::size_t>(s * width + c)] /= count[static_cast<std::size_t>(s)];
+    for (std::int64_t s = 0; s < segments; ++s) {
+      const double n = count[static_cast<std::size_t>(s)];
+      for (std::int64_t c = 0; c < width && n > 0; ++c) out[static_cast<std::size_t>(s * width + c)] /= n;
+    }
   return out;
 }
 
@@ -271,8 +272,8 @@ TEST_CASE("batched: x, indices and updates each batched or shared, against a per
   // Per-example gradients through vmap(grad) equal the loop's.
   const Tensor g = vmap(grad([&](const Tensor& p, const Tensor& idx) { return f(p, idx); }))(P, J);
   for (std::int64_t b = 0; b < B; ++b)
-    require_close(example(g, b), grad([&](const Tensor& p) { return f(p, example(as_batch(J), b)); })(example(as_batch(P), b)),
-                  1e-14);
+    require_close(example(g, b),
+                  grad([&](const Tensor& p) { return f(p, example(as_batch(J), b)); })(example(as_batch(P), b)), 1e-14);
 }
 
 TEST_CASE("segment ids batched with shared data, and gradients of a batch loss", "[gather][vmap][grad]") {
@@ -361,7 +362,8 @@ TEST_CASE("gather family errors name the op, the index, its position and the axi
   // Batched indices: the example too.
   const Tensor I = as_batch(ints({0, 1, 2, 3, 5, 4}, {3, 2}));
   CHECK_THAT(error_of([&] { (void)take(x, I); }),
-             Catch::Contains("index 5") && Catch::Contains("position [0]") && Catch::Contains("example 2 of the batch of 3"));
+             Catch::Contains("index 5") && Catch::Contains("position [0]") &&
+                 Catch::Contains("example 2 of the batch of 3"));
   CHECK_THAT(error_of([&] { (void)scatter_add(x, ints({5}, {1}), ones({1, 3})); }),
              Catch::Contains("scatter_add") && Catch::Contains("index 5"));
   CHECK_THAT(error_of([&] { (void)at(x, ints({-6}, {1})).set(0.0); }),
@@ -385,7 +387,8 @@ TEST_CASE("gather family errors name the op, the index, its position and the axi
              Catch::Contains("segment_sum") && Catch::Contains("scalar"));
   // Under jit the check runs with the plan, and the same plan serves valid indices afterwards.
   auto f = jit([](const Tensor& a, const Tensor& idx) { return take(a, idx) * 2.0; });
-  CHECK_THAT(error_of([&] { (void)f(x, ints({0, 8}, {2})); }), Catch::Contains("index 8") && Catch::Contains("position [1]"));
+  CHECK_THAT(error_of([&] { (void)f(x, ints({0, 8}, {2})); }),
+             Catch::Contains("index 8") && Catch::Contains("position [1]"));
   require_close(f(x, ints({4, 0}, {2})), take(x, ints({4, 0}, {2})) * 2.0, 0.0);
   CHECK(f.counters().traces == 1);
 }

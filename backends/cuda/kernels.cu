@@ -290,7 +290,9 @@ __device__ __forceinline__ unsigned long long bits_of(double v) {
   return static_cast<unsigned long long>(__double_as_longlong(v));
 }
 __device__ __forceinline__ float value_of(unsigned int b) { return __uint_as_float(b); }
-__device__ __forceinline__ double value_of(unsigned long long b) { return __longlong_as_double(static_cast<long long>(b)); }
+__device__ __forceinline__ double value_of(unsigned long long b) {
+  return __longlong_as_double(static_cast<long long>(b));
+}
 
 // Integer sums wrap modulo 2^bits, as on the CPU; double atomicAdd needs sm_60.
 template <class T>

@@ -35,7 +35,8 @@ double median_seconds(int reps, F&& f) {
 std::vector<std::int64_t> labels(std::int64_t n, std::int64_t groups, bool sorted, std::uint64_t seed) {
   const std::vector<double> u = vt::rand({n}, seed).to_vector<double>();
   std::vector<std::int64_t> l;
-  for (double v : u) l.push_back(std::min<std::int64_t>(groups - 1, static_cast<std::int64_t>(v * static_cast<double>(groups))));
+  for (double v : u)
+    l.push_back(std::min<std::int64_t>(groups - 1, static_cast<std::int64_t>(v * static_cast<double>(groups))));
   if (sorted) std::sort(l.begin(), l.end());
   return l;
 }
@@ -76,7 +77,8 @@ Timing compare(const std::string& name, const vt::Tensor& input, const vt::Tenso
   t.dense_op_s = median_seconds(reps, [&] { (void)dense_op(input); });
   t.grad_s = median_seconds(reps, [&] { (void)grad(input); });
   t.dense_grad_s = median_seconds(reps, [&] { (void)dense_grad(input); });
-  t.difference = std::max(max_difference(op(input), dense_op(input)), max_difference(grad(input).second, dense_grad(input).second));
+  t.difference = std::max(max_difference(op(input), dense_op(input)),
+                          max_difference(grad(input).second, dense_grad(input).second));
   return t;
 }
 
@@ -115,8 +117,8 @@ int main(int argc, char** argv) {
       [&](const vt::Tensor& p) { return vt::matmul(p, to_points); }));
 
   if (json) {
-    fmt::print("{{\"n\": {}, \"segments\": {}, \"params\": {}, \"batch\": {}, \"reps\": {}, \"results\": [", n, segments,
-               params, batch, reps);
+    fmt::print("{{\"n\": {}, \"segments\": {}, \"params\": {}, \"batch\": {}, \"reps\": {}, \"results\": [", n,
+               segments, params, batch, reps);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Timing& t = rows[i];
       fmt::print("{}{{\"name\": \"{}\", \"op_s\": {:.6g}, \"dense_op_s\": {:.6g}, \"value_and_grad_s\": {:.6g}, "
@@ -126,12 +128,12 @@ int main(int argc, char** argv) {
     fmt::print("]}}\n");
     return 0;
   }
-  fmt::print("batch {}, float64, jitted, median of {} runs (the dense matrices hold {:.1f} and {:.1f} MB)\n", batch, reps,
-             static_cast<double>(per_epoch.numel()) * 8e-6, static_cast<double>(to_points.numel()) * 8e-6);
+  fmt::print("batch {}, float64, jitted, median of {} runs (the dense matrices hold {:.1f} and {:.1f} MB)\n", batch,
+             reps, static_cast<double>(per_epoch.numel()) * 8e-6, static_cast<double>(to_points.numel()) * 8e-6);
   for (const Timing& t : rows) {
     fmt::print("{} (results differ by at most {:.1e})\n", t.name, t.difference);
-    fmt::print("  op alone        {:9.3f} ms   dense product {:9.3f} ms   ({:.1f}x)\n", t.op_s * 1e3, t.dense_op_s * 1e3,
-               t.dense_op_s / t.op_s);
+    fmt::print("  op alone        {:9.3f} ms   dense product {:9.3f} ms   ({:.1f}x)\n", t.op_s * 1e3,
+               t.dense_op_s * 1e3, t.dense_op_s / t.op_s);
     fmt::print("  value and grad  {:9.3f} ms   dense product {:9.3f} ms   ({:.1f}x)\n", t.grad_s * 1e3,
                t.dense_grad_s * 1e3, t.dense_grad_s / t.grad_s);
   }
