@@ -9,6 +9,7 @@
 #include "ops/batch.hpp"
 #include "ops/creation.hpp"
 #include "ops/elementwise.hpp"
+#include "ops/gather.hpp"
 #include "ops/indexing.hpp"
 #include "ops/layout.hpp"
 #include "ops/linalg.hpp"

@@ -35,6 +35,9 @@ enum class BinaryKind {
   minimum,  // issue 13
 };
 enum class ReduceKind { sum, max };
+// How a scatter combines an update with the element it lands on: sum adds, max keeps the larger
+// (a NaN wins, as in reduce), assign overwrites.
+enum class ScatterKind { sum, max, assign };
 
 // count independent products C_i = alpha * op(A_i) op(B_i) + beta * C_i of row-major matrices;
 // op(A_i) is m x k, op(B_i) is k x n. A stride of 0 reuses one matrix for every i.
@@ -78,6 +81,23 @@ struct FactorFailure {
   static FactorFailure poisoning() { return {false, nullptr}; }
 
   bool raise;
+  Report report;
+};
+
+// The axis a gather reads along or a scatter writes along: `length` elements, `stride` elements
+// apart. An index i in [0, length) addresses element i; a negative one addresses length + i when
+// `negative_from_end` (numpy), else it is out of range (segment ids), as is any other.
+struct IndexedAxis {
+  std::int64_t length, stride;
+  bool negative_from_end;
+};
+
+// What a gather or scatter does about out-of-range indices: nothing is read or written for them,
+// and `report(offset, value)` raises the op's error for the first one in memory order, `offset`
+// elements into the index view's buffer, whose value is `value`. As with FactorFailure, a backend
+// calls it before the kernel returns or, where kernels run asynchronously, from raise_deferred().
+struct IndexFailure {
+  using Report = std::function<void(std::int64_t offset, std::int64_t value)>;
   Report report;
 };
 
@@ -152,10 +172,26 @@ class Backend {
   virtual void eigh(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* w,
                     std::int64_t stride_w, void* v, std::int64_t stride_v, const FactorFailure::Report& failed) = 0;
 
-  // Raises the error of a failure that an earlier call on this thread deferred (FactorFailure),
-  // waiting only for the work that decides it. Runs after every eager op and at the end of every
-  // plan, so it must cost nothing when nothing is pending. Backends that check on the spot need
-  // not override it.
+  // Gather along one axis: out[e] = in[e + i(e) * axis.stride] for every element e of out's shape,
+  // where `in` and `indices` are views of out's shape (stride 0 along the axes they do not vary
+  // over), offsets are taken in each view, and i(e) is indices[e] (int32 or int64) resolved as
+  // IndexedAxis says.
+  virtual void gather(const View& in, const View& indices, IndexedAxis axis, const View& out,
+                      const IndexFailure& failure) = 0;
+  // Scatter along one axis: for every element e of updates' shape, out[e + i(e) * axis.stride] is
+  // combined with updates[e] as `kind` says; `indices` and `out` are views of updates' shape (out
+  // with stride 0 along the index axes, where several updates may land on one element; its other
+  // axes and the indexed one address distinct elements, as a tensor's own layout does). Elements
+  // no index reaches keep their values. Updates to one element are applied in row-major order of
+  // updates' shape on the CPU, so `assign` keeps the last one, on every backend; a backend that
+  // adds with atomics (CUDA) may round float sums differently from run to run.
+  virtual void scatter(ScatterKind kind, const View& updates, const View& indices, IndexedAxis axis, const View& out,
+                       const IndexFailure& failure) = 0;
+
+  // Raises the error of a failure that an earlier call on this thread deferred (FactorFailure,
+  // IndexFailure), waiting only for the work that decides it. Runs after every eager op and at the
+  // end of every plan, so it must cost nothing when nothing is pending. Backends that check on the
+  // spot need not override it.
   virtual void raise_deferred() {}
 
   // Whether this backend can record work for replay (jit then records each plan once per batch

@@ -132,6 +132,22 @@ inline std::vector<DeviceCase> device_cases() {
   add("diag vector", {{5}}, {G}, [](V a) { return diag(a[0]); });
   add("diagonal", {{2, 5, 5}}, {G}, [](V a) { return diagonal(a[0]); });
   add("tril triu", {{5, 6}}, {G}, [](V a) { return tril(a[0]) + triu(a[0], 1) * 3.0; });
+  // gather family: the index tensors are made here and moved to the inputs' device
+  auto on = [](const Tensor& like, const std::vector<std::int64_t>& v, const Shape& s) {
+    return Tensor::from_ints(v, s, DType::i64).to(like.device());
+  };
+  add("take axis 1", {{4, 5}}, {G}, [on](V a) { return take(a[0], on(a[0], {4, 0, -1, 2, 4, 1}, {2, 3}), 1); });
+  add("take per-example indices", {{4, 3}, {5}}, {G, G},  // indices 0 or 2, batched with the inputs
+      [](V a) { return take(a[0], astype(sign(a[1]) + 1.0, DType::i64)); });
+  add("scatter_add repeated indices", {{5, 3}, {4, 3}}, {G, G},
+      [on](V a) { return scatter_add(a[0], on(a[0], {1, 4, 1, -5}, {4}), a[1]); });
+  add("at set repeated indices", {{5, 3}, {4, 3}}, {G, G},
+      [on](V a) { return at(a[0], on(a[0], {3, 0, 3, 3}, {4})).set(a[1]); });
+  add("segment_sum segment_mean", {{7, 3}}, {G}, [on](V a) {
+    const Tensor ids = on(a[0], {2, 0, 2, 4, 0, 2, 1}, {7});  // segment 3 is empty
+    return segment_sum(a[0], ids, 5) + segment_mean(a[0], ids, 5) * 2.0;
+  });
+  add("segment_max", {{7, 3}}, {G}, [on](V a) { return segment_max(a[0], on(a[0], {2, 0, 2, 1, 0, 2, 1}, {7}), 3); });
   // matmul
   add("matmul", {{3, 4}, {4, 5}}, {G, G}, [](V a) { return matmul(a[0], a[1]); });
   add("matmul transposed", {{4, 3}, {5, 4}}, {G, G}, [](V a) { return matmul(a[0].t(), a[1].t()); });

@@ -11,8 +11,9 @@
 //    since the caller may free it as soon as it does.
 //  - deallocate is queued too (cudaFreeAsync): kernels queued earlier that read the buffer run first.
 //  - cholesky with failure.raise, qr and eigh record the first failing example instead of raising,
-//    and raise_deferred() raises it on the thread that queued the factorization, as the CUDA backend
-//    does: an op or plan that forgets to call it loses the error.
+//    and gather and scatter the first index out of range; raise_deferred() raises it on the thread that
+//    queued the kernel, as the CUDA backend does: an op or plan that forgets to call it loses the
+//    error.
 //  - it records like the CUDA backend (jit records each plan once per batch size and replays it):
 //    while a thread records, its kernels are kept instead of queued, memory it allocates belongs to
 //    the recording, and a factorization's failure is deferred anew by every replay. Recording can
@@ -115,8 +116,20 @@ class OpaqueDevice final : public Backend {
       enqueue([=] { cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure::poisoning()); });
       return;
     }
-    deferring(failure.report, [=](const FactorFailure::Report& report) {
-      cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure::raising(report));
+    deferring([=, report = failure.report](Deferred& d) {
+      cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure::raising(first_into(d, report)));
+    });
+  }
+  void gather(const View& in, const View& indices, IndexedAxis axis, const View& out,
+              const IndexFailure& failure) override {
+    deferring([in = open(in), ix = open(indices), axis, o = open(out), report = failure.report](Deferred& d) {
+      cpu().gather(in, ix, axis, o, IndexFailure{first_into(d, report)});
+    });
+  }
+  void scatter(ScatterKind kind, const View& updates, const View& indices, IndexedAxis axis, const View& out,
+               const IndexFailure& failure) override {
+    deferring([kind, u = open(updates), ix = open(indices), axis, o = open(out), report = failure.report](Deferred& d) {
+      cpu().scatter(kind, u, ix, axis, o, IndexFailure{first_into(d, report)});
     });
   }
   void trsm(const TrsmArgs& args) override {
@@ -132,14 +145,14 @@ class OpaqueDevice final : public Backend {
 
   void qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a, std::int64_t stride_a, void* q,
           std::int64_t stride_q, void* r, std::int64_t stride_r, const FactorFailure::Report& failed) override {
-    deferring(failed, [=, a = flip(a), q = flip(q), r = flip(r)](const FactorFailure::Report& report) {
-      cpu().qr(dtype, count, m, n, a, stride_a, q, stride_q, r, stride_r, report);
+    deferring([=, a = flip(a), q = flip(q), r = flip(r)](Deferred& d) {
+      cpu().qr(dtype, count, m, n, a, stride_a, q, stride_q, r, stride_r, first_into(d, failed));
     });
   }
   void eigh(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* w,
             std::int64_t stride_w, void* v, std::int64_t stride_v, const FactorFailure::Report& failed) override {
-    deferring(failed, [=, a = flip(a), w = flip(w), v = flip(v)](const FactorFailure::Report& report) {
-      cpu().eigh(dtype, count, n, a, stride_a, w, stride_w, v, stride_v, report);
+    deferring([=, a = flip(a), w = flip(w), v = flip(v)](Deferred& d) {
+      cpu().eigh(dtype, count, n, a, stride_a, w, stride_w, v, stride_v, first_into(d, failed));
     });
   }
 
@@ -176,21 +189,20 @@ class OpaqueDevice final : public Backend {
       const std::thread::id me = std::this_thread::get_id();
       // Only this thread's records are read: other threads' kernels may still be writing theirs.
       for (const auto& d : deferred_)
-        if (d->thread == me && d->example >= 0 && !first) first = d;  // in the order they were queued
+        if (d->thread == me && d->error && !first) first = d;  // in the order they were queued
       pending_ -= std::erase_if(deferred_, [&](const auto& d) { return d->thread == me; });
       error = take_error_locked();
     }
     if (error) std::rethrow_exception(error);
-    if (first) first->report(first->example, first->minor);  // throws the op's NotPositiveDefinite
+    if (first) first->error();  // throws the op's error (NotPositiveDefinite, an index out of range)
   }
 
  private:
-  // A factorization that raises on failure, queued by `thread`; example stays -1 if none failed.
+  // A kernel whose failure raises (a factorization, a gather or scatter), queued by `thread`;
+  // `error`, set by the kernel when it failed, raises the op's error.
   struct Deferred {
     std::thread::id thread;
-    std::function<void(std::int64_t, std::int32_t)> report;
-    std::int64_t example = -1;
-    std::int32_t minor = 0;
+    std::function<void()> error;
   };
 
   // A recording: the kernels, the factorizations' checks, the memory allocated while recording.
@@ -202,7 +214,7 @@ class OpaqueDevice final : public Backend {
     void replay() override { device.replay(*this); }
     OpaqueDevice& device;
     std::vector<std::function<void()>> tasks;
-    std::vector<std::shared_ptr<Deferred>> kept;  // example: the last replay's first failure
+    std::vector<std::shared_ptr<Deferred>> kept;  // error: the last replay's failure
     std::vector<std::pair<void*, std::size_t>> memory;
   };
 
@@ -212,18 +224,15 @@ class OpaqueDevice final : public Backend {
     std::vector<std::shared_ptr<Deferred>> checks;
     {
       std::lock_guard lock(mutex_);
-      for (const auto& k : tape.kept) {
-        checks.push_back(std::make_shared<Deferred>(Deferred{std::this_thread::get_id(), k->report}));
+      for (std::size_t i = 0; i < tape.kept.size(); ++i) {
+        checks.push_back(std::make_shared<Deferred>(Deferred{std::this_thread::get_id(), nullptr}));
         deferred_.push_back(checks.back());
         ++pending_;
       }
     }
     for (const auto& task : tape.tasks) enqueue(task);
     enqueue([checks, kept = tape.kept] {
-      for (std::size_t i = 0; i < checks.size(); ++i) {
-        checks[i]->example = kept[i]->example;
-        checks[i]->minor = kept[i]->minor;
-      }
+      for (std::size_t i = 0; i < checks.size(); ++i) checks[i]->error = kept[i]->error;
     });
     ++replays_;
   }
@@ -240,35 +249,32 @@ class OpaqueDevice final : public Backend {
     const auto it = recordings_.find(std::this_thread::get_id());
     return it == recordings_.end() ? nullptr : it->second.get();
   }
-  // Queues `kernel`, which runs a CPU kernel that reports its first failing example to the report
-  // it is given, so that raise_deferred() on this thread raises `report`'s error for it, as the
-  // CUDA backend defers a factorization's check.
-  template <class Kernel>
-  void deferring(const FactorFailure::Report& report, Kernel kernel) {
-    if (Tape* tape = my_recording()) {  // each replay defers this check anew (replay below)
-      auto kept = std::make_shared<Deferred>(Deferred{{}, report});
+  // The CPU kernel reports its failure once, after doing all its work (the first failing
+  // example, the first index out of range); d keeps it, to be raised by raise_deferred().
+  template <class... Args>
+  static std::function<void(Args...)> first_into(Deferred& d, std::function<void(Args...)> report) {
+    return [&d, report](Args... args) { d.error = [=] { report(args...); }; };
+  }
+  // Queues kernel(d) for a kernel that may fail, d deferring its error: kept by a recording (each
+  // replay defers the check anew, see replay), else recorded for this thread before the kernel
+  // runs, so that raise_deferred() on this thread knows to wait for it.
+  void deferring(std::function<void(Deferred&)> kernel) {
+    if (Tape* tape = my_recording()) {
+      auto kept = std::make_shared<Deferred>(Deferred{{}, nullptr});
       tape->kept.push_back(kept);
       tape->tasks.push_back([=] {
-        kept->example = -1;
-        kernel(first_into(*kept));
+        kept->error = nullptr;
+        kernel(*kept);
       });
       return;
     }
-    // Recorded before the kernel runs, so that raise_deferred() on this thread knows to wait for it.
-    auto d = std::make_shared<Deferred>(Deferred{std::this_thread::get_id(), report});
+    auto d = std::make_shared<Deferred>(Deferred{std::this_thread::get_id(), nullptr});
     {
       std::lock_guard lock(mutex_);
       deferred_.push_back(d);
       ++pending_;
     }
-    enqueue([=] { kernel(first_into(*d)); });
-  }
-  // The CPU kernel reports the first failing example, after factoring them all.
-  static FactorFailure::Report first_into(Deferred& d) {
-    return [&d](std::int64_t example, std::int32_t minor) {
-      d.example = example;
-      d.minor = minor;
-    };
+    enqueue([=] { kernel(*d); });
   }
 
   static constexpr std::uintptr_t bit = std::uintptr_t{1} << 62;

@@ -89,6 +89,14 @@ class GemmCounter final : public Backend {
     cpu().cholesky_backward(dtype, count, n, l, stride_l, g, stride_g);
   }
   void cumsum(const View& in, const View& out, int axis, bool reverse) override { cpu().cumsum(in, out, axis, reverse); }
+  void gather(const View& in, const View& indices, IndexedAxis axis, const View& out,
+              const IndexFailure& failure) override {
+    cpu().gather(in, indices, axis, out, failure);
+  }
+  void scatter(ScatterKind kind, const View& updates, const View& indices, IndexedAxis axis, const View& out,
+               const IndexFailure& failure) override {
+    cpu().scatter(kind, updates, indices, axis, out, failure);
+  }
   void qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a, std::int64_t stride_a, void* q,
           std::int64_t stride_q, void* r, std::int64_t stride_r, const FactorFailure::Report& failed) override {
     cpu().qr(dtype, count, m, n, a, stride_a, q, stride_q, r, stride_r, failed);

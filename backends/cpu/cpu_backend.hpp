@@ -25,6 +25,11 @@ class CpuBackend final : public Backend {
   void select(const View& cond, const View& a, const View& b, const View& out) override;
   void reduce(ReduceKind kind, const View& in, const View& out) override;
   void cumsum(const View& in, const View& out, int axis, bool reverse) override;
+  // Gathers and scatters along an indexed axis (indexed.cpp).
+  void gather(const View& in, const View& indices, IndexedAxis axis, const View& out,
+              const IndexFailure& failure) override;
+  void scatter(ScatterKind kind, const View& updates, const View& indices, IndexedAxis axis, const View& out,
+               const IndexFailure& failure) override;
   // Matrix kernels (matrix.cpp).
   void gemm(const GemmArgs& args) override;
   void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,

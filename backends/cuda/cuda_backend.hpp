@@ -3,13 +3,15 @@
 // device's stream-ordered memory pool. Every kernel and library call is enqueued on that stream,
 // so calls return before the GPU finishes, and memory freed by a tensor is reused by later work
 // on the same stream without a host synchronisation. The host waits only where it needs a
-// result: to_host/from_host, and raise_deferred(), which reads a factorization's `info` (copied
-// to pinned memory behind an event) once the op or plan that factored has been enqueued whole.
+// result: to_host/from_host, and raise_deferred(), which reads a factorization's `info` or a
+// gather's or scatter's index check (copied to pinned memory behind an event) once the op or plan
+// that ran it has been enqueued whole.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cusolverDn.h>
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -42,9 +44,13 @@ class Scratch {
 
 class CudaBackend;
 
-// A plan call recorded as a CUDA graph, and the factorization checks made while recording: the
-// graph leaves each one's info in `info` (plain device memory, which outlives the graph's own),
-// and every replay defers the check anew.
+// Raises the error that `count` values of a kernel's info (copied to the host) report, if any
+// (a factorization's failure, an index out of range); all 0 means no failure.
+using InfoCheck = std::function<void(const std::int32_t* info, std::int64_t count)>;
+
+// A plan call recorded as a CUDA graph, and the checks (factorizations, indices) made while
+// recording: the graph leaves each one's info in `info` (plain device memory, which outlives the
+// graph's own), and every replay defers the check anew.
 class CudaRecording final : public Recording {
  public:
   explicit CudaRecording(CudaBackend& backend) : backend_(backend) {}
@@ -56,7 +62,7 @@ class CudaRecording final : public Recording {
  private:
   friend class CudaBackend;
   struct Check {
-    FactorFailure::Report report;
+    InfoCheck check;
     std::int32_t* info;
     std::int64_t count;
   };
@@ -81,6 +87,10 @@ class CudaBackend final : public Backend {
   void select(const View& cond, const View& a, const View& b, const View& out) override;
   void reduce(ReduceKind kind, const View& in, const View& out) override;
   void cumsum(const View& in, const View& out, int axis, bool reverse) override;
+  void gather(const View& in, const View& indices, IndexedAxis axis, const View& out,
+              const IndexFailure& failure) override;
+  void scatter(ScatterKind kind, const View& updates, const View& indices, IndexedAxis axis, const View& out,
+               const IndexFailure& failure) override;
   void gemm(const GemmArgs& args) override;
   void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
                 std::int64_t stride_l, const FactorFailure& failure) override;
@@ -112,10 +122,11 @@ class CudaBackend final : public Backend {
     std::unique_lock<std::recursive_mutex> lock_;
     int previous_ = -1;
   };
-  // A factorization whose failures raise, waiting for its info in pinned memory.
+  // A check whose failures raise (a factorization's, an index check), waiting for its info in
+  // pinned memory.
   struct Deferred {
     std::thread::id thread;
-    FactorFailure::Report report;
+    InfoCheck check;
     std::int32_t* info;  // pinned host memory for `capacity` values, given back to spare_pinned_
     std::int64_t capacity;
     std::int64_t count;
@@ -136,6 +147,7 @@ class CudaBackend final : public Backend {
   // For qr and eigh: device info for count rows x cols matrices at a stride, -1 where one has a
   // non-finite entry, which is then set to 0 so that no solver iterates on it; else 0.
   Scratch screen(DType dtype, std::int64_t count, std::int64_t rows, std::int64_t cols, void* x, std::int64_t stride);
+  void defer(InfoCheck check, const std::int32_t* device_info, std::int64_t count);
   // Raises vt::Error naming the device and the step when a CUDA, cuBLAS or cuSOLVER call failed.
   void check(cudaError_t status, const char* what) const;
   void check(cublasStatus_t status, const char* what) const;

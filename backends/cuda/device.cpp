@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 
@@ -166,19 +167,29 @@ void CudaBackend::deallocate(void* p, std::size_t) {
   (void)cudaGetLastError();  // whatever failed here must not be blamed on the next kernel
 }
 
+// A factorization's info: the first example whose info is not 0 failed at that minor.
 void CudaBackend::defer(const FactorFailure& failure, const std::int32_t* device_info, std::int64_t count) {
+  defer(
+      [report = failure.report](const std::int32_t* info, std::int64_t n) {
+        for (std::int64_t i = 0; i < n; ++i)
+          if (info[i] != 0) return report(i, info[i]);
+      },
+      device_info, count);
+}
+
+void CudaBackend::defer(InfoCheck info_check, const std::int32_t* device_info, std::int64_t count) {
   auto entered = enter();
   if (recording_) {  // the graph keeps the info; each replay defers the check (CudaRecording::replay)
     void* kept = nullptr;
     check(cudaMalloc(&kept, static_cast<std::size_t>(count) * sizeof(std::int32_t)),
-          "allocating a recorded factorization's info");
-    recording_->checks_.push_back({failure.report, static_cast<std::int32_t*>(kept), count});
+          "allocating a recorded check's info");
+    recording_->checks_.push_back({std::move(info_check), static_cast<std::int32_t*>(kept), count});
     check(cudaMemcpyAsync(kept, device_info, static_cast<std::size_t>(count) * sizeof(std::int32_t),
                           cudaMemcpyDeviceToDevice, stream_),
-          "keeping a factorization's info");
+          "keeping a check's info");
     return;
   }
-  Deferred d{std::this_thread::get_id(), failure.report, nullptr, 0, count, nullptr};
+  Deferred d{std::this_thread::get_id(), std::move(info_check), nullptr, 0, count, nullptr};
   const auto spare = std::find_if(spare_pinned_.begin(), spare_pinned_.end(), [&](const auto& p) { return p.second >= count; });
   if (spare != spare_pinned_.end()) {
     d.info = spare->first;
@@ -188,7 +199,7 @@ void CudaBackend::defer(const FactorFailure& failure, const std::int32_t* device
     d.capacity = std::max<std::int64_t>(count, 1024);
     void* pinned = nullptr;
     check(cudaMallocHost(&pinned, static_cast<std::size_t>(d.capacity) * sizeof(std::int32_t)),
-          "allocating pinned memory for a factorization's info");
+          "allocating pinned memory for a check's info");
     d.info = static_cast<std::int32_t*>(pinned);
   }
   if (!spare_events_.empty()) {
@@ -202,7 +213,7 @@ void CudaBackend::defer(const FactorFailure& failure, const std::int32_t* device
   deferred_count_.store(deferred_.size());
   check(cudaMemcpyAsync(d.info, device_info, static_cast<std::size_t>(count) * sizeof(std::int32_t),
                         cudaMemcpyDeviceToHost, stream_),
-        "copying a factorization's info to the host");
+        "copying a check's info to the host");
   check(cudaEventRecord(d.copied, stream_), "recording an event");
 }
 
@@ -219,20 +230,15 @@ void CudaBackend::raise_deferred() {
     deferred_count_.store(deferred_.size());
   }
   if (mine.empty()) return;
-  // Waiting without the lock: other threads go on enqueueing meanwhile.
-  FactorFailure::Report report;
-  std::int64_t example = -1;
-  std::int32_t minor = 0;
+  // Waiting without the lock: other threads go on enqueueing meanwhile. The infos are kept aside,
+  // to be checked in the order the kernels ran (the first failure raises) once the pinned buffers
+  // are given back.
+  std::vector<std::vector<std::int32_t>> infos;
   cudaError_t failed = cudaSuccess;
   for (const Deferred& d : mine) {
     const cudaError_t e = cudaEventSynchronize(d.copied);
     if (e != cudaSuccess && failed == cudaSuccess) failed = e;
-    for (std::int64_t i = 0; e == cudaSuccess && example < 0 && i < d.count; ++i)
-      if (d.info[i] != 0) {
-        example = i;
-        minor = d.info[i];
-        report = d.report;
-      }
+    infos.emplace_back(d.info, d.info + (e == cudaSuccess ? d.count : 0));
   }
   {
     auto entered = enter();
@@ -241,8 +247,9 @@ void CudaBackend::raise_deferred() {
       spare_events_.push_back(d.copied);
     }
   }
-  check(failed, "waiting for a factorization (or an earlier kernel)");
-  if (report) report(example, minor);
+  check(failed, "waiting for a factorization or an index check (or an earlier kernel)");
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    if (!infos[i].empty()) mine[i].check(infos[i].data(), static_cast<std::int64_t>(infos[i].size()));
 }
 
 void CudaBackend::to_host(void* host, const void* src, std::size_t bytes) {
@@ -321,6 +328,59 @@ void CudaBackend::cumsum(const View& in, const View& out, int axis, bool reverse
                         in.strides[a], out.strides[a], reverse, in.data, out.data));
 }
 
+namespace {
+
+// An index check's info (kernels.hpp: bad): the complement of the first offending offset, then its
+// value, as two int64 read through four int32; all 0 when every index was in range.
+InfoCheck index_check(IndexFailure::Report report) {
+  return [report](const std::int32_t* info, std::int64_t) {
+    std::int64_t bad[2];
+    std::memcpy(bad, info, sizeof bad);
+    if (bad[0] != 0) report(~bad[0], bad[1]);
+  };
+}
+
+constexpr std::size_t index_check_bytes = 2 * sizeof(std::int64_t);
+
+}  // namespace
+
+void CudaBackend::gather(const View& in, const View& indices, IndexedAxis axis, const View& out,
+                         const IndexFailure& failure) {
+  check_same_rank(in, out, "cuda", "gather");
+  check_same_rank(indices, out, "cuda", "gather");
+  const auto l = layout_of<3>("gather", out.shape, {&in.strides, &indices.strides, &out.strides});
+  auto entered = enter();
+  Scratch bad(*this, index_check_bytes);
+  check(cudaMemsetAsync(bad.data(), 0, index_check_bytes, stream_), "clearing an index check");
+  check(kernels::gather(stream_, out.dtype, indices.dtype, l, axis, in.data, indices.data, out.data,
+                        static_cast<std::int64_t*>(bad.data())));
+  // Stream-ordered: `bad` is freed after the copy.
+  defer(index_check(failure.report), static_cast<const std::int32_t*>(bad.data()), index_check_bytes / 4);
+}
+
+void CudaBackend::scatter(ScatterKind kind, const View& updates, const View& indices, IndexedAxis axis,
+                          const View& out, const IndexFailure& failure) {
+  check_same_rank(indices, updates, "cuda", "scatter");
+  check_same_rank(out, updates, "cuda", "scatter");
+  const auto l = layout_of<3>("scatter", updates.shape, {&updates.strides, &indices.strides, &out.strides});
+  auto entered = enter();
+  Scratch bad(*this, index_check_bytes);
+  check(cudaMemsetAsync(bad.data(), 0, index_check_bytes, stream_), "clearing an index check");
+  // assign: one slot per element of out's extent (offsets are not negative), for the winners.
+  std::optional<Scratch> winners;
+  if (kind == ScatterKind::assign && l.total > 0) {
+    std::int64_t extent = 1 + std::max<std::int64_t>(axis.length - 1, 0) * axis.stride;
+    for (std::size_t d = 0; d < out.shape.size(); ++d) extent += (out.shape[d] - 1) * out.strides[d];
+    const auto bytes = static_cast<std::size_t>(extent) * sizeof(std::int64_t);
+    winners.emplace(*this, bytes);
+    check(cudaMemsetAsync(winners->data(), 0xFF, bytes, stream_), "clearing a scatter's winners");  // all -1
+  }
+  check(kernels::scatter(stream_, kind, out.dtype, indices.dtype, l, axis, updates.data, indices.data, out.data,
+                         static_cast<std::int64_t*>(bad.data()),
+                         winners ? static_cast<std::int64_t*>(winners->data()) : nullptr));
+  defer(index_check(failure.report), static_cast<const std::int32_t*>(bad.data()), index_check_bytes / 4);
+}
+
 bool CudaBackend::records() const {
   static const bool enabled = [] {
     const char* setting = std::getenv("VTAPE_CUDA_GRAPHS");
@@ -369,7 +429,7 @@ std::unique_ptr<Recording> CudaBackend::end_recording() {
 void CudaRecording::replay() {
   auto entered = backend_.enter();
   backend_.check(cudaGraphLaunch(exec_, backend_.stream_), "launching a recorded plan");
-  for (const Check& c : checks_) backend_.defer(FactorFailure::raising(c.report), c.info, c.count);
+  for (const Check& c : checks_) backend_.defer(c.check, c.info, c.count);
 }
 
 CudaRecording::~CudaRecording() {

@@ -277,6 +277,115 @@ __global__ void reduce_partials(Accumulate<T> op, const typename Accumulate<T>::
   if (threadIdx.x == 0) *out = op.result(acc);
 }
 
+// ---------------------------------------------------------------- gathers and scatters
+// The element of the axis that index i addresses, or -1 when it is out of range (as on the CPU).
+template <class I>
+__device__ __forceinline__ std::int64_t resolve_index(I i, const IndexedAxis& axis) {
+  const std::int64_t j = static_cast<std::int64_t>(i) + (i < 0 && axis.negative_from_end ? axis.length : 0);
+  return j >= 0 && j < axis.length ? j : -1;
+}
+
+// bad[0] keeps ~offset of the lowest offset seen: the largest complement, and 0 while there is none.
+__device__ __forceinline__ void note_bad(std::int64_t* bad, std::int64_t offset) {
+  atomicMax(reinterpret_cast<long long*>(bad), static_cast<long long>(~offset));
+}
+
+// The value of the first out-of-range index, once its offset is known (one thread, after the pass).
+template <class I>
+__global__ void bad_value_kernel(const I* indices, std::int64_t* bad) {
+  if (bad[0] != 0) bad[1] = static_cast<std::int64_t>(indices[~bad[0]]);
+}
+
+template <class Index, class T, class I>
+__global__ void gather_kernel(Layout<3> l, IndexedAxis axis, const T* in, const I* indices, T* out, std::int64_t* bad) {
+  for (Index e = grid_start<Index>(); e < static_cast<Index>(l.total); e += grid_step<Index>()) {
+    std::int64_t off[3];
+    offsets_of(l, e, off);
+    const std::int64_t j = resolve_index(indices[off[1]], axis);
+    if (j < 0) {
+      note_bad(bad, off[1]);
+      out[off[2]] = T(0);
+    } else {
+      out[off[2]] = in[off[0] + j * axis.stride];
+    }
+  }
+}
+
+__device__ __forceinline__ unsigned int bits_of(float v) { return __float_as_uint(v); }
+__device__ __forceinline__ unsigned long long bits_of(double v) {
+  return static_cast<unsigned long long>(__double_as_longlong(v));
+}
+__device__ __forceinline__ float value_of(unsigned int b) { return __uint_as_float(b); }
+__device__ __forceinline__ double value_of(unsigned long long b) {
+  return __longlong_as_double(static_cast<long long>(b));
+}
+
+// Integer sums wrap modulo 2^bits, as on the CPU; double atomicAdd needs sm_60.
+template <class T>
+__device__ __forceinline__ void atomic_add(T* p, T v) {
+  if constexpr (std::is_same_v<T, std::int64_t>)
+    atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+  else atomicAdd(p, v);
+}
+
+// Floats have no atomicMax: compare-and-swap on the bit pattern until v is stored or is not larger.
+// A NaN wins, as on the CPU.
+template <class T>
+__device__ __forceinline__ void atomic_max(T* p, T v) {
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    atomicMax(reinterpret_cast<long long*>(p), static_cast<long long>(v));
+  } else if constexpr (std::is_same_v<T, std::int32_t>) {
+    atomicMax(p, v);
+  } else {
+    using Bits = decltype(bits_of(v));
+    Bits* word = reinterpret_cast<Bits*>(p);
+    Bits seen = *word;
+    for (;;) {
+      const T current = value_of(seen);
+      if (!(v > current || (isnan(v) && !isnan(current)))) return;
+      const Bits previous = atomicCAS(word, seen, bits_of(v));
+      if (previous == seen) return;
+      seen = previous;
+    }
+  }
+}
+
+template <class Index, class T, class I>
+__global__ void scatter_kernel(ScatterKind kind, Layout<3> l, IndexedAxis axis, const T* updates, const I* indices,
+                               T* out, std::int64_t* bad, std::int64_t* winners) {
+  for (Index e = grid_start<Index>(); e < static_cast<Index>(l.total); e += grid_step<Index>()) {
+    std::int64_t off[3];
+    offsets_of(l, e, off);
+    const std::int64_t j = resolve_index(indices[off[1]], axis);
+    if (j < 0) {
+      note_bad(bad, off[1]);
+      continue;
+    }
+    const std::int64_t at = off[2] + j * axis.stride;
+    switch (kind) {
+      case ScatterKind::sum: atomic_add(out + at, updates[off[0]]); break;
+      case ScatterKind::max: atomic_max(out + at, updates[off[0]]); break;
+      case ScatterKind::assign:  // the last update in row-major order wins: the largest e
+        atomicMax(reinterpret_cast<long long*>(winners + at), static_cast<long long>(e));
+        break;
+    }
+  }
+}
+
+// assign, second pass: each element gets the update that won it.
+template <class Index, class T, class I>
+__global__ void assign_kernel(Layout<3> l, IndexedAxis axis, const T* updates, const I* indices, T* out,
+                              const std::int64_t* winners) {
+  for (Index e = grid_start<Index>(); e < static_cast<Index>(l.total); e += grid_step<Index>()) {
+    std::int64_t off[3];
+    offsets_of(l, e, off);
+    const std::int64_t j = resolve_index(indices[off[1]], axis);
+    if (j < 0) continue;
+    const std::int64_t at = off[2] + j * axis.stride;
+    if (winners[at] == static_cast<std::int64_t>(e)) out[at] = updates[off[0]];
+  }
+}
+
 // ---------------------------------------------------------------- matrix steps
 __global__ void pointer_kernel(void** pointers, const char* base, std::int64_t stride_bytes, std::int64_t count) {
   for (std::int64_t i = grid_start(); i < count; i += grid_step())
@@ -394,6 +503,13 @@ void with_index(const Layout<N>& l, Fn&& fn) {
   else fn(std::int64_t{});
 }
 
+// Calls fn with a value of the C++ type of an index dtype (the ops refuse other index types).
+template <class Fn>
+void visit_index_dtype(DType d, Fn&& fn) {
+  if (d == DType::i32) fn(std::int32_t{});
+  else fn(std::int64_t{});
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- launchers
@@ -500,6 +616,46 @@ std::string cumsum(Stream s, DType dtype, const Layout<2>& lines, std::int64_t n
     });
   });
   return launched("cumsum");
+}
+
+std::string gather(Stream s, DType dtype, DType index_dtype, const Layout<3>& l, IndexedAxis axis, const void* in,
+                   const void* indices, void* out, std::int64_t* bad) {
+  if (l.total == 0) return {};
+  visit_dtype(dtype, [&](auto z) {
+    using T = decltype(z);
+    visit_index_dtype(index_dtype, [&](auto zi) {
+      using I = decltype(zi);
+      with_index(l, [&](auto index) {
+        gather_kernel<decltype(index), T, I><<<blocks_for(l.total), threads, 0, st(s)>>>(
+            l, axis, static_cast<const T*>(in), static_cast<const I*>(indices), static_cast<T*>(out), bad);
+      });
+      bad_value_kernel<I><<<1, 1, 0, st(s)>>>(static_cast<const I*>(indices), bad);
+    });
+  });
+  return launched("gather");
+}
+
+std::string scatter(Stream s, ScatterKind kind, DType dtype, DType index_dtype, const Layout<3>& l, IndexedAxis axis,
+                    const void* updates, const void* indices, void* out, std::int64_t* bad, std::int64_t* winners) {
+  if (l.total == 0) return {};
+  visit_dtype(dtype, [&](auto z) {
+    using T = decltype(z);
+    visit_index_dtype(index_dtype, [&](auto zi) {
+      using I = decltype(zi);
+      const auto* u = static_cast<const T*>(updates);
+      const auto* ix = static_cast<const I*>(indices);
+      with_index(l, [&](auto index) {
+        using Index = decltype(index);
+        scatter_kernel<Index, T, I>
+            <<<blocks_for(l.total), threads, 0, st(s)>>>(kind, l, axis, u, ix, static_cast<T*>(out), bad, winners);
+        if (kind == ScatterKind::assign)
+          assign_kernel<Index, T, I><<<blocks_for(l.total), threads, 0, st(s)>>>(l, axis, u, ix, static_cast<T*>(out),
+                                                                                  winners);
+      });
+      bad_value_kernel<I><<<1, 1, 0, st(s)>>>(ix, bad);
+    });
+  });
+  return launched("scatter");
 }
 
 std::string pointer_array(Stream s, void** pointers, const void* base, std::int64_t stride_bytes, std::int64_t count) {

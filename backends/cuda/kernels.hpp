@@ -47,6 +47,17 @@ std::string reduce(Stream s, ReduceKind kind, DType dtype, const Layout<2>& kept
 // cumsum_line).
 std::string cumsum(Stream s, DType dtype, const Layout<2>& lines, std::int64_t n, std::int64_t step_in,
                    std::int64_t step_out, bool reverse, const void* in, void* out);
+// Gathers and scatters along an indexed axis (Backend::gather, scatter): `l` walks (in or updates,
+// indices, out) over the iteration space, and out-of-range indices are skipped. For the error,
+// `bad` (two int64, both 0 on entry) gets the bitwise complement of the lowest offset into
+// `indices` of an out-of-range index in bad[0] (so 0 means none, as in a factorization's info)
+// and its value in bad[1]. `scatter` adds and takes maxima with atomics; `assign` takes two
+// passes and `winners`: one int64 per element of out's extent, all -1 on entry, where the first
+// pass leaves the last update (in row-major order) to land on each element.
+std::string gather(Stream s, DType dtype, DType index_dtype, const Layout<3>& l, IndexedAxis axis, const void* in,
+                   const void* indices, void* out, std::int64_t* bad);
+std::string scatter(Stream s, ScatterKind kind, DType dtype, DType index_dtype, const Layout<3>& l, IndexedAxis axis,
+                    const void* updates, const void* indices, void* out, std::int64_t* bad, std::int64_t* winners);
 
 // pointers[i] = base + i * stride_bytes, for the pointer-array (batched) cuBLAS/cuSOLVER calls.
 std::string pointer_array(Stream s, void** pointers, const void* base, std::int64_t stride_bytes, std::int64_t count);

@@ -1,0 +1,97 @@
+// Segment reductions: segment_sum, segment_mean, segment_max. Each is one scatter of the rows of
+// data into a fresh [num_segments, ...] result (the kernels of ops/gather.cpp's scatters).
+#include <cmath>
+
+#include "../core/graph.hpp"
+#include "creation.hpp"
+#include "elementwise.hpp"
+#include "gather.hpp"
+#include "gather_views.hpp"
+#include "layout.hpp"
+
+namespace vt {
+
+namespace {
+
+struct SegmentAttrs {
+  std::int64_t num_segments;
+  auto fields() { return std::tie(num_segments); }
+};
+
+// data [n, ...], segment_ids [n] -> [num_segments, ...]
+ExampleType segment_type(std::string_view op, const std::vector<ExampleType>& in, const Attrs& a) {
+  const ExampleType &data = in[0], &ids = in[1];
+  const std::int64_t segments = unpack_attrs<SegmentAttrs>(a).num_segments;
+  if (!is_integer(ids.dtype))
+    fail("{}: segment_ids must be int32 or int64, got {}; convert them with astype(vt::DType::i64)", op,
+         name_of(ids.dtype));
+  if (data.shape.empty()) fail("{}: data must have a leading axis of rows to group, got a scalar", op);
+  if (ids.shape != Shape{data.shape[0]})
+    fail("{}: segment_ids must have shape [{}], one id per row of data of shape {}; got shape {}", op,
+         data.shape[0], to_string(data.shape), to_string(ids.shape));
+  if (segments < 0) fail("{}: num_segments must be >= 0, got {}", op, segments);
+  Shape s = data.shape;
+  s[0] = segments;
+  return {data.dtype, s};
+}
+
+// The result starts at `initial` everywhere (what an empty segment gives), then every row of data
+// is combined into its segment's row.
+template <ScatterKind Kind>
+void segment_forward(const KernelArgs& k) {
+  k.backend.fill(k.out, Kind == ScatterKind::sum ? 0.0 : -INFINITY);  // -inf saturates to an integer's lowest
+  const detail::IndexedViews v = detail::indexed_views(k.out, k.in[1], k.lead(), 0, false);
+  k.backend.scatter(Kind, k.in[0], v.indices, v.axis, v.x,
+                    detail::index_failure(k, 1, "segment id", "segment_ids", fmt::format("[0, {})", v.axis.length)));
+}
+
+std::int64_t segments_of(const Node& n) { return unpack_attrs<SegmentAttrs>(n.attrs).num_segments; }
+
+const OpDef segment_sum_op{
+    .name = "segment_sum",
+    .infer = [](const std::vector<ExampleType>& in, const Attrs& a) { return segment_type("segment_sum", in, a); },
+    .forward = segment_forward<ScatterKind::sum>,
+    .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
+                  const AdjointContext&) { return std::vector<Tensor>{take(g, n.inputs[1], 0), Tensor()}; },
+    .mixed_dtypes = true,
+    .integers = true};
+
+const OpDef segment_max_op{
+    .name = "segment_max",
+    .infer = [](const std::vector<ExampleType>& in, const Attrs& a) { return segment_type("segment_max", in, a); },
+    .forward = segment_forward<ScatterKind::max>,
+    .adjoint =
+        [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext&) {
+          // As vt::max: the maximal elements of each segment share its cotangent evenly.
+          const Tensor &data = n.inputs[0], &ids = n.inputs[1];
+          const Tensor hit = equal(data, take(y, ids, 0));
+          const Tensor count = segment_sum(hit, ids, segments_of(n));
+          return std::vector<Tensor>{take(g, ids, 0) * hit / take(count, ids, 0), Tensor()};
+        },
+    .mixed_dtypes = true,
+    .integers = true};
+
+Tensor segment(const OpDef& op, const Tensor& data, const Tensor& segment_ids, std::int64_t num_segments) {
+  return apply(op, {data, segment_ids}, pack_attrs(SegmentAttrs{num_segments}));
+}
+
+}  // namespace
+
+Tensor segment_sum(const Tensor& data, const Tensor& segment_ids, std::int64_t num_segments) {
+  return segment(segment_sum_op, data, segment_ids, num_segments);
+}
+
+Tensor segment_max(const Tensor& data, const Tensor& segment_ids, std::int64_t num_segments) {
+  return segment(segment_max_op, data, segment_ids, num_segments);
+}
+
+Tensor segment_mean(const Tensor& data, const Tensor& segment_ids, std::int64_t num_segments) {
+  const Tensor total = segment_sum(data, segment_ids, num_segments);  // checks the arguments
+  const Tensor rows = ones({data.shape()[0]}, data.dtype(), data.device());
+  const Tensor count = maximum(segment_sum(rows, segment_ids, num_segments), ones({}, data.dtype(), data.device()));
+  Shape per_row(total.ndim(), 1);  // the count of each segment, broadcast along its row
+  per_row[0] = num_segments;
+  return total / reshape(count, per_row);
+}
+
+}  // namespace vt
