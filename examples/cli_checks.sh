@@ -2,9 +2,9 @@
 # The examples' command lines (ctest examples_command_lines): every bad command line exits non-zero
 # without a crash signal (status < 128) after exactly one line on stderr, `<program>: ...`, that
 # names the flag or value at fault; the good ones, --help included, still work.
-#   cli_checks.sh DEMO SEED_CHOLESKY_GRAD GP_FOURIER [GP_CO2]   (an empty GP_CO2 skips its checks)
+#   cli_checks.sh DEMO SEED_CHOLESKY_GRAD GP_FOURIER GP_GROUPED [GP_CO2]   (an empty GP_CO2 skips its checks)
 set -uo pipefail
-demo=$1 seed=$2 fourier=$3 co2=${4:-}
+demo=$1 seed=$2 fourier=$3 grouped=$4 co2=${5:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0 checks=0
@@ -117,6 +117,19 @@ bad '--reps' "$fourier" --reps 4294967296
 bad '--bogus' "$fourier" --nobs 16 --ngp 2 --samples 2 --reps 1 --bogus
 bad '--nobs' "$fourier" --ngp 2 --nobs
 bad 'extra' "$fourier" --nobs 16 extra
+
+# --- gp_grouped ---
+good 'agree to [0-9.]+e-(1[0-9]|0[89]) \(value\)' "$grouped" --npoints 64 --ngroups 8 --nbatch 3 --ncheck 2 --reps 1
+good '"ncheck": 1' "$grouped" --npoints 32 --ngroups 4 --nclasses 1 --nbatch 1 --ncheck 1 --reps 1 --json
+good '1\.\.8192' "$grouped" --help
+bad '--ncheck' "$grouped" --nbatch 2 --ncheck 3
+bad '--ncheck' "$grouped" --ncheck 17
+bad '--npoints' "$grouped" --npoints 0
+bad '--ngroups' "$grouped" --ngroups 8193
+bad '--nclasses' "$grouped" --nclasses 65
+bad '--nbatch' "$grouped" --nbatch 1.5
+bad '--bogus' "$grouped" --bogus
+bad 'extra' "$grouped" --npoints 16 extra
 
 # --- gp_co2 ---
 if [ -n "$co2" ]; then
