@@ -119,7 +119,7 @@ bad '--nobs' "$fourier" --ngp 2 --nobs
 bad 'extra' "$fourier" --nobs 16 extra
 
 # --- gp_grouped ---
-good 'agree to [0-9.]+e-(1[0-9]|0[89]) \(value\)' "$grouped" --npoints 64 --ngroups 8 --nbatch 3 --ncheck 2 --reps 1
+good 'agree to ([0-9.]+e-(1[0-9]|0[89])|0\.0e\+00) \(value\)' "$grouped" --npoints 64 --ngroups 8 --nbatch 3 --ncheck 2 --reps 1
 good '"ncheck": 1' "$grouped" --npoints 32 --ngroups 4 --nclasses 1 --nbatch 1 --ncheck 1 --reps 1 --json
 good '1\.\.8192' "$grouped" --help
 bad '--ncheck' "$grouped" --nbatch 2 --ncheck 3
