@@ -236,7 +236,7 @@ TEST_CASE("value_and_grad of sum(square(x W)): one GEMM forward, one for each co
     CHECK(ops.forward("matmul_batch_sum") == 1);  // W's cotangent: summed over the batch in the GEMM
     CHECK(ops.forward("batch_sum") == 1);  // the loss's own sum over the batch, none for W
     // Three GEMMs over the whole batch: x W, (2 x W) W^T and x^T (2 x W).
-    REQUIRE(device.gemms.size() == (batch == 0 ? 1u : 3u));  // B = 0: only the empty sum for W's cotangent
+    REQUIRE(device.gemms.size() == (batch == 0 ? 0u : 3u));  // B = 0: W's cotangent, an empty sum, is a fill
     for (const GemmArgs& g : device.gemms) CHECK(g.count == 1);
     const Eigen::MatrixXd ex = xs.as_eigen<double>(), ew = w.as_eigen<double>();
     const Eigen::MatrixXd y = ex * ew;
@@ -245,6 +245,45 @@ TEST_CASE("value_and_grad of sum(square(x W)): one GEMM forward, one for each co
     CHECK_FALSE(grads[1].is_batched());
     require_close(unbatch(grads[0].to(Device::cpu())), Tensor::from_eigen(gx).reshape({batch, k}), 1e-12);
     require_close(grads[1], Tensor::from_eigen(gw), 1e-12);
+  }
+}
+
+TEST_CASE("an empty batch of several matrices each sums to a zero cotangent for the shared operand", "[matmul][grad]") {
+  // B = 0 examples of three matrices each: folding the batch into one GEMM would write one of the
+  // three summed products and leave the others as they were allocated.
+  const std::int64_t k = 3000;  // large enough for the allocator to hand back used memory
+  const Tensor a = randn({k, 1}, 34);
+  const Tensor x = as_batch(zeros({0, 3, 2, k}));
+  const Tensor ga = grad([&](const Tensor& at) { return sum(matmul(at, x, true, true)); })(a);
+  REQUIRE(ga.shape() == Shape{k, 1});
+  CHECK(max(abs(ga)).item() == 0.0);
+}
+
+TEST_CASE("matmul with a shared operand and an empty dimension: zero gradients of the right shapes", "[matmul][grad]") {
+  struct EmptyCase {
+    Shape x, w;   // x per example
+    bool w_left;  // W x_i, else x_i W
+  };
+  const std::vector<EmptyCase> cases = {{{0}, {0, 5}, false},   {{2, 0}, {0, 5}, false}, {{5}, {0, 5}, true},
+                                        {{5, 1}, {0, 5}, true}, {{3}, {3, 0}, false},    {{2, 3}, {3, 0}, false},
+                                        {{4, 0}, {3, 4}, true}, {{0}, {4, 0}, true}};
+  for (const EmptyCase& c : cases) {
+    INFO("x_i " << to_string(c.x) << ", W " << to_string(c.w) << (c.w_left ? ", W x_i" : ", x_i W"));
+    Shape batched = c.x;
+    batched.insert(batched.begin(), 3);
+    const bool w_left = c.w_left;
+    auto loss = [w_left](const Tensor& x, const Tensor& w) { return sum(w_left ? matmul(w, x) : matmul(x, w)); };
+    const Tensor x = as_batch(randn(batched, 36)), w = randn(c.w, 37);
+    const Tensor gw = grad([&](const Tensor& wt) { return loss(x, wt); })(w);
+    CHECK(gw.shape() == c.w);
+    CHECK(sum(abs(gw)).item() == 0.0);
+    const auto [value, grads] = value_and_grad(loss, {0, 1})(x, w);
+    CHECK(value.item() == 0.0);
+    CHECK(grads[0].is_batched());
+    CHECK(grads[0].shape() == c.x);
+    CHECK(sum(abs(unbatch(grads[0]))).item() == 0.0);
+    CHECK(grads[1].shape() == c.w);
+    CHECK(sum(abs(grads[1])).item() == 0.0);
   }
 }
 
