@@ -69,6 +69,7 @@ std::vector<Tensor> eigh_adjoint(const Node& node, const Tensor& out, const Tens
   const std::int64_t n = a.back();
   const DType dtype = out.dtype();
   const Device device = out.device();
+  if (n == 0) return {zeros(a, dtype, device)};  // nothing to differentiate (and max over an empty axis fails)
   const Eigh e = unpack(out, a), bar = unpack(g, a);
   Shape row = batch_axes(a);
   row.insert(row.end(), {1, n});

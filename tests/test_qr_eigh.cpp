@@ -341,6 +341,33 @@ TEST_CASE("qr and eigh: one op over the whole batch, and empty matrices", "[qr][
   CHECK(eigh(zeros({2, 0, 0})).eigenvalues.shape() == Shape{2, 0});
 }
 
+TEST_CASE("qr and eigh of empty matrices: gradients of the input's shape", "[qr][eigh][grad]") {
+  auto qr_loss = [](const Tensor& x) { return sum(qr(x).q) + sum(qr(x).r); };
+  auto eigh_loss = [](const Tensor& x) { return sum(eigh(x).eigenvalues) + sum(eigh(x).eigenvectors); };
+  for (const Shape& shape : {Shape{3, 0}, Shape{0, 3}, Shape{0, 0}, Shape{2, 0, 4}}) {
+    INFO("qr of " << to_string(shape));
+    const Tensor g = grad(qr_loss)(zeros(shape));
+    CHECK(g.shape() == shape);
+    Shape batched = shape;
+    batched.insert(batched.begin(), 2);
+    const Tensor gb = grad(qr_loss)(as_batch(zeros(batched)));
+    CHECK(gb.is_batched());
+    CHECK(gb.shape() == shape);
+  }
+  for (const Shape& shape : {Shape{0, 0}, Shape{2, 0, 0}}) {
+    INFO("eigh of " << to_string(shape));
+    const Tensor g = grad(eigh_loss)(zeros(shape));
+    CHECK(g.shape() == shape);
+    const Tensor gb = grad(eigh_loss)(as_batch(zeros({3, 0, 0})));
+    CHECK(gb.is_batched());
+    CHECK(gb.shape() == Shape{0, 0});
+  }
+  // A loss that also reads a non-empty input: the empty factorization adds nothing to its gradient.
+  const Tensor y = randn({3}, 150);
+  const Tensor gy = grad([&](const Tensor& v) { return sum(v * v) + sum(eigh(zeros({0, 0}) * sum(v)).eigenvalues); })(y);
+  require_close(gy, y * 2.0, 1e-15);
+}
+
 TEST_CASE("per-example gradients with respect to a matrix shared by the batch", "[qr][eigh][vmap]") {
   // The decomposition is unbatched and its cotangent batched: the adjoints broadcast.
   const Tensor a = randn({5, 3}, 140), s = sym(randn({4, 4}, 141));
