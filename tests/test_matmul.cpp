@@ -142,8 +142,8 @@ struct SharedCase {
   std::int64_t rows;   // the folded GEMM's rows per example (0: not folded)
 };
 
-// The shapes of issue 13 and their transposed forms: x_i W, x_i W^T, W x_i, W^T x_i, X_i W, and
-// forms whose layout cannot be folded (they keep one GEMM per example).
+// A batch sharing one operand, in the layouts that fold into one GEMM (x_i W, x_i W^T, W x_i,
+// W^T x_i, X_i W) and forms whose layout cannot be folded (they keep one GEMM per example).
 std::vector<SharedCase> shared_cases() {
   return {{"vectors times a shared matrix", {7}, {7, 5}, true, false, false, 1},
           {"vectors times a shared matrix transposed", {7}, {5, 7}, true, false, true, 1},
