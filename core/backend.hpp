@@ -26,13 +26,14 @@ int cuda_device_count();
 
 enum class UnaryKind {
   neg, exp, log, log1p, sqrt, square, sin, cos, tanh, abs, sign,
-  // special functions (issue 13); digamma, trigamma, sigmoid and softplus are backends/special_math.hpp's
+  // special functions: the C library's, but digamma, trigamma, sigmoid and softplus are
+  // backends/special_math.hpp's (the same scalar code on every backend)
   log10, log2, exp2, exp10, expm1, erf, erfc, lgamma, digamma, trigamma, sigmoid, softplus,
 };
 // Comparisons produce 1 or 0 in the operands' dtype.
 enum class BinaryKind {
   add, sub, mul, div, pow, maximum, less, greater, equal,
-  minimum,  // issue 13
+  minimum,
 };
 enum class ReduceKind { sum, max };
 // How a scatter combines an update with the element it lands on: sum adds, max keeps the larger

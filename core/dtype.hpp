@@ -14,8 +14,9 @@ namespace vt {
 //
 // Integers:
 // - Only some ops accept them (creation, astype, layout and indexing ops, to_device, where, add,
-//   sub, mul, neg, abs, sign, maximum, comparisons, sum, max and the batch ops that move data); every
-//   other op raises a vt::Error naming the op and the dtype (OpDef::integers, checked once by apply).
+//   sub, mul, neg, abs, sign, maximum, minimum, comparisons, sum, max and the batch ops that move
+//   data); every other op raises a vt::Error naming the op and the dtype (OpDef::integers, checked
+//   once by apply).
 // - div on two integer tensors is true division in float64, as in JAX and numpy (`/`).
 // - Integer arithmetic wraps modulo 2^bits (two's complement), on every backend: no undefined
 //   behaviour on overflow. Sums accumulate in the tensor's own width, so they are exact whenever the

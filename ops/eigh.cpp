@@ -55,8 +55,6 @@ Eigh unpack(const Tensor& packed, const Shape& a) {
   return {reshape(slice(packed, -1, 0, n), w_shape), reshape(slice(packed, -1, n, packed_size(n)), v_shape)};
 }
 
-Tensor mt(const Tensor& x) { return swapaxes(x, -1, -2); }
-
 // Abar = V (diag(wbar) + F o (V^T Vbar)) V^T, symmetrised, F_ij = 1 / (w_j - w_i) off the diagonal.
 // Symmetrising keeps F o (V^T Vbar)'s part F_ij ((V^T Vbar)_ij - (V^T Vbar)_ji) / 2, which vanishes
 // within a degenerate eigenspace for a function that does not depend on the basis chosen there:
@@ -69,6 +67,7 @@ std::vector<Tensor> eigh_adjoint(const Node& node, const Tensor& out, const Tens
   const std::int64_t n = a.back();
   const DType dtype = out.dtype();
   const Device device = out.device();
+  if (n == 0) return {zeros(a, dtype, device)};  // nothing to differentiate (and max over an empty axis fails)
   const Eigh e = unpack(out, a), bar = unpack(g, a);
   Shape row = batch_axes(a);
   row.insert(row.end(), {1, n});
@@ -77,9 +76,10 @@ std::vector<Tensor> eigh_adjoint(const Node& node, const Tensor& out, const Tens
   const Tensor tolerance = as_columns(max(abs(e.eigenvalues), {-1}, true)) * std::sqrt(eps);
   const Tensor kept = greater(abs(gaps), tolerance);
   const Tensor f = kept / where(kept, gaps, ones({}, dtype, device));
-  const Tensor inner = as_columns(bar.eigenvalues) * eye(n, dtype, device) + f * matmul(mt(e.eigenvectors), bar.eigenvectors);
-  const Tensor a_bar = matmul(matmul(e.eigenvectors, inner), mt(e.eigenvectors));
-  return {(a_bar + mt(a_bar)) * 0.5};
+  const Tensor inner =
+      as_columns(bar.eigenvalues) * eye(n, dtype, device) + f * matmul(e.eigenvectors.t(), bar.eigenvectors);
+  const Tensor a_bar = matmul(matmul(e.eigenvectors, inner), e.eigenvectors.t());
+  return {(a_bar + a_bar.t()) * 0.5};
 }
 
 const OpDef eigh_op{.name = "eigh", .infer = eigh_type, .forward = eigh_forward, .adjoint = eigh_adjoint};

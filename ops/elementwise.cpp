@@ -69,7 +69,7 @@ VT_UNARY(abs, abs, [](const Node& n, const Tensor&, const Tensor& g, const Adjoi
 }, true)
 VT_UNARY(sign, sign, nullptr, true)
 
-// ---------------------------------------------------------------- special functions (issue 13)
+// ---------------------------------------------------------------- special functions
 constexpr double ln2 = 0.69314718055994530942, ln10 = 2.30258509299404568402;
 constexpr double two_over_sqrt_pi = 1.12837916709551257390;
 
@@ -104,7 +104,7 @@ VT_UNARY(digamma, digamma, [](const Node& n, const Tensor&, const Tensor& g, con
 // giving a gradient of 0.
 [[noreturn]] std::vector<Tensor> trigamma_adjoint(const Node& n, const Tensor&, const Tensor&, const AdjointContext&) {
   fail("trigamma: its derivative (polygamma of order 2) is not implemented; trigamma of shape {} cannot be "
-       "differentiated (digamma and lgamma can, once and twice)",
+       "differentiated (lgamma can be differentiated twice, digamma once)",
        to_string(x_of(n).shape()));
 }
 VT_UNARY(trigamma, trigamma, trigamma_adjoint, false)

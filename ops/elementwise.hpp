@@ -3,9 +3,9 @@
 // scalars are weak: an integer scalar takes the tensor's dtype, a floating one a floating tensor's
 // dtype, and makes an integer tensor float64.
 //
-// Integer tensors: neg, abs, sign, add, sub, mul, maximum, the comparisons, where and astype take
-// them (integer arithmetic wraps); div is true division, in float64 when both operands are
-// integers (as `/` in numpy and JAX); the other maps take floats only.
+// Integer tensors: neg, abs, sign, add, sub, mul, maximum, minimum, the comparisons, where and
+// astype take them (integer arithmetic wraps); div is true division, in float64 when both operands
+// are integers (as `/` in numpy and JAX); the other maps take floats only.
 #include <concepts>
 #include <cstdint>
 
@@ -24,9 +24,10 @@ Tensor cos(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor abs(const Tensor& x);   // gradient sign(x), 0 at 0
 Tensor sign(const Tensor& x);  // not differentiable (gradient 0)
-// Special functions, each the C library's per element (issue 13). Gradients are the derivatives'
-// closed forms; at a domain edge they are what the formula gives (log10' at 0 is inf, lgamma' at a
-// pole is digamma's NaN or inf).
+// Special functions per element: the C library's, except digamma, trigamma, sigmoid and softplus,
+// which are vtape's own (backends/special_math.hpp, the same on every backend). Gradients are the
+// derivatives' closed forms; at a domain edge they are what the formula gives (log10' at 0 is inf,
+// lgamma' at a pole is digamma's NaN or inf).
 Tensor log10(const Tensor& x);  // gradient 1 / (x ln 10)
 Tensor log2(const Tensor& x);   // gradient 1 / (x ln 2)
 Tensor exp2(const Tensor& x);   // gradient 2^x ln 2
@@ -56,7 +57,9 @@ Tensor maximum(const Tensor& a, const Tensor& b);  // ties split the gradient ev
 Tensor minimum(const Tensor& a, const Tensor& b);  // ties split the gradient evenly; NaN propagates
 // x limited to [lo, hi] (NaN stays NaN). Gradient 1 for lo <= x <= hi, bounds included (JAX's
 // minimum(maximum(x, lo), hi) gives 1/2 at a bound), 0 outside. Raises vt::Error when lo > hi or
-// a bound is NaN; infinite bounds are allowed.
+// a bound is NaN; infinite bounds are allowed. The bounds are weak float scalars, so an integer x
+// gives a float64 result; to keep x's integer dtype, use minimum(maximum(x, lo), hi) with bounds
+// that are tensors of that dtype.
 Tensor clip(const Tensor& x, double lo, double hi);
 // Comparisons give 1 or 0 in the operands' (promoted) dtype, integer or float, and stop gradients.
 Tensor less(const Tensor& a, const Tensor& b);

@@ -58,9 +58,10 @@ Tensor solve(const Tensor& a, const Tensor& b);
 
 // The reduced QR decomposition A = Q R of matrices [..., m, n]: with k = min(m, n), q [..., m, k]
 // has orthonormal columns and r [..., k, n] is upper triangular (0 below the diagonal). Signs as
-// LAPACK's Householder QR (geqrf/orgqr), and so numpy's and JAX's: r's diagonal is -sign(x) |x|
-// for x the pivot entry each reflection maps (not necessarily positive), or that entry itself
-// where no reflection is needed.
+// LAPACK's Householder QR (geqrf/orgqr), and so numpy's and JAX's: r's diagonal entry j is
+// -sign(x_1) ||x||, for x column j of the partly reduced matrix from the pivot (row j) down and x_1
+// its pivot entry, sign(0) = +1; so it may be negative. Where x is already 0 below the pivot, no
+// reflection is applied and the entry is x_1 itself.
 // Gradient: for every m, n, with respect to A of full rank k (the first k columns independent
 // when m < n; else R's diagonal has zeros, and the gradient is not finite). For m >= n,
 // Abar = (Qbar + Q copyltu(M)) R^-T with M = R Rbar^T - Qbar^T Q and copyltu(M) the symmetric

@@ -148,6 +148,10 @@ void matmul_batch_sum_forward(const KernelArgs& k) {
     k.backend.gemm(g);
     return;
   }
+  if (g.count == 0) {  // an empty batch sums to zero (and the fold below would write only one matrix)
+    k.backend.fill(k.out, 0.0);
+    return;
+  }
   free_flag(g.trans_a, g.m, g.k, true);
   free_flag(g.trans_b, g.k, g.n, false);
   if (g.trans_a && !g.trans_b && g.count == k.batch && g.stride_a == g.m * g.k && g.stride_b == g.k * g.n &&
@@ -201,7 +205,9 @@ std::vector<Tensor> matmul_adjoint(const Node& node, const Tensor&, const Tensor
     if (is_shared && ob.back() == 1) {
       // op(B)'s examples are columns b_j: op(A)'s cotangent is sum_j g_j b_j^T, a product over
       // the columns as rows.
-      const Tensor g_rows = reshape(g2, {-1, oa[oa.size() - 2]}), b_rows = reshape(b2, {-1, ob[ob.size() - 2]});
+      // The row count is explicit: -1 would be ambiguous when m or k is 0.
+      const std::int64_t rows = numel(batch_axes(ob));
+      const Tensor g_rows = reshape(g2, {rows, oa[oa.size() - 2]}), b_rows = reshape(b2, {rows, ob[ob.size() - 2]});
       ga = ta ? product(b_rows, true, g_rows, false, summed) : product(g_rows, true, b_rows, false, summed);
     } else {
       ga = ta ? product(b2, tb, g2, true, summed) : product(g2, false, b2, !tb, summed);
@@ -214,7 +220,9 @@ std::vector<Tensor> matmul_adjoint(const Node& node, const Tensor&, const Tensor
     if (is_shared && (!ta || m == 1)) {
       // op(A)'s examples are rows (of every matrix of every example): op(B)'s cotangent is
       // sum_i a_i^T g_i over all of them.
-      const Tensor a_rows = reshape(a2, {-1, oa.back()}), g_rows = reshape(g2, {-1, ob.back()});
+      // The row count is explicit: -1 would be ambiguous when k or n is 0.
+      const std::int64_t rows = numel(batch_axes(oa)) * m;
+      const Tensor a_rows = reshape(a2, {rows, oa.back()}), g_rows = reshape(g2, {rows, ob.back()});
       gb = tb ? product(g_rows, true, a_rows, false, summed) : product(a_rows, true, g_rows, false, summed);
     } else {
       gb = tb ? product(g2, true, a2, ta, summed) : product(a2, !ta, g2, false, summed);

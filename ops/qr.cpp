@@ -63,8 +63,6 @@ QR unpack(const Tensor& packed, const Shape& a) {
   return {reshape(slice(packed, -1, 0, s.q_size()), q_shape), reshape(slice(packed, -1, s.q_size(), s.packed()), r_shape)};
 }
 
-Tensor mt(const Tensor& x) { return swapaxes(x, -1, -2); }
-
 // For m >= n (k = n): with dA = dQ R + Q dR, C = Q^T dQ is skew (Q^T Q = I) and dR R^-1 is upper
 // triangular, so the strict lower triangle of B = Q^T dA R^-1 is C's, which fixes dQ and dR.
 // Collecting the terms of <Qbar, dQ> + <Rbar, dR> in dA gives
@@ -80,9 +78,9 @@ std::vector<Tensor> qr_adjoint(const Node& node, const Tensor& out, const Tensor
   const Tensor u = wide ? slice(f.r, -1, 0, s.m) : f.r;
   const Tensor u_bar = wide ? slice(bar.r, -1, 0, s.m) : bar.r;
   const Tensor v_bar = wide ? slice(bar.r, -1, s.m, s.n) : Tensor();
-  const Tensor q_bar = wide ? bar.q + matmul(slice(a, -1, s.m, s.n), mt(v_bar)) : bar.q;
-  const Tensor m = matmul(u, mt(u_bar)) - matmul(mt(q_bar), f.q);
-  const Tensor copyltu = tril(m) + mt(tril(m, -1));
+  const Tensor q_bar = wide ? bar.q + matmul(slice(a, -1, s.m, s.n), v_bar.t()) : bar.q;
+  const Tensor m = matmul(u, u_bar.t()) - matmul(q_bar.t(), f.q);
+  const Tensor copyltu = tril(m) + tril(m, -1).t();
   const Tensor x_bar = triangular_solve(u, q_bar + matmul(f.q, copyltu), /*lower=*/false, /*transpose=*/true,
                                         /*left=*/false);
   if (!wide) return {x_bar};

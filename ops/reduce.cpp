@@ -146,6 +146,8 @@ Tensor max(const Tensor& x, const Axes& axes, bool keepdims) {
 Tensor logsumexp(const Tensor& x, const Axes& axes, bool keepdims) {
   if (!x.defined()) fail("logsumexp: undefined tensor operand");
   (void)normalize_axes(axes, x.ndim(), "logsumexp");  // bad axes are named as logsumexp's
+  if (is_integer(x.dtype()))  // as apply words it for the float-only ops (else exp's error would name exp)
+    fail("logsumexp: takes floating-point tensors, got {} (input 0); convert it with astype", name_of(x.dtype()));
   if (x.numel() == 0) return log(sum(exp(x), axes, keepdims));  // log 0 = -inf over empty axes
   // The maximum, where finite, is subtracted before exp; an infinite or NaN maximum is left in
   // (it gives the result itself: -inf, +inf or NaN) instead of making x - max NaN.

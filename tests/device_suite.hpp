@@ -98,7 +98,7 @@ inline std::vector<DeviceCase> device_cases() {
     const Tensor k = (a[0] * 4.0).astype(DType::i64);
     return (batch_sum(k) * 2 + batch_max(k)).astype(a[0].dtype()) + batch_mean(k).astype(a[0].dtype());
   }, false, true);
-  // special functions, minimum, clip (issue 13); trigamma has no gradient
+  // special functions, minimum, clip; trigamma has no gradient
   add("log10 log2", {{3, 4}}, {P}, [](V a) { return log10(a[0]) + log2(a[0]) * 2.0; });
   add("exp2 exp10 expm1", {{3, 4}}, {G}, [](V a) { return exp2(a[0]) + exp10(a[0]) * 0.5 + expm1(a[0]); });
   add("erf erfc", {{3, 4}}, {G}, [](V a) { return erf(a[0]) + erfc(a[0] * 2.0) * 3.0; });

@@ -268,6 +268,11 @@ TEST_CASE("eigh's steps around syevj give the row-major eigenvectors as columns"
   }
   for (std::int64_t i = 0; i < count; ++i) steps::merge_info(i, info.data(), solver_info.data());
   CHECK(info == std::vector<std::int32_t>{0, -1, 6});  // the input's flag first, then the solver's
+  // A solver's bad argument (info -i) is kept apart from the non-finite flag -1.
+  std::vector<std::int32_t> flags = {0, -1, 0}, bad = {-1, -2, -3};
+  for (std::int64_t i = 0; i < 3; ++i) steps::merge_info(i, flags.data(), bad.data());
+  constexpr std::int32_t bad_argument = cuda::kernels::solver_bad_argument;
+  CHECK(flags == std::vector<std::int32_t>{bad_argument - 1, -1, bad_argument - 3});
   cpu.copy(View{DType::f64, values.data(), {count, n}, {n, 1}}, View{DType::f64, out.data(), {count, n}, {stride_out, 1}});
   cpu.copy(View{DType::f64, work.data(), {count, n, n}, {nn, 1, n}},
            View{DType::f64, out.data() + n, {count, n, n}, {stride_out, n, 1}});

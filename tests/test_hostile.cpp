@@ -305,8 +305,8 @@ template <class T> T sqrt_ref(T v) { return std::sqrt(v); }
 template <class T> T sin_ref(T v) { return std::sin(v); }
 template <class T> T cos_ref(T v) { return std::cos(v); }
 template <class T> T tanh_ref(T v) { return std::tanh(v); }
-// Issue 13's special functions: the C library's, and for those it lacks, the scalar functions
-// every backend shares (backends/special_math.hpp; their accuracy: test_special.cpp).
+// The special functions: the C library's, and for those it lacks, the scalar functions every
+// backend shares (backends/special_math.hpp).
 template <class T> T log10_ref(T v) { return std::log10(v); }
 template <class T> T log2_ref(T v) { return std::log2(v); }
 template <class T> T exp2_ref(T v) { return std::exp2(v); }
@@ -317,6 +317,9 @@ template <class T> T expm1_ref(T v) { return std::expm1(v); }
 template <class T> T erf_ref(T v) { return std::erf(v); }
 template <class T> T erfc_ref(T v) { return std::erfc(v); }
 template <class T> T lgamma_ref(T v) { return std::lgamma(v); }
+// These four "references" are the code under test (vt::special::*): their lines check the map
+// plumbing only, that each value's bits are equal at every length and layout. Their accuracy is
+// checked against scipy's tables and closed forms in test_special.cpp.
 template <class T> T digamma_ref(T v) { return vt::special::digamma(v); }
 template <class T> T trigamma_ref(T v) { return vt::special::trigamma(v); }
 template <class T> T sigmoid_ref(T v) { return vt::special::sigmoid(v); }

@@ -252,6 +252,9 @@ TEST_CASE("float-only ops refuse integers with an error naming the op and the dt
   refuses([&] { cho_factor(i); }, "cho_factor", "int64");
   refuses([&] { logdet(i); }, "cho_factor", "int64");  // logdet(A) factors A first
   refuses([&] { triangular_solve(i, i); }, "triangular_solve", "int64");
+  refuses([&] { cumsum(i, 1); }, "cumsum", "int64");
+  refuses([&] { logsumexp(v); }, "logsumexp", "int32");
+  refuses([&] { logsumexp(ints({}, {0})); }, "logsumexp", "int64");
   // A float operand promotes the integer one first (int with float gives the float).
   CHECK(pow(i, 2.0).dtype() == DType::f64);
   require_close(pow(i, 2.0), {1, 4, 9, 16});

@@ -20,12 +20,10 @@ Tensor load(const std::string& name) { return load_npy(std::string(VTAPE_TEST_DA
 
 double max_abs(const Tensor& x) { return max(abs(x)).item(); }
 
-Tensor mt(const Tensor& x) { return swapaxes(x, -1, -2); }
-
 Tensor flat(const Tensor& x) { return reshape(x, {-1}); }
 
 // A symmetric input parametrised by a free matrix, so finite differences see symmetric changes.
-Tensor sym(const Tensor& s) { return (s + mt(s)) * 0.5; }
+Tensor sym(const Tensor& s) { return (s + s.t()) * 0.5; }
 
 // Random matrices [batch..., m, n].
 Tensor matrices(Shape batch, std::int64_t m, std::int64_t n, std::uint64_t seed) {
@@ -41,14 +39,14 @@ Tensor both(const QR& f) { return concatenate({flat(f.q), flat(f.r)}); }
 // sign drops out; with distinct eigenvalues nothing else is free).
 Tensor invariants(const Eigh& e, const Tensor& c) {
   const Tensor v = e.eigenvectors;
-  return concatenate({flat(e.eigenvalues), flat(matmul(v * c, mt(v))), flat(v * v)});
+  return concatenate({flat(e.eigenvalues), flat(matmul(v * c, v.t())), flat(v * v)});
 }
 
 // Q diag(w) Q^T for a fixed random orthogonal Q.
 Tensor with_spectrum(const std::vector<double>& w, std::uint64_t seed) {
   const auto n = static_cast<std::int64_t>(w.size());
   const Tensor q = qr(randn({n, n}, seed)).q;
-  const Tensor a = matmul(q * Tensor::from_vector(w, {n}), mt(q));
+  const Tensor a = matmul(q * Tensor::from_vector(w, {n}), q.t());
   return sym(a);
 }
 
@@ -73,7 +71,7 @@ TEST_CASE("qr: A = QR, Q^T Q = I, R upper triangular, batched and unbatched", "[
       CHECK(f.r.shape() == rs);
       CHECK(max_abs(tril(f.r, -1)) == 0.0);
       CHECK(max_abs(matmul(f.q, f.r) - a) <= 1e-13 * std::max(1.0, max_abs(a)) * static_cast<double>(m));
-      CHECK(max_abs(matmul(mt(f.q), f.q) - eye(k)) <= 1e-14 * static_cast<double>(m));
+      CHECK(max_abs(matmul(f.q.t(), f.q) - eye(k)) <= 1e-14 * static_cast<double>(m));
     }
 }
 
@@ -193,7 +191,7 @@ TEST_CASE("eigh: A V = V diag(w), V^T V = I, ascending w, batched and unbatched"
       row.insert(row.end(), {1, n});
       const double scale = std::max(1.0, max_abs(a)) * static_cast<double>(n);
       CHECK(max_abs(matmul(a, v) - v * reshape(e.eigenvalues, row)) <= 1e-14 * scale);
-      CHECK(max_abs(matmul(mt(v), v) - eye(n)) <= 1e-14 * static_cast<double>(n));
+      CHECK(max_abs(matmul(v.t(), v) - eye(n)) <= 1e-14 * static_cast<double>(n));
       if (n > 1) CHECK(-max(neg(slice(e.eigenvalues, -1, 1, n) - slice(e.eigenvalues, -1, 0, n - 1))).item() >= 0.0);
     }
 }
@@ -207,7 +205,7 @@ TEST_CASE("eigh reads only the lower triangle and agrees with numpy", "[eigh]") 
   const Tensor largest = max(abs(v), {0}, true);
   const Tensor signs = sign(sum(v * equal(abs(v), largest), {0}, true));
   require_close(v * signs, load("eigh_v"), 1e-12);
-  const Eigh from_lower = eigh(tril(a) + mt(tril(a, -1)));
+  const Eigh from_lower = eigh(tril(a) + tril(a, -1).t());
   require_close(from_lower.eigenvalues, e.eigenvalues, 0.0);
   // A closed form: the eigenvalues of [[2, 1], [1, 2]] are 1 and 3.
   require_close(eigh(Tensor::from_vector({2, 1e300, 1, 2}, {2, 2})).eigenvalues, {1, 3}, 1e-15);
@@ -227,10 +225,10 @@ TEST_CASE("eigh gradients of gauge-invariant functions match finite differences 
   const Tensor g = grad([&](const Tensor& a) {
     const Eigh e = eigh(a);
     const Tensor v = e.eigenvectors;
-    return sum(W * matmul(v * c, mt(v))) + sum(u * e.eigenvalues) + sum(Z * v * v);
+    return sum(W * matmul(v * c, v.t())) + sum(u * e.eigenvalues) + sum(Z * v * v);
   })(load("eigh_a"));
   require_close(g, load("eigh_grad"), 1e-10);
-  CHECK(max_abs(g - mt(g)) <= 1e-14);  // the gradient with respect to a symmetric input is symmetric
+  CHECK(max_abs(g - g.t()) <= 1e-14);  // the gradient with respect to a symmetric input is symmetric
 }
 
 TEST_CASE("eigh at a repeated eigenvalue: gauge-invariant gradients are finite and match", "[eigh][grad]") {
@@ -243,11 +241,11 @@ TEST_CASE("eigh at a repeated eigenvalue: gauge-invariant gradients are finite a
       {"eigenvalues' sum of squares", [](auto& x) { return sum(square(eigh(sym(x[0])).eigenvalues)); }},
       {"projector", [&](auto& x) {
          const Tensor v = eigh(sym(x[0])).eigenvectors;
-         return matmul(v * c, mt(v));
+         return matmul(v * c, v.t());
        }},
       {"projector onto the repeated eigenspace", [](auto& x) {
          const Tensor v = slice(eigh(sym(x[0])).eigenvectors, -1, 1, 3);
-         return matmul(v, mt(v));
+         return matmul(v, v.t());
        }},
   };
   for (const auto& [name, f] : functions) {
@@ -266,7 +264,7 @@ TEST_CASE("eigh: second derivatives", "[eigh][grad]") {
   const Tensor c = randn({4}, 90), w = randn({4, 4}, 91);
   auto loss = [&](const Tensor& x) {
     const Eigh e = eigh(sym(x));
-    return sum(w * matmul(e.eigenvectors * c, mt(e.eigenvectors))) + sum(square(e.eigenvalues));
+    return sum(w * matmul(e.eigenvectors * c, e.eigenvectors.t())) + sum(square(e.eigenvalues));
   };
   check_gradients([&](auto& x) { return grad(loss)(x[0]); }, {randn({4, 4}, 92)}, 1e-5, 1e-7);
 }
@@ -275,7 +273,7 @@ TEST_CASE("eigh under vmap, as_batch and jit: one trace for every batch size", "
   const Tensor c = randn({5}, 100);
   auto loss = [&](const Tensor& a) {
     const Eigh e = eigh(a);
-    return sum(matmul(e.eigenvectors * c, mt(e.eigenvectors))) + sum(exp(e.eigenvalues));
+    return sum(matmul(e.eigenvectors * c, e.eigenvectors.t())) + sum(exp(e.eigenvalues));
   };
   auto step = jit(vmap(value_and_grad(loss)));
   for (std::int64_t b : {1, 4, 9}) {
@@ -341,6 +339,34 @@ TEST_CASE("qr and eigh: one op over the whole batch, and empty matrices", "[qr][
   CHECK(eigh(zeros({2, 0, 0})).eigenvalues.shape() == Shape{2, 0});
 }
 
+TEST_CASE("qr and eigh of empty matrices: gradients of the input's shape", "[qr][eigh][grad]") {
+  auto qr_loss = [](const Tensor& x) { return sum(qr(x).q) + sum(qr(x).r); };
+  auto eigh_loss = [](const Tensor& x) { return sum(eigh(x).eigenvalues) + sum(eigh(x).eigenvectors); };
+  for (const Shape& shape : {Shape{3, 0}, Shape{0, 3}, Shape{0, 0}, Shape{2, 0, 4}}) {
+    INFO("qr of " << to_string(shape));
+    const Tensor g = grad(qr_loss)(zeros(shape));
+    CHECK(g.shape() == shape);
+    Shape batched = shape;
+    batched.insert(batched.begin(), 2);
+    const Tensor gb = grad(qr_loss)(as_batch(zeros(batched)));
+    CHECK(gb.is_batched());
+    CHECK(gb.shape() == shape);
+  }
+  for (const Shape& shape : {Shape{0, 0}, Shape{2, 0, 0}}) {
+    INFO("eigh of " << to_string(shape));
+    const Tensor g = grad(eigh_loss)(zeros(shape));
+    CHECK(g.shape() == shape);
+    const Tensor gb = grad(eigh_loss)(as_batch(zeros({3, 0, 0})));
+    CHECK(gb.is_batched());
+    CHECK(gb.shape() == Shape{0, 0});
+  }
+  // A loss that also reads a non-empty input: the empty factorization adds nothing to its gradient.
+  const Tensor y = randn({3}, 150);
+  auto loss = [](const Tensor& v) { return sum(v * v) + sum(eigh(zeros({0, 0}) * sum(v)).eigenvalues); };
+  const Tensor gy = grad(loss)(y);
+  require_close(gy, y * 2.0, 1e-15);
+}
+
 TEST_CASE("per-example gradients with respect to a matrix shared by the batch", "[qr][eigh][vmap]") {
   // The decomposition is unbatched and its cotangent batched: the adjoints broadcast.
   const Tensor a = randn({5, 3}, 140), s = sym(randn({4, 4}, 141));
@@ -348,7 +374,7 @@ TEST_CASE("per-example gradients with respect to a matrix shared by the batch", 
   auto qr_loss = [](const Tensor& x, const Tensor& w) { return sum(qr(x).q * w) + sum(qr(x).r); };
   auto eigh_loss = [](const Tensor& x, const Tensor& w) {
     const Eigh e = eigh(x);
-    return sum(matmul(e.eigenvectors * w, mt(e.eigenvectors))) + sum(e.eigenvalues * w);
+    return sum(matmul(e.eigenvectors * w, e.eigenvectors.t())) + sum(e.eigenvalues * w);
   };
   const Tensor gq = unbatch(vmap(grad(qr_loss), {not_mapped, 0})(a, p));
   const Tensor ge = unbatch(vmap(grad(eigh_loss), {not_mapped, 0})(s, c));

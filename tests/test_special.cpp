@@ -1,4 +1,4 @@
-// The elementwise special functions and reductions of issue 13: log10, log2, exp2, exp10, expm1,
+// The elementwise special functions and reductions: log10, log2, exp2, exp10, expm1,
 // erf, erfc, lgamma, digamma, trigamma, sigmoid, softplus, pow with a scalar base, minimum, clip,
 // logsumexp and cumsum. Values against the C library, long-double formulas, closed forms and
 // scipy's tables; gradients against finite differences and closed forms; batched and under jit.

@@ -242,7 +242,7 @@ void CpuBackend::cumsum(const View& in, const View& out, int axis, bool reverse)
   Shape lines = out.shape;
   lines[a] = 1;
   if (n == 0) return;
-  visit_dtype(out.dtype, [&](auto zero) {
+  visit_float_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
     const T* x = ptr<T>(in);
     T* y = ptr<T>(out);

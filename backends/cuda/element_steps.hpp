@@ -178,9 +178,10 @@ VTAPE_HOST_DEVICE void mirror_lower(std::int64_t t, std::int64_t n, T* x, std::i
   if (j > i) x[m * s + i * n + j] = x[m * s + j * n + i];
 }
 
-// A solver's info kept where info[m] has no failure of its own yet.
+// A solver's info kept where info[m] has no failure of its own yet; a bad argument's (< 0) shifted
+// clear of flag_nonfinite's -1.
 VTAPE_HOST_DEVICE void merge_info(std::int64_t m, std::int32_t* info, const std::int32_t* solver_info) {
-  if (info[m] == 0) info[m] = solver_info[m];
+  if (info[m] == 0) info[m] = solver_info[m] < 0 ? kernels::solver_bad_argument + solver_info[m] : solver_info[m];
 }
 
 }  // namespace vt::cuda::steps

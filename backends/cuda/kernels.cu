@@ -71,7 +71,9 @@ __device__ __forceinline__ T apply_unary(UnaryKind kind, T x) {
       case UnaryKind::neg: return element::neg(x);
       case UnaryKind::abs: return element::abs_int(x);
       case UnaryKind::sign: return static_cast<T>((x > T(0)) - (x < T(0)));
-      default: return x;
+      default:  // apply refuses every other map for integers first: a bug, as the CPU's internal error
+        __trap();
+        return x;
     }
   } else {
     constexpr bool f = std::is_same_v<T, float>;
@@ -127,7 +129,9 @@ __device__ __forceinline__ T apply_binary(BinaryKind kind, T x, T y) {
       case BinaryKind::less: return x < y ? T(1) : T(0);
       case BinaryKind::greater: return x > y ? T(1) : T(0);
       case BinaryKind::equal: return x == y ? T(1) : T(0);
-      default: return x;
+      default:  // apply refuses div and pow for integers first: a bug, as the CPU's internal error
+        __trap();
+        return x;
     }
   } else {
     constexpr bool f = std::is_same_v<T, float>;
@@ -608,7 +612,7 @@ std::string reduce(Stream s, ReduceKind kind, DType dtype, const Layout<2>& kept
 std::string cumsum(Stream s, DType dtype, const Layout<2>& lines, std::int64_t n, std::int64_t step_in,
                    std::int64_t step_out, bool reverse, const void* in, void* out) {
   if (lines.total == 0 || n == 0) return {};
-  visit_dtype(dtype, [&](auto z) {
+  visit_float_dtype(dtype, [&](auto z) {
     using T = decltype(z);
     with_index(lines, [&](auto index) {
       cumsum_kernel<decltype(index), T><<<blocks_for(lines.total), threads, 0, st(s)>>>(
@@ -701,7 +705,7 @@ std::string mirror_lower(Stream s, DType dtype, std::int64_t count, std::int64_t
 #define VTAPE_RECTANGLE_LAUNCH(kernel, ...)                                                                      \
   do {                                                                                                           \
     if (count == 0 || rows == 0 || cols == 0) return {};                                                         \
-    visit_dtype(dtype, [&](auto z) {                                                                             \
+    visit_float_dtype(dtype, [&](auto z) {                                                                       \
       using T = decltype(z);                                                                                     \
       kernel<T><<<blocks_for(count * rows * cols), threads, 0, st(s)>>>(__VA_ARGS__);                            \
     });                                                                                                          \

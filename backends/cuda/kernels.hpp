@@ -86,7 +86,8 @@ std::string symmetrize(Stream s, DType dtype, std::int64_t count, std::int64_t n
 // `flag_nonfinite` sets info[i] = -1 where matrix i has a NaN or Inf (info starts zeroed);
 // `zero_flagged` sets the matrices with info[i] != 0 to 0; `upper_trapezoid` zeroes below the
 // diagonal; `mirror_lower` copies square matrices' lower triangle over their upper one;
-// `merge_info` keeps a solver's info[i] where info[i] is 0.
+// `merge_info` keeps a solver's info[i] where info[i] is 0, a negative one (LAPACK's: argument
+// -info was invalid, which only a bug here can cause) as solver_bad_argument + info, apart from -1.
 std::string flag_nonfinite(Stream s, DType dtype, std::int64_t count, std::int64_t rows, std::int64_t cols,
                            const void* x, std::int64_t stride, std::int32_t* info);
 std::string zero_flagged(Stream s, DType dtype, std::int64_t count, std::int64_t rows, std::int64_t cols, void* x,
@@ -95,6 +96,7 @@ std::string upper_trapezoid(Stream s, DType dtype, std::int64_t count, std::int6
                             std::int64_t stride);
 std::string mirror_lower(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* x, std::int64_t stride);
 std::string merge_info(Stream s, std::int64_t count, std::int32_t* info, const std::int32_t* solver_info);
+constexpr std::int32_t solver_bad_argument = -(1 << 20);
 
 // The largest order vector_solve takes (its right-hand side lives in shared memory).
 constexpr std::int64_t vector_solve_max_n = 2048;

@@ -50,6 +50,18 @@ void require_floating(DType dtype, const char* call) {
   if (!is_floating(dtype)) fail("cuda {}: {} matrices (internal error: apply refuses integers)", call, name_of(dtype));
 }
 
+// The report for qr's and eigh's info flags: a solver's bad argument (kernels::merge_info keeps
+// it as solver_bad_argument + info) is this backend's bug, never the input's, so it is no case of
+// the op's own report.
+FactorFailure::Report reporting_bad_arguments(const char* call, FactorFailure::Report report) {
+  return [call, report = std::move(report)](std::int64_t example, std::int32_t code) {
+    if (code <= kernels::solver_bad_argument)
+      fail("cuda {}: the solver rejected its argument {} for matrix {} of the call (internal error)", call,
+           kernels::solver_bad_argument - code, example);
+    report(example, code);
+  };
+}
+
 bool out_of_workspace(cublasStatus_t s) { return s == CUBLAS_STATUS_ALLOC_FAILED; }
 bool out_of_workspace(cusolverStatus_t s) { return s == CUSOLVER_STATUS_ALLOC_FAILED; }
 
@@ -276,6 +288,7 @@ Scratch CudaBackend::screen(DType dtype, std::int64_t count, std::int64_t rows, 
 void CudaBackend::qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a,
                      std::int64_t stride_a, void* q, std::int64_t stride_q, void* r, std::int64_t stride_r,
                      const FactorFailure::Report& failed) {
+  require_floating(dtype, "qr");
   if (count == 0 || m == 0 || n == 0) return;
   auto entered = enter();
   const std::int64_t k = std::min(m, n), mn = m * n;
@@ -283,13 +296,15 @@ void CudaBackend::qr(DType dtype, std::int64_t count, std::int64_t m, std::int64
   const std::size_t element = size_of(dtype);
   Scratch work(*this, static_cast<std::size_t>(count * mn) * element);
   Scratch tau(*this, static_cast<std::size_t>(count * k) * element);
-  Scratch solver_info(*this, sizeof(std::int32_t));  // geqrf's and orgqr's info flags only bad arguments
+  // geqrf's and orgqr's info flag only bad arguments; merged into `info` after each.
+  Scratch solver_info(*this, static_cast<std::size_t>(count) * sizeof(std::int32_t));
   copy(View{dtype, const_cast<void*>(a), {count, m, n}, {stride_a, n, 1}},
        View{dtype, work.data(), {count, m, n}, {mn, 1, m}});
   const Scratch info = screen(dtype, count, n, m, work.data(), mn);  // the column-major copy read as n x m: all of it
   auto matrix = [&](std::int64_t i) { return advance<char>(work.data(), dtype, i * mn); };
   auto reflectors = [&](std::int64_t i) { return advance<char>(tau.data(), dtype, i * k); };
   auto* device_info = static_cast<int*>(solver_info.data());
+  auto* flags = static_cast<std::int32_t*>(info.data());
 
   int factor_work = 0, form_work = 0;
   check(by_dtype(
@@ -316,14 +331,15 @@ void CudaBackend::qr(DType dtype, std::int64_t count, std::int64_t m, std::int64
                 dtype,
                 [&] {
                   return cusolverDnDgeqrf(solver_, rows, cols, as_f64(matrix(i)), rows, as_f64(reflectors(i)),
-                                          as_f64(buffer.data()), lwork, device_info);
+                                          as_f64(buffer.data()), lwork, device_info + i);
                 },
                 [&] {
                   return cusolverDnSgeqrf(solver_, rows, cols, as_f32(matrix(i)), rows, as_f32(reflectors(i)),
-                                          as_f32(buffer.data()), lwork, device_info);
+                                          as_f32(buffer.data()), lwork, device_info + i);
                 });
           }),
           "geqrf");
+  check(kernels::merge_info(stream_, count, flags, device_info));
   // R: the first k rows of the column-major factor, read with its strides, written row-major.
   copy(View{dtype, work.data(), {count, k, n}, {mn, 1, m}}, View{dtype, r, {count, k, n}, {stride_r, n, 1}});
   check(kernels::upper_trapezoid(stream_, dtype, count, k, n, r, stride_r));
@@ -333,17 +349,18 @@ void CudaBackend::qr(DType dtype, std::int64_t count, std::int64_t m, std::int64
                 dtype,
                 [&] {
                   return cusolverDnDorgqr(solver_, rows, reflections, reflections, as_f64(matrix(i)), rows,
-                                          as_f64(reflectors(i)), as_f64(buffer.data()), lwork, device_info);
+                                          as_f64(reflectors(i)), as_f64(buffer.data()), lwork, device_info + i);
                 },
                 [&] {
                   return cusolverDnSorgqr(solver_, rows, reflections, reflections, as_f32(matrix(i)), rows,
-                                          as_f32(reflectors(i)), as_f32(buffer.data()), lwork, device_info);
+                                          as_f32(reflectors(i)), as_f32(buffer.data()), lwork, device_info + i);
                 });
           }),
           "orgqr");
+  check(kernels::merge_info(stream_, count, flags, device_info));
   // Q: the first k columns of the column-major m x n work, row-major.
   copy(View{dtype, work.data(), {count, m, k}, {mn, 1, m}}, View{dtype, q, {count, m, k}, {stride_q, k, 1}});
-  defer(FactorFailure::raising(failed), static_cast<const std::int32_t*>(info.data()), count);
+  defer(FactorFailure::raising(reporting_bad_arguments("qr", failed)), flags, count);
 }
 
 // Read column-major, a row-major symmetric matrix is itself; cuSOLVER is told to read the upper
@@ -352,6 +369,7 @@ void CudaBackend::qr(DType dtype, std::int64_t count, std::int64_t m, std::int64
 // the column-major result, and one strided copy writes them as columns of the row-major v.
 void CudaBackend::eigh(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* w,
                        std::int64_t stride_w, void* v, std::int64_t stride_v, const FactorFailure::Report& failed) {
+  require_floating(dtype, "eigh");
   if (count == 0 || n == 0) return;
   auto entered = enter();
   const std::int64_t nn = n * n;
@@ -437,7 +455,7 @@ void CudaBackend::eigh(DType dtype, std::int64_t count, std::int64_t n, const vo
   check(kernels::merge_info(stream_, count, flags, device_info));
   copy(View{dtype, values.data(), {count, n}, {n, 1}}, View{dtype, w, {count, n}, {stride_w, 1}});
   copy(View{dtype, work.data(), {count, n, n}, {nn, 1, n}}, View{dtype, v, {count, n, n}, {stride_v, n, 1}});
-  defer(FactorFailure::raising(failed), flags, count);
+  defer(FactorFailure::raising(reporting_bad_arguments("eigh", failed)), flags, count);
 }
 
 }  // namespace vt::cuda
