@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <mutex>
 
 #include "graph.hpp"
 
@@ -132,7 +133,12 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
 namespace detail {
 
 void materialize(const Tensor& t) {
-  if (!t.defined() || !t.is_symbolic() || !t.impl().deferred) return;
+  if (!t.defined() || !t.impl().deferred) return;
+  // A deferred tensor may escape its trace and be read from several threads at once: one computes
+  // it, the others wait and then see its storage.
+  static std::mutex computing_deferred;
+  const std::lock_guard<std::mutex> lock(computing_deferred);
+  if (!t.is_symbolic()) return;
   // Inputs first, iteratively: a long chain of constant ops must not recurse as deep.
   std::vector<Tensor> stack{t};
   while (!stack.empty()) {

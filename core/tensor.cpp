@@ -27,7 +27,7 @@ std::int64_t Tensor::batch_size() const {
 }
 
 const void* Tensor::raw_data() const {
-  if (is_symbolic() && impl().deferred) detail::materialize(*this);
+  if (impl().deferred) detail::materialize(*this);
   if (is_symbolic()) fail("a traced tensor has no values while jit traces (item, at, to_vector, data and as_eigen need a value)");
   return static_cast<const char*>(impl().storage->data) + impl().offset * size_of(dtype());
 }

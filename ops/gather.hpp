@@ -15,7 +15,8 @@
 // - Cost: proportional to the result (gathers) or to the updates (scatters, segments), never a
 //   dense indicator matrix. On the CPU, sums over repeated indices are added in row-major order of
 //   the indices (the same bits on every run); the CUDA backend adds with atomics, so a float sum
-//   may differ in its last bits from run to run.
+//   may differ in its last bits from run to run, and segment_max of a segment holding both +0
+//   and -0 (or NaNs with different payloads) returns whichever the atomics met first.
 #include <cstdint>
 
 #include "../core/tensor.hpp"

@@ -312,6 +312,27 @@ inline void check_factorization_errors(Device device) {
   CHECK_THAT(error_of([&] { (void)logdet(bad); }), Catch::Contains("not positive definite"));
 }
 
+// An out-of-range index on `device` raises when the op or the plan ends, naming the index and its
+// position, eagerly and in a jitted plan (recorded once, then replayed: each call checks anew).
+inline void check_index_errors(Device device) {
+  const Tensor x = randn({5, 3}, 24).to(device);
+  const Tensor bad = Tensor::from_ints({1, 2, 6}, {3}, DType::i64, device);
+  const Tensor good = Tensor::from_ints({4, -5}, {2}, DType::i32, device);
+  CHECK_THAT(error_of([&] { (void)take(x, bad); }),
+             Catch::Contains("take") && Catch::Contains("index 6") && Catch::Contains("position [2]"));
+  CHECK_THAT(error_of([&] { (void)segment_sum(x, Tensor::from_ints({0, 0, 1, 9, 1}, {5}, DType::i64, device), 2); }),
+             Catch::Contains("segment id 9") && Catch::Contains("position [3]"));
+  CHECK_THAT(error_of([&] { (void)scatter_add(x, bad, ones({3, 3}, DType::f64, device)); }),
+             Catch::Contains("index 6") && Catch::Contains("position [2]"));
+  auto f = jit([](const Tensor& a, const Tensor& idx) { return exp(take(a, idx)) + 1.0; });
+  for (int round = 0; round < 2; ++round) {
+    INFO("round " << round);
+    CHECK_THAT(error_of([&] { (void)f(x, bad); }), Catch::Contains("index 6"));
+    require_close(f(x, good), exp(take(x.to(Device::cpu()), Tensor::from_ints({4, -5}, {2}, DType::i32))) + 1.0,
+                  1e-15);
+  }
+}
+
 // qr and eigh on `device` fail as on the CPU: a NaN where they read names its example, eagerly and
 // under jit; eigh ignores what lies above the diagonal; both of eigh's solver paths on a GPU.
 inline void check_decomposition_errors(Device device) {

@@ -300,3 +300,17 @@ TEST_CASE("rectangle work items and the trapezoid step", "[cuda-steps]") {
   for (std::int64_t t = 0; t < 24; ++t) steps::upper_trapezoid(t, 3, 4, x.data(), 12);
   for (std::int64_t t = 0; t < 24; ++t) CHECK((x[static_cast<std::size_t>(t)] == 0.0) == ((t % 12) / 4 > t % 4));
 }
+
+TEST_CASE("an index check's codes keep the first bad offset under a max, and 0 means none", "[cuda-steps][gather]") {
+  // As the gather and scatter kernels note bad indices: an atomic max over the codes, from 0.
+  for (const std::vector<std::int64_t>& offsets :
+       std::vector<std::vector<std::int64_t>>{{5, 2, 9}, {0}, {7, 0, 3}, {std::int64_t{1} << 40, 12}}) {
+    std::int64_t bad = 0;
+    for (std::int64_t offset : offsets) {
+      CHECK(steps::bad_index_code(offset) > 0);
+      bad = std::max(bad, steps::bad_index_code(offset));
+    }
+    CHECK(bad != 0);
+    CHECK(steps::bad_index_offset(bad) == *std::min_element(offsets.begin(), offsets.end()));
+  }
+}

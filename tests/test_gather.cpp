@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gradcheck.hpp"
+#include "device_suite.hpp"
 #include "opaque_device.hpp"
 
 using namespace vt;
@@ -396,17 +397,6 @@ TEST_CASE("gather family errors name the op, the index, its position and the axi
 TEST_CASE("an out-of-range index on the asynchronous device is raised when the op or plan ends", "[gather][device]") {
   const Device dev = Device::cuda(6);
   vt::testing::OpaqueDevice device(dev);
-  const Tensor x = randn({5, 3}, 24).to(dev);
-  const Tensor bad = ints({1, 2, 6}, {3}).to(dev), good = ints({4, -5}, {2}).to(dev);
-  CHECK_THAT(error_of([&] { (void)take(x, bad); }), Catch::Contains("take") && Catch::Contains("index 6") &&
-                                                        Catch::Contains("position [2]"));
-  CHECK_THAT(error_of([&] { (void)segment_sum(x, ints({0, 0, 1, 9, 1}, {5}).to(dev), 2); }),
-             Catch::Contains("segment id 9") && Catch::Contains("position [3]"));
-  auto f = jit([](const Tensor& a, const Tensor& idx) { return exp(take(a, idx)) + 1.0; });
-  for (int round = 0; round < 2; ++round) {  // recorded once, then replayed: each call checks anew
-    INFO("round " << round);
-    CHECK_THAT(error_of([&] { (void)f(x, bad); }), Catch::Contains("index 6"));
-    require_close(f(x, good), exp(take(x.to(Device::cpu()), ints({4, -5}, {2}))) + 1.0, 1e-15);
-  }
+  vt::testing::check_index_errors(dev);
   device.raise_deferred();  // nothing left over
 }

@@ -11,6 +11,7 @@
 #include "../merged_axes.hpp"
 #include "../view_checks.hpp"
 #include "cuda_backend.hpp"
+#include "element_steps.hpp"
 #include "kernels.hpp"
 #include "layout_of.hpp"
 
@@ -330,13 +331,13 @@ void CudaBackend::cumsum(const View& in, const View& out, int axis, bool reverse
 
 namespace {
 
-// An index check's info (kernels.hpp: bad): the complement of the first offending offset, then its
+// An index check's info (kernels.hpp: bad): the code of the first offending offset, then its
 // value, as two int64 read through four int32; all 0 when every index was in range.
 InfoCheck index_check(IndexFailure::Report report) {
   return [report](const std::int32_t* info, std::int64_t) {
     std::int64_t bad[2];
     std::memcpy(bad, info, sizeof bad);
-    if (bad[0] != 0) report(~bad[0], bad[1]);
+    if (bad[0] != 0) report(steps::bad_index_offset(bad[0]), bad[1]);
   };
 }
 

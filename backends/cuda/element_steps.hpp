@@ -16,6 +16,12 @@
 
 namespace vt::cuda::steps {
 
+// An index check's code for an out-of-range index at `offset` (>= 0) into the indices: positive,
+// and larger for a lower offset, so that an atomic max over the codes of a pass keeps the first
+// one, and 0 (the buffer as cleared) means that every index was in range.
+VTAPE_HOST_DEVICE std::int64_t bad_index_code(std::int64_t offset) { return INT64_MAX - offset; }
+VTAPE_HOST_DEVICE std::int64_t bad_index_offset(std::int64_t code) { return INT64_MAX - code; }
+
 // Whether linear indices of `l` (and a grid-stride step past the last: grids are capped at 65,535
 // blocks of 256 threads, under 2^24) fit in 32 bits: then the kernels divide in 32 bits, several
 // times cheaper on a GPU than 64-bit division.

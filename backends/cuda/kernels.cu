@@ -289,15 +289,16 @@ __device__ __forceinline__ std::int64_t resolve_index(I i, const IndexedAxis& ax
   return j >= 0 && j < axis.length ? j : -1;
 }
 
-// bad[0] keeps ~offset of the lowest offset seen: the largest complement, and 0 while there is none.
+// bad[0] keeps the code of the lowest offset seen (steps::bad_index_code: the largest), 0 while
+// there is none.
 __device__ __forceinline__ void note_bad(std::int64_t* bad, std::int64_t offset) {
-  atomicMax(reinterpret_cast<long long*>(bad), static_cast<long long>(~offset));
+  atomicMax(reinterpret_cast<long long*>(bad), static_cast<long long>(steps::bad_index_code(offset)));
 }
 
 // The value of the first out-of-range index, once its offset is known (one thread, after the pass).
 template <class I>
 __global__ void bad_value_kernel(const I* indices, std::int64_t* bad) {
-  if (bad[0] != 0) bad[1] = static_cast<std::int64_t>(indices[~bad[0]]);
+  if (bad[0] != 0) bad[1] = static_cast<std::int64_t>(indices[steps::bad_index_offset(bad[0])]);
 }
 
 template <class Index, class T, class I>

@@ -49,8 +49,8 @@ std::string cumsum(Stream s, DType dtype, const Layout<2>& lines, std::int64_t n
                    std::int64_t step_out, bool reverse, const void* in, void* out);
 // Gathers and scatters along an indexed axis (Backend::gather, scatter): `l` walks (in or updates,
 // indices, out) over the iteration space, and out-of-range indices are skipped. For the error,
-// `bad` (two int64, both 0 on entry) gets the bitwise complement of the lowest offset into
-// `indices` of an out-of-range index in bad[0] (so 0 means none, as in a factorization's info)
+// `bad` (two int64, both 0 on entry) gets the code (steps::bad_index_code) of the lowest offset
+// into `indices` of an out-of-range index in bad[0] (0 means none, as in a factorization's info)
 // and its value in bad[1]. `scatter` adds and takes maxima with atomics; `assign` takes two
 // passes and `winners`: one int64 per element of out's extent, all -1 on entry, where the first
 // pass leaves the last update (in row-major order) to land on each element.

@@ -84,6 +84,8 @@ TEST_CASE("factorization errors on cuda:0 match the CPU's", "[gpu]") { check_fac
 
 TEST_CASE("qr and eigh errors on cuda:0 match the CPU's", "[gpu]") { check_decomposition_errors(gpu); }
 
+TEST_CASE("an out-of-range index on cuda:0 raises when the op or plan ends", "[gpu]") { check_index_errors(gpu); }
+
 TEST_CASE("a jitted value_and_grad on cuda:0 traces once for every batch size and matches the CPU", "[gpu]") {
   auto loss = [](const Tensor& p) {
     const Tensor f = randn({32, 6}, 3, p.dtype(), p.device());
