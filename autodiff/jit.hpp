@@ -10,7 +10,12 @@
 // equals vmap(f)(X): X's leading axis is the batch, fixed in that plan, and since B is part of X's
 // shape, which is in the key, each new B traces again (counters().traces shows it). Passing
 // as_batch(X) instead keeps B out of the trace, so one plan serves every B. A plan that fixes B
-// refuses batched arguments of another size, naming both.
+// refuses batched arguments of another size, naming both, where they meet X's examples (as in
+// vmap(f)(X, batched)); a batched (as_batch) argument that never meets them, free to have another
+// size in eager code, is refused when traced, whatever the sizes. A plan has one batch size: pass
+// both batched (as_batch before the call) or both plain, of one size, or call such a function
+// without jit. unbatch of a value computed from a plain
+// argument's as_batch traces (its B is known); of a batched argument's, it raises (B is not).
 //
 // Tracing runs the function on symbolic tensors, which carry types but no values: reading values
 // (item, to_vector) or the batch size (batch_size) while tracing raises vt::Error, so a trace can

@@ -65,6 +65,21 @@ void run_kernel(const OpDef& op, const Attrs& attrs, const KernelViews& views, s
   op.forward(KernelArgs{op.name, backend, views.in, views.out, attrs, views.batched, batch});
 }
 
+namespace {
+// A traced result's batch size where the trace knows it: every batched input has the same known
+// size (one from as_batch of a plain argument, whose shape fixes the plan, or a constant's); 0
+// (a run-time size) otherwise. It lets unbatch of a value computed from as_batch be traced.
+std::int64_t traced_batch(const std::vector<Tensor>& inputs) {
+  std::int64_t batch = 0;
+  for (const Tensor& t : inputs) {
+    if (!t.is_batched()) continue;
+    if (t.impl().batch <= 0 || (batch != 0 && t.impl().batch != batch)) return 0;
+    batch = t.impl().batch;
+  }
+  return batch;
+}
+}  // namespace
+
 Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
   std::vector<Operand> values;
   values.reserve(inputs.size());
@@ -104,7 +119,7 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
   impl->dtype = out.dtype;
   impl->shape = out.shape;
   impl->batched = out.batched;
-  impl->batch = out.batched ? batch : 0;
+  impl->batch = out.batched ? (traced ? traced_batch(inputs) : batch) : 0;
   impl->device = op.output_device ? op.output_device(attrs) : inputs.empty() ? Device{} : inputs[0].device();
   impl->tracked = tracked && op.adjoint != nullptr && is_floating(out.dtype);  // no gradient through integers
   impl->deferred = defer;

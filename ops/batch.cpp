@@ -121,6 +121,7 @@ Tensor traced_alias(const Tensor& x, Shape shape, bool batched, std::int64_t bat
   impl->dtype = x.dtype();
   impl->shape = std::move(shape);
   impl->batched = batched;
+  impl->batch = batched ? batch : 0;  // known while tracing: see known_batch_size
   impl->device = x.device();
   impl->tracked = x.impl().tracked;
   impl->node = std::make_shared<Node>(Node{&op, pack_attrs(FixedBatchAttrs{batch}), {x}});
@@ -182,10 +183,12 @@ Tensor as_batch(const Tensor& x) {
 Tensor unbatch(const Tensor& x) {
   check_batched(x, "unbatch");
   detail::materialize(x);
-  if (x.is_symbolic())
+  if (x.is_symbolic()) {
+    if (const std::optional<std::int64_t> batch = detail::known_batch_size(x)) return traced_unbatch(x, *batch);
     fail("unbatch: a batched argument of a jitted function has a run-time batch size, so its plain [B, ...] form "
          "cannot be traced; reduce over the batch (batch_mean, mean, ...) or return the batched tensor instead, or "
          "pass the argument plain ([B, ...], mapped by vmap inside the function: one trace per batch size)");
+  }
   Shape shape = x.shape();
   shape.insert(shape.begin(), x.batch_size());
   return realias(x, shape, false, 0, unbatch_op);
@@ -201,6 +204,7 @@ std::optional<std::int64_t> known_batch_size(const Tensor& x) {
   if (!x.is_batched()) return std::nullopt;
   if (!x.is_symbolic() || x.impl().deferred) return x.impl().batch;
   if (x.impl().node && &*x.impl().node->op == &traced_as_batch_op) return fixed_batch(*x.impl().node->op, x.impl().node->attrs);
+  if (x.impl().batch > 0) return x.impl().batch;  // computed from as_batch of a plain argument (see apply)
   return std::nullopt;
 }
 

@@ -64,7 +64,8 @@ At at(const Tensor& x, const Tensor& indices, std::int64_t axis = 0);
 // segment_sum: the sum of each segment's rows (0 for an empty segment); its gradient with respect
 // to data is take(g, segment_ids, 0).
 Tensor segment_sum(const Tensor& data, const Tensor& segment_ids, std::int64_t num_segments);
-// segment_mean: the mean of each segment's rows (0 for an empty segment).
+// segment_mean: the mean of each segment's rows (0 for an empty segment); of integer data, a
+// float64 result (as vt::mean).
 Tensor segment_mean(const Tensor& data, const Tensor& segment_ids, std::int64_t num_segments);
 // segment_max: the largest of each segment's rows (-inf for an empty segment, as in JAX; an
 // integer tensor's lowest value for integers). A NaN wins. The gradient goes to the maximal

@@ -51,8 +51,10 @@ const OpDef segment_sum_op{
     .name = "segment_sum",
     .infer = [](const std::vector<ExampleType>& in, const Attrs& a) { return segment_type("segment_sum", in, a); },
     .forward = segment_forward<ScatterKind::sum>,
-    .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
-                  const AdjointContext&) { return std::vector<Tensor>{take(g, n.inputs[1], 0), Tensor()}; },
+    .adjoint =
+        [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+          return std::vector<Tensor>{ctx.needs[0] ? take(g, n.inputs[1], 0) : Tensor(), Tensor()};
+        },
     .mixed_dtypes = true,
     .integers = true};
 
@@ -61,7 +63,8 @@ const OpDef segment_max_op{
     .infer = [](const std::vector<ExampleType>& in, const Attrs& a) { return segment_type("segment_max", in, a); },
     .forward = segment_forward<ScatterKind::max>,
     .adjoint =
-        [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext&) {
+        [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
+          if (!ctx.needs[0]) return std::vector<Tensor>{Tensor(), Tensor()};
           // As vt::max: the maximal elements of each segment share its cotangent evenly.
           const Tensor &data = n.inputs[0], &ids = n.inputs[1];
           const Tensor hit = equal(data, take(y, ids, 0));

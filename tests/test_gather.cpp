@@ -158,6 +158,47 @@ TEST_CASE("scatter_add and at(): repeated indices accumulate, set keeps the last
   require_close(x, randn(xs, 2), 0.0);
 }
 
+TEST_CASE("segment_sum and segment_max under nested grads: the data's cotangent is computed once", "[gather][grad]") {
+  // The inner grad (w.r.t. w) does not want the data's cotangent, though the data is tracked by the
+  // outer grad: only the outer pass computes it (take is the data's adjoint's first op). (The
+  // adjoints also honour ctx.needs, but with integer ids it is never false when they run.)
+  const Tensor ids = ints({2, 0, 2, 1}, {4}), x = randn({4}, 90), w = randn({3}, 91);
+  for (bool use_max : {false, true}) {
+    INFO("segment_max: " << use_max);
+    auto seg = [&](const Tensor& d) { return use_max ? segment_max(d, ids, 3) : segment_sum(d, ids, 3); };
+    OpCounter ops;
+    const Tensor g = grad([&](const Tensor& xx) {
+      return sum(grad([&](const Tensor& ww) { return sum(seg(xx) * ww); })(w));
+    })(x);
+    CHECK(ops.forward("take") == (use_max ? 3 : 1));  // one adjoint of the data: 3 takes for max, 1 for sum
+    // d/dx sum(seg(x)) is 1 for every element (sum), or for each segment's maximal element (max).
+    const std::vector<double> xv = x.to_vector<double>(), got = g.to_vector<double>();
+    for (std::size_t k = 0; k < xv.size(); ++k) {
+      const bool is_max = k == 1 || k == 3 || xv[k] == std::max(xv[0], xv[2]);
+      CHECK(got[k] == (use_max && !is_max ? 0.0 : 1.0));
+    }
+  }
+}
+
+TEST_CASE("scatter on the CPU's parallel path (64k updates or more): repeated indices, in order", "[gather]") {
+  // 3 x 40000 updates: the columns are split across threads; each column sees its updates in order.
+  const Shape xs{4, 40000};
+  const Ints idx{1, 1, 1};
+  const Tensor u = randn({3, 40000}, 80);
+  const std::vector<double> x0(4 * 40000, 0.0), uv = u.to_vector<double>();
+  require_close(at(zeros(xs), ints(idx, {3})).set(u), scatter_loop(x0, xs, idx, uv, 0, true), 0.0);
+  require_close(at(zeros(xs), ints(idx, {3})).add(u), scatter_loop(x0, xs, idx, uv, 0, false), 0.0);
+  // Batched: the batch (4 examples of [4, 20000], 3 updates each) is the axis split across threads.
+  const Tensor ub = randn({4, 3, 20000}, 81), xb = randn({4, 4, 20000}, 82);
+  const Ints idb{2, 0, 2};
+  const Shape plain{4, 4, 20000};
+  const Tensor set_b = at(as_batch(xb), ints(idb, {3})).set(as_batch(ub));
+  const Tensor add_b = at(as_batch(xb), ints(idb, {3})).add(as_batch(ub));
+  CHECK(set_b.batch_size() == 4);
+  require_close(unbatch(set_b), scatter_loop(xb.to_vector<double>(), plain, idb, ub.to_vector<double>(), 1, true), 0.0);
+  require_close(unbatch(add_b), scatter_loop(xb.to_vector<double>(), plain, idb, ub.to_vector<double>(), 1, false), 0.0);
+}
+
 TEST_CASE("segment_sum, segment_mean, segment_max: values against loops, unsorted ids, empty segments", "[gather]") {
   const Ints ids{3, 0, 3, 1, 0, 3, 5, 1};  // segments 2 and 4 are empty
   const Tensor data = randn({8, 2, 3}, 4);

@@ -78,6 +78,44 @@ void precompute_views(Plan& plan) {
   }
 }
 
+// A plan runs at one batch size. Mapping over a plain argument (vmap or as_batch of it) fixes it;
+// a batched argument's is a run-time value. Where the two meet in a step (vmap(f)(plain, batched))
+// eager code needs them equal too, and a call checks it; where they never meet, eager code allows
+// them to differ but the plan cannot, so such a function is refused here, whatever the sizes.
+void refuse_untied_batched_arguments(const Plan& plan) {
+  // Union-find over batch sources: 0 is the fixed batch, 1 + i batched argument i.
+  std::vector<int> parent(1, 0);
+  auto find = [&](int a) {
+    while (parent[static_cast<std::size_t>(a)] != a) a = parent[static_cast<std::size_t>(a)];
+    return a;
+  };
+  std::vector<int> source(plan.values.size(), -1);
+  for (std::size_t v = 0; v < plan.values.size(); ++v) {
+    const PlanValue& pv = plan.values[v];
+    if (pv.kind != PlanValue::Kind::input || !pv.batched) continue;
+    source[v] = static_cast<int>(parent.size());
+    parent.push_back(source[v]);
+  }
+  for (const PlanStep& step : plan.steps) {
+    int joined = fixed_batch(*step.op, step.attrs) >= 0 ? 0 : -1;
+    for (int v : step.in) {
+      const int s = source[static_cast<std::size_t>(v)];
+      if (s < 0) continue;
+      if (joined < 0) joined = find(s);
+      else parent[static_cast<std::size_t>(find(s))] = find(joined);
+    }
+    if (plan.values[static_cast<std::size_t>(step.out)].batched) source[static_cast<std::size_t>(step.out)] = joined;
+  }
+  for (const PlanValue& pv : plan.values)
+    if (pv.kind == PlanValue::Kind::input && pv.batched &&
+        find(source[static_cast<std::size_t>(&pv - plan.values.data())]) != find(0))
+      fail("jit: the function maps over a plain argument of {} examples (vmap or as_batch of it inside the "
+           "function), which fixes the plan's batch size, and takes a batched argument (argument {}, as_batch) that "
+           "never meets it, whose batch size is a run-time value; a plan has one batch size: pass both batched "
+           "(as_batch before the call) or both plain, of one batch size, or call the function without jit",
+           plan.fixed_batch, pv.input);
+}
+
 }  // namespace
 
 std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_inputs, const Traced& traced,
@@ -113,6 +151,7 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
            plan->fixed_batch, b);
     plan->fixed_batch = b;
   }
+  if (plan->fixed_batch >= 0) refuse_untied_batched_arguments(*plan);
   fold_constants(*plan);
   plan_memory(*plan);
   precompute_views(*plan);
