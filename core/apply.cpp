@@ -150,9 +150,10 @@ namespace detail {
 void materialize(const Tensor& t) {
   if (!t.defined() || !t.impl().deferred) return;
   // A deferred tensor may escape its trace and be read from several threads at once: one computes
-  // it, the others wait and then see its storage.
-  static std::mutex computing_deferred;
-  const std::lock_guard<std::mutex> lock(computing_deferred);
+  // it, the others wait and then see its storage. Recursive: computing it reads its inputs, which
+  // come back here.
+  static std::recursive_mutex computing_deferred;
+  const std::lock_guard<std::recursive_mutex> lock(computing_deferred);
   if (!t.is_symbolic()) return;
   // Inputs first, iteratively: a long chain of constant ops must not recurse as deep.
   std::vector<Tensor> stack{t};

@@ -279,3 +279,21 @@ TEST_CASE("jit: unbatch of a value computed from as_batch of a plain argument tr
   CHECK_THAT(error_of([&] { (void)jit([](const Tensor& x) { return unbatch(x * 2.0); })(as_batch(p)); }),
              Catch::Contains("run-time batch size"));
 }
+
+TEST_CASE("a value computed from constants that escapes its trace can be read from several threads", "[jit]") {
+  const Tensor C = randn({64, 64}, 31);
+  Tensor escaped;
+  auto f = jit([&](const Tensor& x) {
+    escaped = exp(C) * 2.0;  // constants only: recorded, not computed, while tracing
+    return x + 1.0;
+  });
+  (void)f.compile(randn({3}, 32));
+  REQUIRE(escaped.is_symbolic());  // not computed yet: the first reader computes it, the others wait
+  const std::vector<double> want = (exp(C) * 2.0).to_vector<double>();
+  std::vector<std::vector<double>> got(4);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < got.size(); ++t)
+    threads.emplace_back([&, t] { got[t] = escaped.to_vector<double>(); });
+  for (std::thread& t : threads) t.join();
+  for (const std::vector<double>& g : got) CHECK(g == want);
+}
