@@ -76,6 +76,38 @@ struct JitCounters {
   // Arenas allocated for calls run step by step: a plan keeps the arenas of finished calls and
   // reuses them, growing one only for a batch size larger than any before (see release_memory).
   std::int64_t arenas = 0;
+  // Calls run by chunks of examples (on the CPU: see JitChunkExamples), and the examples per chunk
+  // of the latest such call of any of the plans (0 when none ran by chunks).
+  std::int64_t chunked_calls = 0;
+  std::int64_t chunk_examples = 0;
+};
+
+// On the CPU, a plan runs its batched steps by chunks of examples: the steps that depend on no
+// batched value run once, then one parallel region (OpenMP) in which each thread takes the next
+// chunk and runs every batched step over it, its per-example working set sized to a core's L2 (at
+// least one example), with reductions over the batch (batch_sum, batch_mean, a shared parameter's
+// gradient) writing a partial per chunk that is combined in chunk order; then the steps that read
+// those reductions. The chunks depend on the batch size and the plan, never on the number of
+// threads, so results are identical whatever it is; they equal a whole-batch run's up to the
+// rounding of the reductions' sums. Memory is one chunk's per thread instead of the whole batch's.
+// A plan runs whole-batch when a batched step reads a reduction over the batch (centring by a batch
+// mean, batch_max's gradient), when it fixes its batch size (vmap of a plain argument), and on a
+// GPU. An error names its example's index in the whole batch, the first failing one as a whole-batch
+// run would.
+//
+// JitChunkExamples(n), while it lives, makes the plans this thread calls use chunks of n examples
+// (n > 0; a batch of at most n runs whole), where the backend runs by chunks; 0 restores the
+// backend's choice. For tests and tuning.
+class JitChunkExamples {
+ public:
+  explicit JitChunkExamples(std::int64_t examples);
+  ~JitChunkExamples();
+  JitChunkExamples(const JitChunkExamples&) = delete;
+  JitChunkExamples& operator=(const JitChunkExamples&) = delete;
+  static std::int64_t active();  // 0: the backend's choice
+
+ private:
+  std::int64_t previous_;
 };
 
 struct PlanSummary {

@@ -58,11 +58,13 @@ KernelViews kernel_views(const std::vector<Operand>& in, const Operand& out, std
   return views;
 }
 
-void run_kernel(const OpDef& op, const Attrs& attrs, const KernelViews& views, std::int64_t batch, Backend& backend) {
+void run_kernel(const OpDef& op, const Attrs& attrs, const KernelViews& views, std::int64_t batch, Backend& backend,
+                std::int64_t whole_batch, std::int64_t first_example) {
   // Nothing to compute: kernels never see an empty output, whose other dimensions may be huge
   // (a stack of 0 matrices of 2^32 x 2^32 has n * n overflow in any kernel's arithmetic).
   if (numel(views.out.shape) == 0) return;
-  op.forward(KernelArgs{op.name, backend, views.in, views.out, attrs, views.batched, batch});
+  op.forward(KernelArgs{op.name, backend, views.in, views.out, attrs, views.batched, batch,
+                        whole_batch < 0 ? batch : whole_batch, first_example});
 }
 
 namespace {

@@ -195,6 +195,12 @@ class Backend {
   // spot need not override it.
   virtual void raise_deferred() {}
 
+  // The bytes of cache that one thread's share of a jit plan's per-example work should fit in (a
+  // core's L2): a plan then runs its per-example steps by chunks of examples whose working set is
+  // about that size, one parallel region per call, each thread taking the next chunk (see
+  // autodiff/jit/execute.cpp). 0: every step runs over the whole batch (a GPU).
+  virtual std::size_t chunk_cache_bytes() const { return 0; }
+
   // Whether this backend can record work for replay (jit then records each plan once per batch
   // size and replays it). Between begin_recording() and end_recording(), the calling thread's
   // calls are recorded, not run, and other threads' calls wait. end_recording() gives the

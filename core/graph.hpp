@@ -113,6 +113,12 @@ struct KernelArgs {
   const Attrs& attrs;
   bool batched;
   std::int64_t batch;
+  // The examples [first_example, first_example + batch) of a call over whole_batch examples: a jit
+  // plan on the CPU runs its batched steps by chunks of examples. Ops that divide by the batch size
+  // (batch_mean) use whole_batch, and errors name an example by its index in the whole batch. An
+  // eager op or a whole-batch step has whole_batch == batch and first_example == 0.
+  std::int64_t whole_batch = 0;
+  std::int64_t first_example = 0;
   // How many leading axes of the views are the batch's (0 or 1): a per-example axis d is view axis
   // lead() + d.
   std::size_t lead() const { return batched ? 1 : 0; }
@@ -150,6 +156,9 @@ struct OpDef {
   bool aliases_input = false;
   // The output is unbatched although inputs are batched: the op reduces over the batch.
   bool reduces_batch = false;
+  // How a reduces_batch op's results over parts of the batch combine into its result over the whole
+  // batch (a jit plan runs them by chunks of examples and combines the chunks' results in order).
+  ReduceKind batch_partials = ReduceKind::sum;
   // The forward also works with the output in input 0's buffer (same size and batching), so a
   // plan may reuse that buffer when input 0 dies here.
   bool in_place = false;
@@ -191,8 +200,10 @@ struct KernelViews {
 KernelViews kernel_views(const std::vector<Operand>& in, const Operand& out, std::int64_t batch);
 
 // Runs op's forward kernel over these views (nothing runs for an empty output). Shared by apply and
-// jit plans.
-void run_kernel(const OpDef& op, const Attrs& attrs, const KernelViews& views, std::int64_t batch, Backend& backend);
+// jit plans. The views hold examples [first_example, first_example + batch) of whole_batch (-1: the
+// whole batch, `batch`).
+void run_kernel(const OpDef& op, const Attrs& attrs, const KernelViews& views, std::int64_t batch, Backend& backend,
+                std::int64_t whole_batch = -1, std::int64_t first_example = 0);
 
 // Outside vmap, a batched tensor is a batch of examples and a reduction over all of its axes
 // includes the batch. Inside vmap bodies and reverse sweeps every op is per example; this scope

@@ -12,11 +12,12 @@ namespace vt {
 
 namespace {
 
-// Multiplies a view in place by 1/B (B known only when the kernel runs).
+// Multiplies a view in place by 1/B (B known only when the kernel runs): the whole call's B, also
+// when the kernel sees a chunk of its examples (a partial mean, which the chunks' sum completes).
 void divide_by_batch(const KernelArgs& k, const View& v) {
   Storage factor(k.backend.device(), size_of(v.dtype));
   const View scalar{v.dtype, factor.data, {}, {}};
-  k.backend.fill(scalar, 1.0 / static_cast<double>(k.batch));
+  k.backend.fill(scalar, 1.0 / static_cast<double>(k.whole_batch));
   k.backend.binary(BinaryKind::mul, v, expand_view(scalar, v, false), v);
 }
 
@@ -80,6 +81,7 @@ const OpDef batch_max_op{.name = "batch_max",
                                return std::vector<Tensor>{broadcast_to_batch(g / batch_sum(hit), x) * hit};
                              },
                          .reduces_batch = true,
+                         .batch_partials = ReduceKind::max,
                          .integers = true};
 
 // as_batch and unbatch see the same storage with the batch axis inside or outside the shape.

@@ -33,9 +33,9 @@ void factor_forward(const KernelArgs& k, bool checked) {
   // The backend may call this after the op returns (a GPU finds out asynchronously): it keeps
   // copies of what the message needs. `flat` counts the call's matrices; under vmap the first of
   // the leading axes is the example, which is what the error names (and batch_index holds).
-  auto report = [op = std::string(k.op), lead = Shape(k.out.shape.begin(), k.out.shape.end() - 2),
-                 batched = k.batched, n](std::int64_t flat, std::int32_t minor) {
-    const MatrixLocation at = locate_matrix(lead, batched, flat);
+  auto report = [op = std::string(k.op), lead = Shape(k.out.shape.begin(), k.out.shape.end() - 2), batched = k.batched,
+                 n, first = k.first_example, whole = k.whole_batch](std::int64_t flat, std::int32_t minor) {
+    const MatrixLocation at = locate_matrix(lead, batched, flat, first, whole);
     throw NotPositiveDefinite(
         fmt::format("{}: {} ({} x {}) is not positive definite: its leading minor of order {} is not positive "
                     "(or not finite)",

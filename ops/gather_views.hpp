@@ -54,7 +54,7 @@ inline IndexFailure index_failure(const KernelArgs& k, std::size_t input, std::s
   const Shape shape(v.shape.begin() + static_cast<std::ptrdiff_t>(k.lead()), v.shape.end());
   const bool batched = k.batched && v.strides[0] != 0;
   return {[op = std::string(k.op), what = std::move(what), operand = std::move(operand), range = std::move(range),
-           shape, batched, batch = k.batch](std::int64_t offset, std::int64_t value) {
+           shape, batched, batch = k.whole_batch, first = k.first_example](std::int64_t offset, std::int64_t value) {
     const std::int64_t per_example = numel(shape);
     std::int64_t rest = offset % per_example;
     Shape position(shape.size());
@@ -63,7 +63,7 @@ inline IndexFailure index_failure(const KernelArgs& k, std::size_t input, std::s
       rest /= shape[d];
     }
     const std::string example =
-        batched ? fmt::format(" (example {} of the batch of {})", offset / per_example, batch) : std::string();
+        batched ? fmt::format(" (example {} of the batch of {})", first + offset / per_example, batch) : std::string();
     fail("{}: {} {} at position {} of {}{} is out of range {}", op, what, value, to_string(position), operand,
          example, range);
   }};

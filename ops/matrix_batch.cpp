@@ -73,7 +73,8 @@ SolveLayout solve_layout(const KernelArgs& a, std::size_t t_input, std::size_t b
   return {reshaped_view(a.out, matrices), batch, n, k};
 }
 
-MatrixLocation locate_matrix(const Shape& lead, bool batched, std::int64_t flat) {
+MatrixLocation locate_matrix(const Shape& lead, bool batched, std::int64_t flat, std::int64_t first_example,
+                             std::int64_t whole_batch) {
   Shape index(lead.size());
   for (std::size_t d = lead.size(), rest = static_cast<std::size_t>(flat); d-- > 0;) {
     index[d] = static_cast<std::int64_t>(rest % static_cast<std::size_t>(lead[d]));
@@ -85,9 +86,10 @@ MatrixLocation locate_matrix(const Shape& lead, bool batched, std::int64_t flat)
   };
   if (batched) {
     const Shape within(index.begin() + 1, index.end()), stack(lead.begin() + 1, lead.end());
-    return {fmt::format("example {} of the batch of {}{}", index[0], lead[0],
+    const std::int64_t example = first_example + index[0];
+    return {fmt::format("example {} of the batch of {}{}", example, whole_batch < 0 ? lead[0] : whole_batch,
                         within.empty() ? std::string() : fmt::format(" ({})", matrix(within, stack))),
-            static_cast<long>(index[0])};
+            static_cast<long>(example)};
   }
   return {lead.empty() ? std::string("the matrix") : matrix(index, lead), static_cast<long>(flat)};
 }

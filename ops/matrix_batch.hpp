@@ -56,6 +56,9 @@ struct MatrixLocation {
   std::string where;
   long example;
 };
-MatrixLocation locate_matrix(const Shape& lead, bool batched, std::int64_t flat);
+// When batched, the call's matrices may be a chunk of a jit call's batch: examples [first_example, ...)
+// of whole_batch (-1: lead[0]), and the location names the example's index in the whole batch.
+MatrixLocation locate_matrix(const Shape& lead, bool batched, std::int64_t flat, std::int64_t first_example = 0,
+                             std::int64_t whole_batch = -1);
 
 }  // namespace vt

@@ -46,8 +46,10 @@ void qr_forward(const KernelArgs& k) {
   const MatrixOperand a = matrix_operand(k.backend, k.in[0], lead, s.m, s.n, scratch, k.batched);
   // The backend may call this after the op returns (a GPU finds out asynchronously): it keeps
   // copies of what the message needs.
-  auto failed = [lead, batched = k.batched, s](std::int64_t flat, std::int32_t) {
-    fail("qr: {} ({} x {}) has a non-finite entry (NaN or Inf)", locate_matrix(lead, batched, flat).where, s.m, s.n);
+  auto failed = [lead, batched = k.batched, s, first = k.first_example, whole = k.whole_batch](std::int64_t flat,
+                                                                                              std::int32_t) {
+    fail("qr: {} ({} x {}) has a non-finite entry (NaN or Inf)", locate_matrix(lead, batched, flat, first, whole).where,
+         s.m, s.n);
   };
   char* out = static_cast<char*>(k.out.data);
   k.backend.qr(k.out.dtype, numel(lead), s.m, s.n, a.data, a.stride, out, s.packed(),

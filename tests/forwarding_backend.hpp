@@ -56,6 +56,10 @@ class ForwardingBackend : public Backend {
     cpu().eigh(dtype, count, n, a, stride_a, w, stride_w, v, stride_v, failed);
   }
   void raise_deferred() override { cpu().raise_deferred(); }
+  // Not forwarded: jit plans run every step over the whole batch here, one kernel call per step, which
+  // is what the tests deriving from this one count (the CPU's chunks would call kernels per chunk,
+  // from several threads).
+  std::size_t chunk_cache_bytes() const override { return 0; }
   // Recording keeps Backend's defaults (none): the CPU runs every call as it comes.
 
  protected:

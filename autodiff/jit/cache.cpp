@@ -1,6 +1,7 @@
 // The jit cache: one plan per key (argument types, batching, never the batch size), traced and
 // built on a miss. Tracing is serialised and marked per thread (tracing()), so that a jitted
 // function called during a trace is inlined and the cache's counters stay readable meanwhile.
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -112,6 +113,8 @@ JitCounters JitCache::counters() const {
     c.recordings += entry->plan->recordings;
     c.replays += entry->plan->replayed;
     c.arenas += entry->plan->arenas_allocated;
+    c.chunked_calls += entry->plan->chunked_calls;
+    c.chunk_examples = std::max<std::int64_t>(c.chunk_examples, entry->plan->chunk_examples);
   }
   return c;
 }

@@ -1,7 +1,11 @@
 // Running a plan for one call: placing its values in memory, running its steps (or replaying a
 // recording of them, on a backend that records) and handing back the results. Kept apart from
 // building and planning so that the executor can be replaced without touching them.
+#include <omp.h>
+
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -63,12 +67,12 @@ std::int64_t arena_bytes_at(const Plan& plan, std::int64_t batch) {
                      plan.arena_fixed, "jit", "the plan's memory");
 }
 
-// One call's arena, taken from the plan's idle ones and given back when the call ends (also when
-// it throws): see Plan::idle_arenas.
+// One call's arena of `bytes`, taken from the plan's idle ones and given back when the call ends
+// (also when it throws): see Plan::idle_arenas.
 class ArenaLease {
  public:
-  ArenaLease(const Plan& plan, std::int64_t batch) : plan_(plan) {
-    const auto bytes = static_cast<std::size_t>(std::max<std::int64_t>(arena_bytes_at(plan, batch), 1));
+  ArenaLease(const Plan& plan, std::int64_t arena_bytes) : plan_(plan) {
+    const auto bytes = static_cast<std::size_t>(std::max<std::int64_t>(arena_bytes, 1));
     {
       std::lock_guard lock(plan.arenas_mutex);
       auto& idle = plan.idle_arenas;
@@ -114,8 +118,11 @@ const Tensor* fixed_tensor(const Plan& plan, int v) {
   return nullptr;
 }
 
+// Results get buffers of `batch` examples; the arena's batched buffers are laid out for
+// `arena_batch` examples (0 when they live elsewhere: per worker, when the call runs by chunks).
 template <class ArgumentData>
-Placement place(const Plan& plan, std::int64_t batch, std::shared_ptr<Storage> arena, ArgumentData argument) {
+Placement place(const Plan& plan, std::int64_t batch, std::shared_ptr<Storage> arena, ArgumentData argument,
+                std::int64_t arena_batch) {
   Placement p;
   p.arena = std::move(arena);
   char* const base = static_cast<char*>(p.arena->data);
@@ -136,7 +143,7 @@ Placement place(const Plan& plan, std::int64_t batch, std::shared_ptr<Storage> a
       p.owned[v] = std::make_shared<Storage>(plan.device, bytes_at(pv, batch));
       p.data[v] = p.owned[v]->data;
     } else {
-      p.data[v] = base + (pv.batched ? pv.offset * batch : plan.arena_batched * batch + pv.offset);
+      p.data[v] = base + (pv.batched ? pv.offset * arena_batch : plan.arena_batched * arena_batch + pv.offset);
     }
   }
   return p;
@@ -172,12 +179,15 @@ void run_folds(const Plan& plan) {
   plan.folds_done.store(true, std::memory_order_release);
 }
 
-// Each step's views are the plan's, with this call's pointers and batch size, copied into one
-// scratch KernelViews that every step reuses (assignment keeps the vectors' capacity), so a call
-// computes no strides.
-void run_steps(const Plan& plan, const std::vector<void*>& data, std::int64_t batch, Backend& be) {
+// Steps [first, last) over `batch` examples: examples [first_example, first_example + batch) of a
+// call over whole_batch (-1: the whole batch). Each step's views are the plan's, with these
+// pointers and batch size, copied into one scratch KernelViews that every step reuses (assignment
+// keeps the vectors' capacity), so a call computes no strides.
+void run_steps(const Plan& plan, std::size_t first, std::size_t last, const std::vector<void*>& data,
+               std::int64_t batch, Backend& be, std::int64_t whole_batch = -1, std::int64_t first_example = 0) {
   KernelViews views;
-  for (const PlanStep& s : plan.steps) {
+  for (std::size_t i = first; i < last; ++i) {
+    const PlanStep& s = plan.steps[i];
     if (s.op->aliases_input) continue;
     views.in = s.views.in;
     views.out = s.views.out;
@@ -189,7 +199,7 @@ void run_steps(const Plan& plan, const std::vector<void*>& data, std::int64_t ba
     }
     views.out.data = data[static_cast<std::size_t>(s.out)];
     if (plan.values[static_cast<std::size_t>(s.out)].batched) views.out.shape[0] = batch;
-    run_kernel(*s.op, s.attrs, views, batch, be);
+    run_kernel(*s.op, s.attrs, views, batch, be, whole_batch, first_example);
   }
 }
 
@@ -228,11 +238,12 @@ std::vector<Tensor> collect(const Plan& plan, const std::vector<Tensor>& inputs,
 }
 
 std::vector<Tensor> run_directly(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Backend& be) {
-  const ArenaLease lease(plan, batch);
-  const Placement p = place(plan, batch, lease.arena(),
-                            [&](int i) { return const_cast<void*>(inputs[static_cast<std::size_t>(i)].raw_data()); });
+  const ArenaLease lease(plan, arena_bytes_at(plan, batch));
+  const Placement p = place(
+      plan, batch, lease.arena(),
+      [&](int i) { return const_cast<void*>(inputs[static_cast<std::size_t>(i)].raw_data()); }, batch);
   try {
-    run_steps(plan, p.data, batch, be);
+    run_steps(plan, 0, plan.steps.size(), p.data, batch, be);
   } catch (...) {
     be.raise_deferred();  // a failure deferred by an earlier step came first
     throw;
@@ -255,11 +266,12 @@ bool record(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t ba
       replay.arguments[static_cast<std::size_t>(pv.input)] = std::make_shared<Storage>(plan.device, bytes_at(pv, batch));
   // A recording keeps its own arena: its addresses are fixed in it.
   auto arena = std::make_shared<Storage>(plan.device, static_cast<std::size_t>(std::max<std::int64_t>(arena_bytes_at(plan, batch), 1)));
-  replay.placement = std::make_shared<Placement>(
-      place(plan, batch, std::move(arena), [&](int i) { return replay.arguments[static_cast<std::size_t>(i)]->data; }));
+  replay.placement = std::make_shared<Placement>(place(
+      plan, batch, std::move(arena), [&](int i) { return replay.arguments[static_cast<std::size_t>(i)]->data; },
+      batch));
   if (!be.begin_recording()) return false;
   try {
-    run_steps(plan, replay.placement->data, batch, be);
+    run_steps(plan, 0, plan.steps.size(), replay.placement->data, batch, be);
   } catch (...) {  // not recordable (or a real failure, which running directly raises again)
     (void)be.end_recording();
     return false;
@@ -335,6 +347,136 @@ std::optional<std::vector<Tensor>> run_recorded(const Plan& plan, const std::vec
   return results;
 }
 
+// ------------------------------------------------------------------ running by chunks of examples
+
+thread_local std::int64_t forced_chunk_examples = 0;  // JitChunkExamples
+
+// Partials of the reductions over the batch, all chunks together, stay under this: chunks grow
+// instead (a shared weight's gradient of 20 MB, say, times a thousand chunks would not fit).
+constexpr std::int64_t max_partials_bytes = std::int64_t{32} << 20;
+
+std::int64_t round_up(std::int64_t bytes) { return checked_add(bytes, 63, "jit", "the plan's memory") / 64 * 64; }
+
+// Examples per chunk for this call, or 0 for every step over the whole batch. It depends on the
+// plan, the batch size and the backend (and JitChunkExamples), never on the number of threads.
+std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch, const Backend& be) {
+  const std::size_t cache = be.chunk_cache_bytes();
+  if (!plan.chunkable || cache == 0 || batch < 2) return 0;
+  std::int64_t chunk = forced_chunk_examples;
+  if (chunk <= 0) {
+    const std::int64_t per_example = std::max<std::int64_t>(plan.arena_batched + plan.chunk_io_bytes, 1);
+    chunk = std::max<std::int64_t>(1, static_cast<std::int64_t>(cache) / per_example);
+  }
+  if (plan.partial_bytes > 0) {
+    const std::int64_t most_chunks = std::max<std::int64_t>(1, max_partials_bytes / plan.partial_bytes);
+    chunk = std::max(chunk, (batch + most_chunks - 1) / most_chunks);
+  }
+  return chunk >= batch ? 0 : chunk;
+}
+
+// A chunk's data pointers: the call's (`call`), with batched values at the chunk's first example
+// (arguments, constants and results) or in the worker's arena of `capacity` examples, and the
+// reductions' results in the chunk's partials.
+void place_chunk(const Plan& plan, const std::vector<void*>& call, std::int64_t first, std::int64_t capacity,
+                 char* arena, char* partials, std::vector<void*>& data) {
+  data = call;
+  for (std::size_t v = 0; v < plan.values.size(); ++v) {
+    const PlanValue& pv = plan.values[v];
+    if (pv.root != static_cast<int>(v)) continue;
+    if (plan.partial_offset[v] >= 0) {
+      data[v] = partials + plan.partial_offset[v];
+    } else if (!pv.batched) {
+      continue;
+    } else if (pv.kind == PlanValue::Kind::computed && !pv.output_buffer) {
+      data[v] = arena + pv.offset * capacity;
+    } else if (call[v]) {
+      data[v] = static_cast<char*>(call[v]) + first * pv.bytes();
+    }
+  }
+  for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
+    const auto out = static_cast<std::size_t>(plan.steps[i].out);
+    if (plan.steps[i].op->aliases_input) data[out] = data[static_cast<std::size_t>(plan.values[out].root)];
+  }
+}
+
+// The call by chunks of `chunk` examples (Plan::chunkable): the steps before the chunks once, then
+// one parallel region whose threads take chunks in order from a counter, each running the batched
+// steps over its chunk in an arena of its own, then the reductions' partials combined in chunk
+// order, then the steps after the chunks. The arena: the unbatched buffers, every chunk's partials,
+// and one batched arena of `chunk` examples per thread.
+std::vector<Tensor> run_chunked(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch,
+                                std::int64_t chunk, Backend& be) {
+  const std::int64_t chunks = (batch + chunk - 1) / chunk;
+  const int threads = omp_in_parallel() ? 1 : std::max(1, omp_get_max_threads());
+  const int workers = static_cast<int>(std::min<std::int64_t>(threads, chunks));
+  const std::int64_t fixed = round_up(plan.arena_fixed);
+  const std::int64_t partials = checked_mul(plan.partial_bytes, chunks, "jit", "the plan's memory");
+  const std::int64_t per_worker = round_up(checked_mul(plan.arena_batched, chunk, "jit", "the plan's memory"));
+  const ArenaLease lease(
+      plan, checked_add(checked_add(fixed, partials, "jit", "the plan's memory"),
+                        checked_mul(per_worker, workers, "jit", "the plan's memory"), "jit", "the plan's memory"));
+  const Placement p = place(
+      plan, batch, lease.arena(),
+      [&](int i) { return const_cast<void*>(inputs[static_cast<std::size_t>(i)].raw_data()); }, 0);
+  char* const partial_base = static_cast<char*>(lease.arena()->data) + fixed;
+  char* const worker_base = partial_base + partials;
+  ++plan.chunked_calls;
+  plan.chunk_examples = chunk;
+  try {
+    run_steps(plan, 0, plan.chunk_begin, p.data, batch, be);
+    // No exception leaves the parallel region: each chunk's is kept, and after one no thread takes
+    // a later chunk. Chunks are taken in order, so every chunk before a failing one has been taken
+    // and runs to its end: the lowest failing chunk, raised below, holds the first failing example.
+    std::atomic<std::int64_t> next{0}, first_failure{chunks};
+    std::vector<std::exception_ptr> failures(static_cast<std::size_t>(chunks));
+    const auto work = [&](int worker) {
+      std::vector<void*> data;
+      char* const arena = worker_base + per_worker * worker;
+      for (;;) {
+        const std::int64_t c = next.fetch_add(1);
+        if (c >= chunks || c > first_failure.load()) return;
+        const std::int64_t first = c * chunk;
+        try {
+          place_chunk(plan, p.data, first, chunk, arena, partial_base + c * plan.partial_bytes, data);
+          run_steps(plan, plan.chunk_begin, plan.chunk_end, data, std::min(chunk, batch - first), be, batch, first);
+        } catch (...) {
+          failures[static_cast<std::size_t>(c)] = std::current_exception();
+          std::int64_t seen = first_failure.load();
+          while (c < seen && !first_failure.compare_exchange_weak(seen, c)) {
+          }
+        }
+      }
+    };
+    if (workers == 1) {
+      work(0);
+    } else {
+#pragma omp parallel num_threads(workers)
+      work(omp_get_thread_num());
+    }
+    if (first_failure < chunks) std::rethrow_exception(failures[static_cast<std::size_t>(first_failure.load())]);
+    // The partials, combined in chunk order into each reduction's result.
+    for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
+      const PlanStep& s = plan.steps[i];
+      const auto v = static_cast<std::size_t>(s.out);
+      const PlanValue& pv = plan.values[v];
+      if (pv.batched || pv.bytes() == 0) continue;
+      const auto bytes = static_cast<std::size_t>(pv.bytes());
+      const View out = flat(pv.dtype, p.data[v], bytes);
+      char* const partial = partial_base + plan.partial_offset[v];
+      be.copy(flat(pv.dtype, partial, bytes), out);
+      const BinaryKind combine = s.op->batch_partials == ReduceKind::max ? BinaryKind::maximum : BinaryKind::add;
+      for (std::int64_t c = 1; c < chunks; ++c)
+        be.binary(combine, out, flat(pv.dtype, partial + c * plan.partial_bytes, bytes), out);
+    }
+    run_steps(plan, plan.chunk_end, plan.steps.size(), p.data, batch, be);
+  } catch (...) {
+    be.raise_deferred();  // a failure deferred by an earlier step came first
+    throw;
+  }
+  be.raise_deferred();
+  return collect(plan, inputs, batch, [&](int root) { return p.owned[static_cast<std::size_t>(root)]; });
+}
+
 }  // namespace
 
 void Plan::release_memory() const {
@@ -352,7 +494,21 @@ std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs
   Backend& be = backend_for(plan.device);
   if (be.records() && !plan.unrecordable)
     if (std::optional<std::vector<Tensor>> results = run_recorded(plan, inputs, batch, be)) return std::move(*results);
+  if (const std::int64_t chunk = examples_per_chunk(plan, batch, be))
+    return run_chunked(plan, inputs, batch, chunk, be);
   return run_directly(plan, inputs, batch, be);
 }
 
 }  // namespace vt::detail
+
+namespace vt {
+
+JitChunkExamples::JitChunkExamples(std::int64_t examples) : previous_(detail::forced_chunk_examples) {
+  if (examples < 0)
+    fail("JitChunkExamples: examples per chunk must be positive (or 0, the backend's choice), got {}", examples);
+  detail::forced_chunk_examples = examples;
+}
+JitChunkExamples::~JitChunkExamples() { detail::forced_chunk_examples = previous_; }
+std::int64_t JitChunkExamples::active() { return detail::forced_chunk_examples; }
+
+}  // namespace vt

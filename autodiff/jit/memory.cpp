@@ -116,6 +116,21 @@ void plan_memory(Plan& plan) {
   }
   plan.arena_batched = batched.size();
   plan.arena_fixed = fixed.size();
+  // Running by chunks: the reductions' partial results, per chunk, and what a chunk reads and
+  // writes besides its arena.
+  plan.partial_offset.assign(plan.values.size(), -1);
+  plan.partial_bytes = plan.chunk_io_bytes = 0;
+  if (!plan.chunkable) return;
+  for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
+    const PlanValue& out = plan.values[static_cast<std::size_t>(plan.steps[i].out)];
+    if (out.batched) continue;
+    plan.partial_offset[static_cast<std::size_t>(plan.steps[i].out)] = plan.partial_bytes;
+    plan.partial_bytes = checked_add(plan.partial_bytes, aligned(out.bytes()), "jit", "the plan's memory");
+  }
+  for (std::size_t v = 0; v < plan.values.size(); ++v) {
+    const PlanValue& pv = plan.values[v];
+    if (pv.batched && pv.root == static_cast<int>(v) && !in_arena(pv)) plan.chunk_io_bytes += pv.bytes();
+  }
 }
 
 }  // namespace vt::detail

@@ -171,4 +171,62 @@ void fold_constants(Plan& plan) {
   plan.steps = std::move(kept);
 }
 
+// Steps fall in four phases: S, unbatched and depending on no batched value (run once, first); E,
+// batched, and R, reductions over the batch of E values (run per chunk of examples; an R writes a
+// partial result); A, unbatched and reading an R or A value (run once, last, on the combined
+// results). Stable-partitioned into S | E R | A, which keeps every step after its inputs. A batched
+// step or a reduction that reads an R or A value needs the whole batch's reduction first: such a
+// plan runs whole-batch, as does one with a fixed batch size (as_batch and unbatch of a plain
+// argument alias the whole batch).
+void order_for_chunks(Plan& plan) {
+  plan.chunkable = false;
+  plan.chunk_begin = plan.chunk_end = 0;
+  if (plan.fixed_batch >= 0) return;
+  enum class Phase : unsigned char { S, E, R, A };
+  std::vector<Phase> phase(plan.values.size(), Phase::S);
+  for (std::size_t v = 0; v < plan.values.size(); ++v)
+    if (plan.values[v].batched) phase[v] = Phase::E;  // batched arguments and constants
+  std::vector<Phase> step_phase;
+  std::size_t per_chunk = 0;
+  for (const PlanStep& s : plan.steps) {
+    bool batched_in = false, reduced_in = false;
+    for (int v : s.in) {
+      const Phase p = phase[static_cast<std::size_t>(v)];
+      batched_in |= p == Phase::E;
+      reduced_in |= p == Phase::R || p == Phase::A;
+    }
+    Phase p;
+    if (plan.values[static_cast<std::size_t>(s.out)].batched) {
+      if (reduced_in) return;
+      p = Phase::E;
+    } else if (s.op->reduces_batch) {
+      if (reduced_in || !batched_in) return;
+      p = Phase::R;
+    } else {
+      if (batched_in) return;  // an unbatched alias of a batched value
+      p = reduced_in ? Phase::A : Phase::S;
+    }
+    phase[static_cast<std::size_t>(s.out)] = p;
+    step_phase.push_back(p);
+    per_chunk += p == Phase::E || p == Phase::R ? 1 : 0;
+  }
+  if (per_chunk == 0) return;
+  std::vector<PlanStep> ordered;
+  ordered.reserve(plan.steps.size());
+  const auto take = [&](auto in_phase) {
+    for (std::size_t i = 0; i < plan.steps.size(); ++i)
+      if (in_phase(step_phase[i])) {
+        plan.values[static_cast<std::size_t>(plan.steps[i].out)].producer = static_cast<int>(ordered.size());
+        ordered.push_back(std::move(plan.steps[i]));
+      }
+  };
+  take([](Phase p) { return p == Phase::S; });
+  plan.chunk_begin = ordered.size();
+  take([](Phase p) { return p == Phase::E || p == Phase::R; });
+  plan.chunk_end = ordered.size();
+  take([](Phase p) { return p == Phase::A; });
+  plan.steps = std::move(ordered);
+  plan.chunkable = true;
+}
+
 }  // namespace vt::detail

@@ -153,6 +153,7 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
   }
   if (plan->fixed_batch >= 0) refuse_untied_batched_arguments(*plan);
   fold_constants(*plan);
+  order_for_chunks(*plan);
   plan_memory(*plan);
   precompute_views(*plan);
   PlanSummary& s = plan->summary;

@@ -60,6 +60,24 @@ class Plan {
   Device device;
   PlanSummary summary;
 
+  // Running by chunks of examples (execute.cpp), on a backend that asks for it (chunk_cache_bytes):
+  // steps [0, chunk_begin) are unbatched and read no batched value, and run once, first;
+  // [chunk_begin, chunk_end) are the batched steps and the reductions over the batch that read
+  // them, and run per chunk, a reduction writing its chunk's partial result (the partials are
+  // combined in chunk order); [chunk_end, steps.size()) read reductions' results and run once, last.
+  // order_for_chunks sets them; chunkable is false (every step over the whole batch) when a batched
+  // step reads a reduction's result (centring by a batch mean, batch_max's adjoint), when the plan
+  // fixes its batch size, or when nothing is batched.
+  bool chunkable = false;
+  std::size_t chunk_begin = 0, chunk_end = 0;
+  // Set by plan_memory for a chunkable plan: each reduction result's offset in a chunk's partials
+  // (by plan value, -1 for others), the partials' bytes per chunk, and the per-example bytes of the
+  // batched values outside the arena that a chunk reads or writes (arguments, constants, results).
+  std::vector<std::int64_t> partial_offset;
+  std::int64_t partial_bytes = 0, chunk_io_bytes = 0;
+  // Calls run by chunks, and the examples per chunk of the latest one (JitCounters).
+  mutable std::atomic<std::int64_t> chunked_calls{0}, chunk_examples{0};
+
   // Steps on constants only (captured tensors, and what the trace deferred from them), taken out
   // of `steps` (fold_constants): they run once, on the plan's first call (run_folds), and their
   // values are kept with the plan, by plan value, for every later call.
@@ -97,6 +115,9 @@ void fold_transposes_into_matmuls(Plan& plan);
 void reassociate_matmuls(Plan& plan);
 void eliminate_dead_steps(Plan& plan);
 void fold_constants(Plan& plan);
+// Orders the steps as running by chunks needs them and sets Plan::chunkable and its phases; after
+// fold_constants, before the memory plan (whose lifetimes follow the step order).
+void order_for_chunks(Plan& plan);
 
 // Every value's root buffer and arena offset, and the arenas' sizes (autodiff/jit/memory.cpp).
 void plan_memory(Plan& plan);

@@ -3,6 +3,8 @@
 // each on first touch, which for batched buffers of 100 MB is as slow as the arithmetic on them,
 // and a loop of ops or a jitted plan asks for the same sizes call after call. So freed large
 // blocks are kept by size and handed out again; small ones are not cached (malloc is fast enough).
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -66,5 +68,15 @@ CpuBackend::~CpuBackend() {
 
 void CpuBackend::to_host(void* host, const void* src, std::size_t bytes) { std::memcpy(host, src, bytes); }
 void CpuBackend::from_host(void* dst, const void* host, std::size_t bytes) { std::memcpy(dst, host, bytes); }
+
+// sysconf reports 0 or -1 where the C library cannot tell (some containers, other CPUs): 1 MiB, a
+// common L2 of a core, then.
+std::size_t CpuBackend::chunk_cache_bytes() const {
+  static const std::size_t bytes = [] {
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return l2 > 0 ? static_cast<std::size_t>(l2) : std::size_t{1} << 20;
+  }();
+  return bytes;
+}
 
 }  // namespace vt::cpu

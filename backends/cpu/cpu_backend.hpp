@@ -17,6 +17,8 @@ class CpuBackend final : public Backend {
   void to_host(void* host, const void* src, std::size_t bytes) override;
   void from_host(void* dst, const void* host, std::size_t bytes) override;
   ~CpuBackend() override;
+  // A core's L2 (allocator.cpp): jit plans run by chunks of examples that fit it.
+  std::size_t chunk_cache_bytes() const override;
   // Maps, copies and reductions (maps.cpp).
   void fill(const View& out, double value) override;
   void copy(const View& in, const View& out) override;

@@ -1,0 +1,254 @@
+// jit plans on the CPU by chunks of examples: results agree with whole-batch runs (up to the rounding
+// of reductions over the batch) and are identical whatever the number of threads; plans that need a
+// whole-batch reduction before a batched step run whole-batch; errors name the global example.
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "gradcheck.hpp"
+
+using namespace vt;
+using vt::testing::error_of;
+using vt::testing::require_close;
+
+namespace {
+
+// Runs f with `threads` OpenMP threads, restoring the previous count.
+template <class F>
+auto with_threads(int threads, F&& f) {
+  const int previous = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  struct Restore {
+    int n;
+    ~Restore() { omp_set_num_threads(n); }
+  } restore{previous};
+  return f();
+}
+
+// A tensor's values, batched or not, as doubles: compared with == for bitwise equality (no NaN here).
+std::vector<double> values_of(const Tensor& t) { return t.to_vector<double>(); }
+
+Tensor gp_func(const Tensor& p, const Tensor& F) {  // the seed program's likelihood, small
+  const Tensor A = matmul(F * square(p), F.t()) + eye(F.shape(0));
+  return mean(cho_solve(cho_factor(A), ones({F.shape(0)})));
+}
+
+// The whole-batch run: one chunk holds every example.
+constexpr std::int64_t whole = std::int64_t{1} << 40;
+
+}  // namespace
+
+TEST_CASE("the seed program by chunks: equal to whole-batch, identical for 1, 2 and 3 threads", "[jit][chunks]") {
+  const std::int64_t n = 24, m = 6;
+  const Tensor F = randn({n, m}, 101);
+  auto loss = [&](const Tensor& P) { return mean(vmap([&](const Tensor& p) { return gp_func(p, F); })(P)); };
+  auto step = jit(value_and_grad(loss));
+  for (const std::int64_t batch : {7, 8, 2}) {
+    const Tensor P = as_batch(randn({batch, m}, 102 + static_cast<std::uint64_t>(batch)));
+    const auto [v_eager, g_eager] = value_and_grad(loss)(P);
+    const auto before = step.counters().chunked_calls;
+    const auto [v_whole, g_whole] = [&] {
+      const JitChunkExamples one_chunk(whole);
+      return step(P);
+    }();
+    CHECK(step.counters().chunked_calls == before);  // one chunk: the whole-batch path
+    require_close(v_whole, v_eager.to_vector<double>(), 1e-13);
+    require_close(unbatch(g_whole), unbatch(g_eager), 1e-13);
+    for (const std::int64_t chunk : {1, 2, 3}) {
+      const JitChunkExamples chunks(chunk);
+      std::vector<std::vector<double>> first;
+      for (const int threads : {1, 2, 3}) {
+        const auto [v, g] = with_threads(threads, [&] { return step(P); });
+        if (chunk < batch) CHECK(step.counters().chunk_examples == chunk);
+        CHECK(g.is_batched());
+        CHECK(g.batch_size() == batch);
+        require_close(v, v_whole.to_vector<double>(), 1e-13);
+        require_close(unbatch(g), unbatch(g_whole), 1e-13);
+        if (first.empty()) {
+          first = {values_of(v), values_of(g)};
+        } else {
+          CHECK(values_of(v) == first[0]);
+          CHECK(values_of(g) == first[1]);
+        }
+      }
+    }
+  }
+  CHECK(step.counters().chunked_calls == 3 * 3 + 3 * 3 + 3);  // B = 2 by chunks of 1 only
+  CHECK(step.counters().traces == 1);
+}
+
+TEST_CASE("by chunks: a shared parameter's gradient sums the chunks' partials in chunk order", "[jit][chunks]") {
+  const Tensor W = randn({5, 4}, 111), b = randn({5}, 112);
+  // W and b are shared by every example: their gradients reduce over the batch.
+  auto loss = [](const Tensor& w, const Tensor& c, const Tensor& X) {
+    return mean(vmap([&](const Tensor& x) { return sum(tanh(matmul(w, x) + c)) + max(x); })(X));
+  };
+  auto step = jit(value_and_grad(loss, {0, 1}));
+  const Tensor X = as_batch(randn({11, 4}, 113));
+  const auto [v_eager, g_eager] = value_and_grad(loss, {0, 1})(W, b, X);
+  std::vector<std::vector<double>> first;
+  for (const int threads : {1, 2, 3}) {
+    const JitChunkExamples chunks(3);
+    const auto before = step.counters().chunked_calls;
+    const auto [v, g] = with_threads(threads, [&] { return step(W, b, X); });
+    CHECK(step.counters().chunked_calls == before + 1);
+    require_close(v, v_eager.to_vector<double>(), 1e-13);
+    require_close(g[0], g_eager[0], 1e-13);
+    require_close(g[1], g_eager[1], 1e-13);
+    if (first.empty()) {
+      first = {values_of(v), values_of(g[0]), values_of(g[1])};
+    } else {
+      CHECK(values_of(v) == first[0]);
+      CHECK(values_of(g[0]) == first[1]);
+      CHECK(values_of(g[1]) == first[2]);
+    }
+  }
+  // The gradient against finite differences, through the chunked plan.
+  vt::testing::check_gradients(
+      [&](const std::vector<Tensor>& a) {
+        const JitChunkExamples chunks(3);
+        return jit(loss)(a[0], a[1], X);
+      },
+      {W, b}, 1e-6, 1e-7);
+}
+
+TEST_CASE("by chunks: batch_sum, batch_mean and batch_max of batched values", "[jit][chunks]") {
+  auto f = jit([](const Tensor& x) { return std::tuple{batch_sum(x * 2.0), batch_mean(exp(x)), batch_max(sin(x))}; });
+  const Tensor X = as_batch(randn({10, 3}, 121));
+  const auto [s, m, mx] = [&] {
+    const JitChunkExamples chunks(4);
+    return f(X);
+  }();
+  CHECK(f.counters().chunked_calls == 1);
+  require_close(s, batch_sum(X * 2.0), 1e-13);
+  require_close(m, batch_mean(exp(X)), 1e-13);
+  require_close(mx, batch_max(sin(X)), 0.0);  // a max is exact
+  // Integers sum exactly.
+  auto fi = jit([](const Tensor& x) { return batch_sum(x); });
+  const Tensor I = as_batch(astype(randn({9, 2}, 122) * 100.0, DType::i64));
+  const JitChunkExamples chunks(2);
+  require_close(fi(I), batch_sum(I), 0.0);
+  CHECK(fi.counters().chunked_calls == 1);
+}
+
+TEST_CASE("by chunks: batched steps that read a reduction over the batch run whole-batch", "[jit][chunks]") {
+  const JitChunkExamples chunks(2);
+  const Tensor X = as_batch(randn({9, 3}, 131));
+  // batch_max's gradient compares every example with the batch's max.
+  auto vg = jit(value_and_grad([](const Tensor& x) { return sum(batch_max(x)); }));
+  const auto [v, g] = vg(X);
+  const auto [ve, ge] = value_and_grad([](const Tensor& x) { return sum(batch_max(x)); })(X);
+  CHECK(vg.counters().chunked_calls == 0);
+  require_close(v, ve.to_vector<double>(), 0.0);
+  require_close(unbatch(g), unbatch(ge), 0.0);
+  // Centring by the batch mean.
+  auto centred = [](const Tensor& x) { return batch_sum(square(x - batch_mean(x))); };
+  auto c = jit(centred);
+  require_close(c(X), centred(X), 1e-13);
+  CHECK(c.counters().chunked_calls == 0);
+  // A fixed batch (vmap of a plain argument) runs whole-batch too.
+  auto plain = jit([](const Tensor& P) { return vmap([](const Tensor& p) { return sum(exp(p)); })(P); });
+  const Tensor P = randn({9, 3}, 132);
+  require_close(unbatch(plain(P)), unbatch(vmap([](const Tensor& p) { return sum(exp(p)); })(P)), 1e-14);
+  CHECK(plain.counters().chunked_calls == 0);
+}
+
+TEST_CASE("by chunks: batches of one and of none", "[jit][chunks]") {
+  const JitChunkExamples chunks(1);
+  auto f = jit([](const Tensor& x) { return std::pair{exp(x) * 2.0, batch_sum(x)}; });
+  const Tensor one = as_batch(randn({1, 3}, 141));
+  const auto [y, s] = f(one);
+  require_close(unbatch(y), unbatch(exp(one) * 2.0), 0.0);
+  require_close(s, batch_sum(one), 0.0);
+  CHECK(f.counters().chunked_calls == 0);  // one example: one chunk
+  const Tensor none = as_batch(zeros({0, 3}));
+  const auto [y0, s0] = f(none);
+  CHECK(y0.batch_size() == 0);
+  require_close(s0, std::vector<double>{0, 0, 0}, 0.0);
+}
+
+TEST_CASE("by chunks: a failing example is named by its index in the whole batch", "[jit][chunks][errors]") {
+  auto f = jit([](const Tensor& a) { return logdet(a) * 2.0; });
+  std::vector<Tensor> mats;
+  for (int i = 0; i < 10; ++i) mats.push_back(eye(3) * (1.0 + i));
+  mats[7] = eye(3) * -1.0;  // in the third chunk of 3
+  const Tensor A = as_batch(stack(mats));
+  mats[4] = eye(3) * -1.0;  // and another, earlier, in the second
+  const Tensor B = as_batch(stack(mats));
+  const JitChunkExamples chunks(3);
+  for (const int threads : {1, 2, 3}) {
+    with_threads(threads, [&] {
+      CHECK_THAT(error_of([&] { f(A); }), Catch::Contains("example 7 of the batch of 10"));
+      try {
+        f(B);
+        FAIL("no error");
+      } catch (const NotPositiveDefinite& e) {
+        CHECK(e.batch_index == 4);
+        CHECK_THAT(e.what(), Catch::Contains("example 4 of the batch of 10"));
+      }
+      return 0;
+    });
+  }
+  CHECK(f.counters().chunked_calls == 6);
+  // An index out of range in a chunk: the example's global index too.
+  auto g = jit([](const Tensor& x, const Tensor& i) { return take(x, i) * 2.0; });
+  std::vector<std::int64_t> idx(8, 1);
+  idx[6] = 9;
+  const Tensor I = as_batch(Tensor::from_ints(idx, {8, 1}));
+  CHECK_THAT(error_of([&] { g(randn({4}, 151), I); }), Catch::Contains("example 6 of the batch of 8"));
+  CHECK(g.counters().chunked_calls == 1);
+  // After a failure the plan runs again.
+  require_close(f(as_batch(stack({eye(3), eye(3)}))), std::vector<double>{0, 0}, 1e-14);
+}
+
+TEST_CASE("by chunks: one plan called from several threads at once", "[jit][chunks]") {
+  const Tensor F = randn({16, 4}, 161);
+  auto loss = [&](const Tensor& P) { return mean(vmap([&](const Tensor& p) { return gp_func(p, F); })(P)); };
+  auto step = jit(value_and_grad(loss));
+  std::vector<Tensor> inputs;
+  for (std::int64_t b = 5; b <= 12; ++b) inputs.push_back(as_batch(randn({b, 4}, 170 + static_cast<std::uint64_t>(b))));
+  std::vector<std::vector<double>> alone(inputs.size()), together(inputs.size());
+  for (std::size_t t = 0; t < inputs.size(); ++t) {
+    const JitChunkExamples chunks(2);
+    const auto [v, g] = step(inputs[t]);
+    alone[t] = values_of(g);
+    alone[t].push_back(v.item());
+  }
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < inputs.size(); ++t)
+    threads.emplace_back([&, t] {
+      const JitChunkExamples chunks(2);  // per thread
+      for (int rep = 0; rep < 3; ++rep) {
+        const auto [v, g] = step(inputs[t]);
+        together[t] = values_of(g);
+        together[t].push_back(v.item());
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (std::size_t t = 0; t < inputs.size(); ++t) CHECK(together[t] == alone[t]);
+  CHECK(step.counters().chunked_calls == static_cast<std::int64_t>(4 * inputs.size()));
+}
+
+TEST_CASE("by chunks: the backend's choice fits a chunk's working set to a core's cache", "[jit][chunks]") {
+  // 16 examples of a 256 x 256 float64 factorization: half a megabyte each, a few per chunk.
+  const std::int64_t n = 256;
+  const Tensor F = randn({n, 4}, 181);
+  auto loss = [&](const Tensor& P) { return mean(vmap([&](const Tensor& p) { return gp_func(p, F); })(P)); };
+  auto step = jit(value_and_grad(loss));
+  const Tensor P = as_batch(randn({16, 4}, 182));
+  const PlanSummary s = step.compile(P);
+  const auto [v, g] = step(P);
+  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  const std::int64_t cache = l2 > 0 ? l2 : std::int64_t{1} << 20, fits = cache / s.arena_bytes_per_example;
+  if (fits >= 16) return;  // a cache that holds the whole batch's work: one chunk
+  CHECK(step.counters().chunked_calls == 1);
+  const std::int64_t per_chunk = step.counters().chunk_examples;
+  CHECK(per_chunk >= 1);
+  CHECK(per_chunk <= std::max<std::int64_t>(fits, 1));
+  const JitChunkExamples one_chunk(whole);
+  const auto [vw, gw] = step(P);
+  require_close(v, vw.to_vector<double>(), 1e-13);
+  require_close(unbatch(g), unbatch(gw), 1e-13);
+}
