@@ -177,7 +177,13 @@ void run_folds(const Plan& plan) {
 // computes no strides.
 void run_steps(const Plan& plan, const std::vector<void*>& data, std::int64_t batch, Backend& be) {
   KernelViews views;
-  for (const PlanStep& s : plan.steps) {
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    if (const int g = plan.group_starting_at(i); g >= 0) {  // elementwise steps, tile by tile (fuse.cpp)
+      run_fused_group(plan, plan.fused[static_cast<std::size_t>(g)], data, batch, be);
+      i = static_cast<std::size_t>(plan.fused[static_cast<std::size_t>(g)].last) - 1;
+      continue;
+    }
+    const PlanStep& s = plan.steps[i];
     if (s.op->aliases_input) continue;
     views.in = s.views.in;
     views.out = s.views.out;
