@@ -13,209 +13,131 @@ namespace vt {
 namespace {
 
 // ---------------------------------------------------------------- shape rules
-template <const char *Name>
-ExampleType broadcast_type(const std::vector<ExampleType> &in, const Attrs &) {
+template <const char* Name>
+ExampleType broadcast_type(const std::vector<ExampleType>& in, const Attrs&) {
   Shape s = in[0].shape;
-  for (std::size_t i = 1; i < in.size(); ++i)
-    s = broadcast_shapes(s, in[i].shape, Name);
+  for (std::size_t i = 1; i < in.size(); ++i) s = broadcast_shapes(s, in[i].shape, Name);
   return {in[0].dtype, s};
 }
 
 // ---------------------------------------------------------------- unary
-template <UnaryKind K> void unary_forward(const KernelArgs &k) {
-  k.backend.unary(K, k.in[0], k.out);
-}
+template <UnaryKind K>
+void unary_forward(const KernelArgs& k) { k.backend.unary(K, k.in[0], k.out); }
 
-// Maps write each output element from the same element of their inputs, so they
-// run in place.
-#define VT_UNARY(NAME, KIND, ADJOINT, INTEGERS)                                \
-  const OpDef NAME##_op{.name = #NAME,                                         \
-                        .infer = same_type,                                    \
-                        .forward = unary_forward<UnaryKind::KIND>,             \
-                        .adjoint = ADJOINT,                                    \
-                        .in_place = true,                                      \
-                        .integers = INTEGERS,                                  \
-                        .elementwise = true};                                  \
-  }                                                                            \
-  Tensor NAME(const Tensor &x) { return apply(NAME##_op, {x}); }               \
+// Maps write each output element from the same element of their inputs, so they run in place.
+#define VT_UNARY(NAME, KIND, ADJOINT, INTEGERS)                                             \
+  const OpDef NAME##_op{.name = #NAME,                                                      \
+                        .infer = same_type,                                                 \
+                        .forward = unary_forward<UnaryKind::KIND>,                          \
+                        .adjoint = ADJOINT,                                                 \
+                        .in_place = true,                                                   \
+                        .integers = INTEGERS,                                               \
+                        .elementwise = true};                                               \
+  }                                                                                         \
+  Tensor NAME(const Tensor& x) { return apply(NAME##_op, {x}); }                            \
   namespace {
 
-const Tensor &x_of(const Node &n) { return n.inputs[0]; }
+const Tensor& x_of(const Node& n) { return n.inputs[0]; }
 
-VT_UNARY(
-    neg, neg,
-    [](const Node &, const Tensor &, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{neg(g)};
-    },
-    true)
-VT_UNARY(
-    exp, exp,
-    [](const Node &, const Tensor &y, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g * y};
-    },
-    false)
-VT_UNARY(
-    log, log,
-    [](const Node &n, const Tensor &, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g / x_of(n)};
-    },
-    false)
-VT_UNARY(
-    log1p, log1p,
-    [](const Node &n, const Tensor &, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g / (x_of(n) + 1.0)};
-    },
-    false)
-VT_UNARY(
-    sqrt, sqrt,
-    [](const Node &, const Tensor &y, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g * 0.5 / y};
-    },
-    false)
-VT_UNARY(
-    square, square,
-    [](const Node &n, const Tensor &, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g * (x_of(n) * 2.0)};
-    },
-    false)
-VT_UNARY(
-    sin, sin,
-    [](const Node &n, const Tensor &, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g * cos(x_of(n))};
-    },
-    false)
-VT_UNARY(
-    cos, cos,
-    [](const Node &n, const Tensor &, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{neg(g * sin(x_of(n)))};
-    },
-    false)
-VT_UNARY(
-    tanh, tanh,
-    [](const Node &, const Tensor &y, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g * (1.0 - square(y))};
-    },
-    false)
-VT_UNARY(
-    abs, abs,
-    [](const Node &n, const Tensor &, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g * sign(x_of(n))};
-    },
-    true)
+VT_UNARY(neg, neg, [](const Node&, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{neg(g)};
+}, true)
+VT_UNARY(exp, exp, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * y};
+}, false)
+VT_UNARY(log, log, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g / x_of(n)};
+}, false)
+VT_UNARY(log1p, log1p, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g / (x_of(n) + 1.0)};
+}, false)
+VT_UNARY(sqrt, sqrt, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * 0.5 / y};
+}, false)
+VT_UNARY(square, square, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * (x_of(n) * 2.0)};
+}, false)
+VT_UNARY(sin, sin, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * cos(x_of(n))};
+}, false)
+VT_UNARY(cos, cos, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{neg(g * sin(x_of(n)))};
+}, false)
+VT_UNARY(tanh, tanh, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * (1.0 - square(y))};
+}, false)
+VT_UNARY(abs, abs, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * sign(x_of(n))};
+}, true)
 VT_UNARY(sign, sign, nullptr, true)
 
-// ---------------------------------------------------------------- special
-// functions
+// ---------------------------------------------------------------- special functions
 constexpr double ln2 = 0.69314718055994530942, ln10 = 2.30258509299404568402;
 constexpr double two_over_sqrt_pi = 1.12837916709551257390;
 
-VT_UNARY(
-    log10, log10,
-    [](const Node &n, const Tensor &, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g / (x_of(n) * ln10)};
-    },
-    false)
-VT_UNARY(
-    log2, log2,
-    [](const Node &n, const Tensor &, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g / (x_of(n) * ln2)};
-    },
-    false)
-VT_UNARY(
-    exp2, exp2,
-    [](const Node &, const Tensor &y, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g * (y * ln2)};
-    },
-    false)
-VT_UNARY(
-    exp10, exp10,
-    [](const Node &, const Tensor &y, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g * (y * ln10)};
-    },
-    false)
-VT_UNARY(
-    expm1, expm1,
-    [](const Node &, const Tensor &y, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g * (y + 1.0)};
-    },
-    false)
-VT_UNARY(
-    erf, erf,
-    [](const Node &n, const Tensor &, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{
-          g * (exp(neg(square(x_of(n)))) * two_over_sqrt_pi)};
-    },
-    false)
-VT_UNARY(
-    erfc, erfc,
-    [](const Node &n, const Tensor &, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{
-          g * (exp(neg(square(x_of(n)))) * -two_over_sqrt_pi)};
-    },
-    false)
-VT_UNARY(
-    lgamma, lgamma,
-    [](const Node &n, const Tensor &, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g * digamma(x_of(n))};
-    },
-    false)
-VT_UNARY(
-    digamma, digamma,
-    [](const Node &n, const Tensor &, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g * trigamma(x_of(n))};
-    },
-    false)
-// psi'' (polygamma of order 2) is not implemented: differentiating trigamma
-// raises rather than giving a gradient of 0.
-[[noreturn]] std::vector<Tensor> trigamma_adjoint(const Node &n, const Tensor &,
-                                                  const Tensor &,
-                                                  const AdjointContext &) {
-  fail("trigamma: its derivative (polygamma of order 2) is not implemented; "
-       "trigamma of shape {} cannot be "
+VT_UNARY(log10, log10, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g / (x_of(n) * ln10)};
+}, false)
+VT_UNARY(log2, log2, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g / (x_of(n) * ln2)};
+}, false)
+VT_UNARY(exp2, exp2, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * (y * ln2)};
+}, false)
+VT_UNARY(exp10, exp10, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * (y * ln10)};
+}, false)
+VT_UNARY(expm1, expm1, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * (y + 1.0)};
+}, false)
+VT_UNARY(erf, erf, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * (exp(neg(square(x_of(n)))) * two_over_sqrt_pi)};
+}, false)
+VT_UNARY(erfc, erfc, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * (exp(neg(square(x_of(n)))) * -two_over_sqrt_pi)};
+}, false)
+VT_UNARY(lgamma, lgamma, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * digamma(x_of(n))};
+}, false)
+VT_UNARY(digamma, digamma, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * trigamma(x_of(n))};
+}, false)
+// psi'' (polygamma of order 2) is not implemented: differentiating trigamma raises rather than
+// giving a gradient of 0.
+[[noreturn]] std::vector<Tensor> trigamma_adjoint(const Node& n, const Tensor&, const Tensor&, const AdjointContext&) {
+  fail("trigamma: its derivative (polygamma of order 2) is not implemented; trigamma of shape {} cannot be "
        "differentiated (lgamma can be differentiated twice, digamma once)",
        to_string(x_of(n).shape()));
 }
 VT_UNARY(trigamma, trigamma, trigamma_adjoint, false)
 // y (1 - y), with 1 - y as sigmoid(-x): exact where y rounds to 1.
-VT_UNARY(
-    sigmoid, sigmoid,
-    [](const Node &n, const Tensor &y, const Tensor &g,
-       const AdjointContext &) {
-      return std::vector<Tensor>{g * (y * sigmoid(neg(x_of(n))))};
-    },
-    false)
-VT_UNARY(
-    softplus, softplus,
-    [](const Node &n, const Tensor &, const Tensor &g, const AdjointContext &) {
-      return std::vector<Tensor>{g * sigmoid(x_of(n))};
-    },
-    false)
+VT_UNARY(sigmoid, sigmoid, [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * (y * sigmoid(neg(x_of(n))))};
+}, false)
+VT_UNARY(softplus, softplus, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * sigmoid(x_of(n))};
+}, false)
 #undef VT_UNARY
 
 // ---------------------------------------------------------------- binary
-template <BinaryKind K> void binary_forward(const KernelArgs &k) {
-  k.backend.binary(K, expand_view(k.in[0], k.out, k.batched),
-                   expand_view(k.in[1], k.out, k.batched), k.out);
+template <BinaryKind K>
+void binary_forward(const KernelArgs& k) {
+  k.backend.binary(K, expand_view(k.in[0], k.out, k.batched), expand_view(k.in[1], k.out, k.batched), k.out);
 }
 
-// Cotangent of a broadcast input: the output cotangent summed back to the
-// input's shape.
-Tensor to_input(const Node &n, std::size_t i, const Tensor &g) {
-  return sum_to(g, n.inputs[i].shape());
-}
+// Cotangent of a broadcast input: the output cotangent summed back to the input's shape.
+Tensor to_input(const Node& n, std::size_t i, const Tensor& g) { return sum_to(g, n.inputs[i].shape()); }
 
-constexpr char add_name[] = "add", sub_name[] = "sub", mul_name[] = "mul",
-               div_name[] = "div", pow_name[] = "pow",
+constexpr char add_name[] = "add", sub_name[] = "sub", mul_name[] = "mul", div_name[] = "div", pow_name[] = "pow",
                maximum_name[] = "maximum", minimum_name[] = "minimum",
-               less_name[] = "less", greater_name[] = "greater",
-               equal_name[] = "equal", where_name[] = "where";
+               less_name[] = "less", greater_name[] = "greater", equal_name[] = "equal",
+               where_name[] = "where";
 
-using Adjoint = std::vector<Tensor> (*)(const Node &, const Tensor &,
-                                        const Tensor &, const AdjointContext &);
+using Adjoint = std::vector<Tensor> (*)(const Node&, const Tensor&, const Tensor&, const AdjointContext&);
 
-// A broadcasting binary map. Like the unary maps, the arithmetic ones run in
-// place. All but div and pow take integers too.
-template <BinaryKind Kind, const char *Name>
+// A broadcasting binary map. Like the unary maps, the arithmetic ones run in place.
+// All but div and pow take integers too.
+template <BinaryKind Kind, const char* Name>
 constexpr OpDef binary_op(Adjoint adjoint, bool in_place = true) {
   return {.name = Name,
           .infer = broadcast_type<Name>,
@@ -227,108 +149,87 @@ constexpr OpDef binary_op(Adjoint adjoint, bool in_place = true) {
 }
 
 const OpDef add_op = binary_op<BinaryKind::add, add_name>(
-    [](const Node &n, const Tensor &, const Tensor &g,
-       const AdjointContext &ctx) {
+    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, g) : Tensor()};
     });
 const OpDef sub_op = binary_op<BinaryKind::sub, sub_name>(
-    [](const Node &n, const Tensor &, const Tensor &g,
-       const AdjointContext &ctx) {
+    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(),
-                                 ctx.needs[1] ? to_input(n, 1, neg(g))
-                                              : Tensor()};
+                                 ctx.needs[1] ? to_input(n, 1, neg(g)) : Tensor()};
     });
 const OpDef mul_op = binary_op<BinaryKind::mul, mul_name>(
-    [](const Node &n, const Tensor &, const Tensor &g,
-       const AdjointContext &ctx) {
-      return std::vector<Tensor>{
-          ctx.needs[0] ? to_input(n, 0, g * n.inputs[1]) : Tensor(),
-          ctx.needs[1] ? to_input(n, 1, g * n.inputs[0]) : Tensor()};
+    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * n.inputs[1]) : Tensor(),
+                                 ctx.needs[1] ? to_input(n, 1, g * n.inputs[0]) : Tensor()};
     });
 const OpDef div_op = binary_op<BinaryKind::div, div_name>(
-    [](const Node &n, const Tensor &y, const Tensor &g,
-       const AdjointContext &ctx) {
+    [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
       const Tensor gb = g / n.inputs[1];
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, gb) : Tensor(),
-                                 ctx.needs[1] ? to_input(n, 1, neg(gb * y))
-                                              : Tensor()};
+                                 ctx.needs[1] ? to_input(n, 1, neg(gb * y)) : Tensor()};
     });
-// The adjoint reuses the output y = a^b instead of a second pow (the costly
-// part): d/da = b y / a and d/db = y log a, with a = 0 replaced by 1 in the
-// divisions and the log. At a = 0, d/da is b 0^(b - 1) (0 for b > 1, b for b =
-// 1, inf below), computed as pow(0, b - 1), the size of b; d/db is 0 there (the
-// limit of y log a for b > 0). Both are ordinary ops, so they differentiate
-// again.
+// The adjoint reuses the output y = a^b instead of a second pow (the costly part): d/da = b y / a
+// and d/db = y log a, with a = 0 replaced by 1 in the division and the log. At a = 0, d/da is
+// b 0^(b - 1) (0 for b > 1 and for b = 0, as JAX; 1 for b = 1; inf between), computed the size of b;
+// d/db is 0 there (the limit of y log a for b > 0). Both are ordinary ops, so they differentiate again.
 const OpDef pow_op = binary_op<BinaryKind::pow, pow_name>(
-    [](const Node &n, const Tensor &y, const Tensor &g,
-       const AdjointContext &ctx) {
-      const Tensor &a = n.inputs[0];
-      const Tensor &b = n.inputs[1];
+    [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
+      const Tensor& a = n.inputs[0];
+      const Tensor& b = n.inputs[1];
       const Tensor zero = zeros({}, a.dtype(), a.device());
       const Tensor is_zero = equal(a, zero);
-      const Tensor a_or_one =
-          where(is_zero, ones({}, a.dtype(), a.device()), a);
+      const Tensor a_or_one = where(is_zero, ones({}, a.dtype(), a.device()), a);
       Tensor ga, gb;
       if (ctx.needs[0]) {
-        // Piecewise constant in b (0, 1, +-inf): no gradient flows through it,
-        // and none of pow(0, b - 1)'s (inf * log 1 = NaN below b = 1).
-        const Tensor at_zero =
-            stop_gradient(where(equal(b, zero), zero, b * pow(zero, b - 1.0)));
+        // Piecewise constant in b (0, 1, +-inf): no gradient flows through it, and none of
+        // pow(0, b - 1)'s (inf * log 1 = NaN below b = 1).
+        const Tensor at_zero = stop_gradient(where(equal(b, zero), zero, b * pow(zero, b - 1.0)));
         ga = to_input(n, 0, g * where(is_zero, at_zero, b * (y / a_or_one)));
       }
-      if (ctx.needs[1])
-        gb = to_input(n, 1, g * (y * log(a_or_one)));
+      if (ctx.needs[1]) gb = to_input(n, 1, g * (y * log(a_or_one)));
       return std::vector<Tensor>{ga, gb};
     });
 const OpDef maximum_op = binary_op<BinaryKind::maximum, maximum_name>(
-    [](const Node &n, const Tensor &, const Tensor &g,
-       const AdjointContext &ctx) {
-      const Tensor &a = n.inputs[0];
-      const Tensor &b = n.inputs[1];
+    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+      const Tensor& a = n.inputs[0];
+      const Tensor& b = n.inputs[1];
       const Tensor share_a = greater(a, b) + equal(a, b) * 0.5;
-      return std::vector<Tensor>{
-          ctx.needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
-          ctx.needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
+      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
+                                 ctx.needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
     });
 const OpDef minimum_op = binary_op<BinaryKind::minimum, minimum_name>(
-    [](const Node &n, const Tensor &, const Tensor &g,
-       const AdjointContext &ctx) {
-      const Tensor &a = n.inputs[0];
-      const Tensor &b = n.inputs[1];
+    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+      const Tensor& a = n.inputs[0];
+      const Tensor& b = n.inputs[1];
       const Tensor share_a = less(a, b) + equal(a, b) * 0.5;
-      return std::vector<Tensor>{
-          ctx.needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
-          ctx.needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
+      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
+                                 ctx.needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
     });
 // Comparisons: no gradient flows through them; each writes a buffer of its own.
 const OpDef less_op = binary_op<BinaryKind::less, less_name>(nullptr, false);
-const OpDef greater_op =
-    binary_op<BinaryKind::greater, greater_name>(nullptr, false);
+const OpDef greater_op = binary_op<BinaryKind::greater, greater_name>(nullptr, false);
 const OpDef equal_op = binary_op<BinaryKind::equal, equal_name>(nullptr, false);
 
-const OpDef where_op{
-    .name = where_name,
-    .infer = broadcast_type<where_name>,
-    .forward =
-        [](const KernelArgs &k) {
-          k.backend.select(expand_view(k.in[0], k.out, k.batched),
-                           expand_view(k.in[1], k.out, k.batched),
-                           expand_view(k.in[2], k.out, k.batched), k.out);
-        },
-    .adjoint =
-        [](const Node &n, const Tensor &, const Tensor &g,
-           const AdjointContext &ctx) {
-          const Tensor zero = zeros({}, g.dtype(), g.device());
-          const Tensor &c = n.inputs[0];
-          return std::vector<Tensor>{
-              Tensor(),
-              ctx.needs[1] ? to_input(n, 1, where(c, g, zero)) : Tensor(),
-              ctx.needs[2] ? to_input(n, 2, where(c, zero, g)) : Tensor()};
-        },
-    .in_place = true,
-    .integers = true,
-    .elementwise = true};
+const OpDef where_op{.name = where_name,
+                     .infer = broadcast_type<where_name>,
+                     .forward =
+                         [](const KernelArgs& k) {
+                           k.backend.select(expand_view(k.in[0], k.out, k.batched),
+                                            expand_view(k.in[1], k.out, k.batched),
+                                            expand_view(k.in[2], k.out, k.batched), k.out);
+                         },
+                     .adjoint =
+                         [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+                           const Tensor zero = zeros({}, g.dtype(), g.device());
+                           const Tensor& c = n.inputs[0];
+                           return std::vector<Tensor>{Tensor(),
+                                                      ctx.needs[1] ? to_input(n, 1, where(c, g, zero)) : Tensor(),
+                                                      ctx.needs[2] ? to_input(n, 2, where(c, zero, g)) : Tensor()};
+                         },
+                     .in_place = true,
+                     .integers = true,
+                     .elementwise = true};
 
 // astype's attribute: the dtype to convert to.
 struct AstypeAttrs {
@@ -336,146 +237,99 @@ struct AstypeAttrs {
   auto fields() { return std::tie(dtype); }
 };
 
-const OpDef astype_op{
-    .name = "astype",
-    .infer =
-        [](const std::vector<ExampleType> &in, const Attrs &a) {
-          return ExampleType{unpack_attrs<AstypeAttrs>(a).dtype, in[0].shape};
-        },
-    .forward = [](const KernelArgs &k) { k.backend.copy(k.in[0], k.out); },
-    .adjoint =
-        [](const Node &n, const Tensor &, const Tensor &g,
-           const AdjointContext &) {
-          return std::vector<Tensor>{astype(g, n.inputs[0].dtype())};
-        },
-    .mixed_dtypes = true,
-    .integers = true,
-    .elementwise = true};
+const OpDef astype_op{.name = "astype",
+                      .infer =
+                          [](const std::vector<ExampleType>& in, const Attrs& a) {
+                            return ExampleType{unpack_attrs<AstypeAttrs>(a).dtype, in[0].shape};
+                          },
+                      .forward = [](const KernelArgs& k) { k.backend.copy(k.in[0], k.out); },
+                      .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+                        return std::vector<Tensor>{astype(g, n.inputs[0].dtype())};
+                      },
+                      .mixed_dtypes = true,
+                      .integers = true,
+                      .elementwise = true};
 
 // Promotes two tensors to a common dtype before a binary op.
-Tensor binary(const OpDef &op, const Tensor &a, const Tensor &b) {
-  if (!a.defined() || !b.defined())
-    fail("{}: undefined tensor operand", op.name);
+Tensor binary(const OpDef& op, const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) fail("{}: undefined tensor operand", op.name);
   const DType d = promote(a.dtype(), b.dtype());
   return apply(op, {astype(a, d), astype(b, d)});
 }
 
-} // namespace
+}  // namespace
 
-Tensor astype(const Tensor &x, DType dtype) {
-  if (x.dtype() == dtype)
-    return x;
+Tensor astype(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
   return apply(astype_op, {x}, pack_attrs(AstypeAttrs{dtype}));
 }
 
-Tensor add(const Tensor &a, const Tensor &b) { return binary(add_op, a, b); }
-Tensor sub(const Tensor &a, const Tensor &b) { return binary(sub_op, a, b); }
-Tensor mul(const Tensor &a, const Tensor &b) { return binary(mul_op, a, b); }
-Tensor div(const Tensor &a, const Tensor &b) {
-  if (a.defined() && b.defined() &&
-      is_integer(promote(a.dtype(), b.dtype()))) // true division
+Tensor add(const Tensor& a, const Tensor& b) { return binary(add_op, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) { return binary(sub_op, a, b); }
+Tensor mul(const Tensor& a, const Tensor& b) { return binary(mul_op, a, b); }
+Tensor div(const Tensor& a, const Tensor& b) {
+  if (a.defined() && b.defined() && is_integer(promote(a.dtype(), b.dtype())))  // true division
     return binary(div_op, astype(a, DType::f64), astype(b, DType::f64));
   return binary(div_op, a, b);
 }
-Tensor pow(const Tensor &a, const Tensor &b) { return binary(pow_op, a, b); }
-Tensor maximum(const Tensor &a, const Tensor &b) {
-  return binary(maximum_op, a, b);
-}
-Tensor minimum(const Tensor &a, const Tensor &b) {
-  return binary(minimum_op, a, b);
-}
-Tensor less(const Tensor &a, const Tensor &b) { return binary(less_op, a, b); }
-Tensor greater(const Tensor &a, const Tensor &b) {
-  return binary(greater_op, a, b);
-}
-Tensor equal(const Tensor &a, const Tensor &b) {
-  return binary(equal_op, a, b);
-}
+Tensor pow(const Tensor& a, const Tensor& b) { return binary(pow_op, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return binary(maximum_op, a, b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return binary(minimum_op, a, b); }
+Tensor less(const Tensor& a, const Tensor& b) { return binary(less_op, a, b); }
+Tensor greater(const Tensor& a, const Tensor& b) { return binary(greater_op, a, b); }
+Tensor equal(const Tensor& a, const Tensor& b) { return binary(equal_op, a, b); }
 
-Tensor where(const Tensor &cond, const Tensor &a, const Tensor &b) {
-  if (!cond.defined() || !a.defined() || !b.defined())
-    fail("where: undefined tensor operand");
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (!cond.defined() || !a.defined() || !b.defined()) fail("where: undefined tensor operand");
   const DType d = promote(a.dtype(), b.dtype());
-  // The condition in d must keep every nonzero nonzero: where promotion would
-  // not give d (float to integer, to a narrower type), cond != 0 is converted
-  // instead.
+  // The condition in d must keep every nonzero nonzero: where promotion would not give d (float to
+  // integer, to a narrower type), cond != 0 is converted instead.
   const bool exact = promote(cond.dtype(), d) == d;
-  const Tensor c =
-      exact ? cond : 1 - equal(cond, zeros({}, cond.dtype(), cond.device()));
+  const Tensor c = exact ? cond : 1 - equal(cond, zeros({}, cond.dtype(), cond.device()));
   return apply(where_op, {astype(c, d), astype(a, d), astype(b, d)});
 }
 
 namespace detail {
-Tensor weak_scalar(const Tensor &like, double value) {
-  return Tensor::scalar(value,
-                        is_integer(like.dtype()) ? DType::f64 : like.dtype(),
-                        like.device());
+Tensor weak_scalar(const Tensor& like, double value) {
+  return Tensor::scalar(value, is_integer(like.dtype()) ? DType::f64 : like.dtype(), like.device());
 }
-Tensor weak_scalar(const Tensor &like, std::int64_t value) {
-  if (is_integer(like.dtype()))
-    return Tensor::from_ints({value}, {}, like.dtype(), like.device());
-  return Tensor::scalar(static_cast<double>(value), like.dtype(),
-                        like.device());
+Tensor weak_scalar(const Tensor& like, std::int64_t value) {
+  if (is_integer(like.dtype())) return Tensor::from_ints({value}, {}, like.dtype(), like.device());
+  return Tensor::scalar(static_cast<double>(value), like.dtype(), like.device());
 }
-} // namespace detail
+}  // namespace detail
 
-Tensor add(const Tensor &a, double b) {
-  return add(a, detail::weak_scalar(a, b));
-}
-Tensor sub(const Tensor &a, double b) {
-  return sub(a, detail::weak_scalar(a, b));
-}
-Tensor mul(const Tensor &a, double b) {
-  return mul(a, detail::weak_scalar(a, b));
-}
-Tensor div(const Tensor &a, double b) {
-  return div(a, detail::weak_scalar(a, b));
-}
-Tensor pow(const Tensor &a, double b) {
-  return pow(a, detail::weak_scalar(a, b));
-}
-Tensor pow(double a, const Tensor &b) {
-  return pow(detail::weak_scalar(b, a), b);
-}
+Tensor add(const Tensor& a, double b) { return add(a, detail::weak_scalar(a, b)); }
+Tensor sub(const Tensor& a, double b) { return sub(a, detail::weak_scalar(a, b)); }
+Tensor mul(const Tensor& a, double b) { return mul(a, detail::weak_scalar(a, b)); }
+Tensor div(const Tensor& a, double b) { return div(a, detail::weak_scalar(a, b)); }
+Tensor pow(const Tensor& a, double b) { return pow(a, detail::weak_scalar(a, b)); }
+Tensor pow(double a, const Tensor& b) { return pow(detail::weak_scalar(b, a), b); }
 
-Tensor clip(const Tensor &x, double lo, double hi) {
-  if (!x.defined())
-    fail("clip: undefined tensor operand");
-  if (std::isnan(lo) || std::isnan(hi))
-    fail("clip: the bounds must not be NaN (lo = {}, hi = {})", lo, hi);
+Tensor clip(const Tensor& x, double lo, double hi) {
+  if (!x.defined()) fail("clip: undefined tensor operand");
+  if (std::isnan(lo) || std::isnan(hi)) fail("clip: the bounds must not be NaN (lo = {}, hi = {})", lo, hi);
   if (lo > hi)
-    fail("clip: the lower bound {} is above the upper bound {} (tensor of "
-         "shape {})",
-         lo, hi, to_string(x.shape()));
-  const Tensor low = detail::weak_scalar(x, lo),
-               high = detail::weak_scalar(x, hi);
-  // Selecting x itself inside [lo, hi] gives gradient 1 there, bounds included,
-  // and keeps NaN.
+    fail("clip: the lower bound {} is above the upper bound {} (tensor of shape {})", lo, hi, to_string(x.shape()));
+  const Tensor low = detail::weak_scalar(x, lo), high = detail::weak_scalar(x, hi);
+  // Selecting x itself inside [lo, hi] gives gradient 1 there, bounds included, and keeps NaN.
   return where(less(x, low), low, where(greater(x, high), high, x));
 }
 
-Tensor operator+(const Tensor &a, const Tensor &b) { return add(a, b); }
-Tensor operator-(const Tensor &a, const Tensor &b) { return sub(a, b); }
-Tensor operator*(const Tensor &a, const Tensor &b) { return mul(a, b); }
-Tensor operator/(const Tensor &a, const Tensor &b) { return div(a, b); }
-Tensor operator+(const Tensor &a, double b) { return add(a, b); }
-Tensor operator-(const Tensor &a, double b) { return sub(a, b); }
-Tensor operator*(const Tensor &a, double b) { return mul(a, b); }
-Tensor operator/(const Tensor &a, double b) { return div(a, b); }
-Tensor operator+(double a, const Tensor &b) {
-  return add(detail::weak_scalar(b, a), b);
-}
-Tensor operator-(double a, const Tensor &b) {
-  return sub(detail::weak_scalar(b, a), b);
-}
-Tensor operator*(double a, const Tensor &b) {
-  return mul(detail::weak_scalar(b, a), b);
-}
-Tensor operator/(double a, const Tensor &b) {
-  return div(detail::weak_scalar(b, a), b);
-}
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+Tensor operator+(double a, const Tensor& b) { return add(detail::weak_scalar(b, a), b); }
+Tensor operator-(double a, const Tensor& b) { return sub(detail::weak_scalar(b, a), b); }
+Tensor operator*(double a, const Tensor& b) { return mul(detail::weak_scalar(b, a), b); }
+Tensor operator/(double a, const Tensor& b) { return div(detail::weak_scalar(b, a), b); }
 
 Tensor Tensor::operator-() const { return neg(*this); }
 Tensor Tensor::astype(DType d) const { return vt::astype(*this, d); }
 
-} // namespace vt
+}  // namespace vt

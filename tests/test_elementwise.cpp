@@ -131,7 +131,8 @@ void check_pow_against_std(const std::vector<T>& as, T b, DType dtype) {
       CHECK(std::signbit(got[i]) == std::signbit(want));
     } else if (got[i] != want) {
       const double ulps = std::fabs(static_cast<double>(b) * std::log(std::fabs(static_cast<double>(as[i])))) + 4;
-      CHECK(std::fabs(static_cast<double>(got[i]) - want) <= ulps * std::numeric_limits<T>::epsilon() * std::fabs(want));
+      CHECK(std::fabs(static_cast<double>(got[i]) - want) <=
+            ulps * std::numeric_limits<T>::epsilon() * std::fabs(want));
     }
   }
 }
@@ -140,11 +141,30 @@ template <class T>
 void check_pow_exponents(DType dtype) {
   const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
   const T tiny = std::numeric_limits<T>::denorm_min() * 7, small = std::numeric_limits<T>::min();
-  std::vector<T> as = {0, -T(0), 1, -1, 2, -2, T(0.5), T(-0.5), T(3.7), T(-3.7), inf, -inf, nan, tiny, -tiny, small,
-                       std::numeric_limits<T>::max(), T(1e-20), T(1e20), T(1.0000001), T(0.9999999)};
+  std::vector<T> as = {0,
+                       -T(0),
+                       1,
+                       -1,
+                       2,
+                       -2,
+                       T(0.5),
+                       T(-0.5),
+                       T(3.7),
+                       T(-3.7),
+                       inf,
+                       -inf,
+                       nan,
+                       tiny,
+                       -tiny,
+                       small,
+                       std::numeric_limits<T>::max(),
+                       T(1e-20),
+                       T(1e20),
+                       T(1.0000001),
+                       T(0.9999999)};
   for (int i = 0; i < 80; ++i) as.push_back(static_cast<T>(std::exp(0.37 * i - 15.0)));  // a row longer than a chunk
-  for (T b : {T(0), -T(0), T(1), T(2), T(3), T(-1), T(-2), T(-3), T(8), T(-8), T(9), T(-9), T(0.5), T(-0.5), T(2.5),
-              T(-1.7), T(1) / T(3), T(100), T(-100), T(1e-8), inf, -inf, nan})
+  for (T b : {T(0),   -T(0),   T(1),   T(2),    T(3),        T(-1),  T(-2),   T(-3),   T(8), T(-8), T(9), T(-9),
+              T(0.5), T(-0.5), T(2.5), T(-1.7), T(1) / T(3), T(100), T(-100), T(1e-8), inf,  -inf,  nan})
     check_pow_against_std<T>(as, b, dtype);
 }
 }  // namespace
@@ -161,7 +181,8 @@ TEST_CASE("pow's value of an element does not depend on the tensor's length or l
   const std::vector<double> whole = pow(x, b).to_vector<double>();
   for (std::int64_t len : {1, 2, 3, 7, 63, 64, 65, 130}) {
     const std::vector<double> part = pow(slice(x, 0, 131 - len, 131), b).to_vector<double>();
-    for (std::int64_t i = 0; i < len; ++i) REQUIRE(part[static_cast<std::size_t>(i)] == whole[static_cast<std::size_t>(131 - len + i)]);
+    for (std::int64_t i = 0; i < len; ++i)
+      REQUIRE(part[static_cast<std::size_t>(i)] == whole[static_cast<std::size_t>(131 - len + i)]);
   }
   // An exponent per row (broadcast along the row) takes the same path as one scalar exponent.
   const Tensor m = x.reshape({1, 131}) * ones({3, 1});
@@ -202,12 +223,19 @@ TEST_CASE("pow's gradient at a zero base, from the output", "[elementwise][grad]
 
 TEST_CASE("pow's second derivatives match finite differences of its gradient", "[elementwise][grad]") {
   const Tensor a = positive({3, 4}, 11), b = positive({4}, 12) * 2.0 - 1.0;
-  check_gradients([](auto& x) { return grad([](const Tensor& p, const Tensor& q) { return sum(pow(p, q)); }, {0, 1})(x[0], x[1])[0]; },
-                  {a, b});
-  check_gradients([](auto& x) { return grad([](const Tensor& p, const Tensor& q) { return sum(pow(p, q)); }, {0, 1})(x[0], x[1])[1]; },
-                  {a, b});
+  check_gradients(
+      [](auto& x) {
+        return grad([](const Tensor& p, const Tensor& q) { return sum(pow(p, q)); }, {0, 1})(x[0], x[1])[0];
+      },
+      {a, b});
+  check_gradients(
+      [](auto& x) {
+        return grad([](const Tensor& p, const Tensor& q) { return sum(pow(p, q)); }, {0, 1})(x[0], x[1])[1];
+      },
+      {a, b});
   // A scalar exponent (the fast path) and a base with a zero: the second derivative of a^3 at 0 is 0.
   const Tensor z = Tensor::from_vector({0.0, 0.7, 1.3}, {3});
-  const Tensor h = grad([](const Tensor& p) { return sum(grad([](const Tensor& q) { return sum(pow(q, 3.0)); })(p)); })(z);
+  const Tensor h =
+      grad([](const Tensor& p) { return sum(grad([](const Tensor& q) { return sum(pow(q, 3.0)); })(p)); })(z);
   require_close(h, {0.0, 6 * 0.7, 6 * 1.3}, 1e-14);
 }

@@ -1,6 +1,6 @@
 // Elementwise maps, copies and reductions over strided views.
-#include <algorithm>
 #include <cmath>
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <vector>
@@ -18,81 +18,68 @@ namespace vt::cpu {
 
 namespace {
 
-template <class T> T *ptr(const View &v) { return static_cast<T *>(v.data); }
+template <class T>
+T* ptr(const View& v) { return static_cast<T*>(v.data); }
 
-// Rows as Eigen arrays, so that contiguous rows use Eigen's vectorised math
-// (exp, log, ...); strided rows fall back to strided maps of the same
-// expressions.
-template <class T> using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+// Rows as Eigen arrays, so that contiguous rows use Eigen's vectorised math (exp, log, ...);
+// strided rows fall back to strided maps of the same expressions.
+template <class T>
+using Row = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
 using ConstRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
 template <class T>
-using StridedRow =
-    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>, 0, Eigen::InnerStride<>>;
+using StridedRow = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>, 0, Eigen::InnerStride<>>;
 template <class T>
-using ConstStridedRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, 0,
-                                   Eigen::InnerStride<>>;
+using ConstStridedRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, 0, Eigen::InnerStride<>>;
 
-// y = fn(x) elementwise, fn one scalar function for every element: a value's
-// result never depends on the tensor's length, its layout or the path taken.
-// (Eigen's vectorised exp, log, sqrt, tanh and sin differ from their scalar
-// tails and from the C library by several ulps, and flush subnormal results;
-// the C library's functions are within an ulp and handle every special value.)
-// Contiguous rows are plain loops, which the compiler vectorises where that is
-// exact (neg, abs, square and, with -fno-math-errno, sqrt).
-template <class T, class Fn> void map1(const View &in, const View &out, Fn fn) {
-  const T *x = ptr<T>(in);
-  T *y = ptr<T>(out);
-  for_each_row<2>(out.shape, {&in.strides, &out.strides},
-                  [&](auto off, std::int64_t len, auto inner) {
-                    const T *xr = x + off[0];
-                    T *yr = y + off[1];
-                    if (inner[0] == 1 && inner[1] == 1) {
-                      for (std::int64_t i = 0; i < len; ++i)
-                        yr[i] = fn(xr[i]);
-                    } else {
-                      for (std::int64_t i = 0; i < len; ++i)
-                        yr[i * inner[1]] = fn(xr[i * inner[0]]);
-                    }
-                  });
+// y = fn(x) elementwise, fn one scalar function for every element: a value's result never depends
+// on the tensor's length, its layout or the path taken. (Eigen's vectorised exp, log, sqrt, tanh
+// and sin differ from their scalar tails and from the C library by several ulps, and flush
+// subnormal results; the C library's functions are within an ulp and handle every special value.)
+// Contiguous rows are plain loops, which the compiler vectorises where that is exact (neg, abs,
+// square and, with -fno-math-errno, sqrt).
+template <class T, class Fn>
+void map1(const View& in, const View& out, Fn fn) {
+  const T* x = ptr<T>(in);
+  T* y = ptr<T>(out);
+  for_each_row<2>(out.shape, {&in.strides, &out.strides}, [&](auto off, std::int64_t len, auto inner) {
+    const T* xr = x + off[0];
+    T* yr = y + off[1];
+    if (inner[0] == 1 && inner[1] == 1) {
+      for (std::int64_t i = 0; i < len; ++i) yr[i] = fn(xr[i]);
+    } else {
+      for (std::int64_t i = 0; i < len; ++i) yr[i * inner[1]] = fn(xr[i * inner[0]]);
+    }
+  });
 }
 
-// y = fn(a, b) elementwise; an operand constant along the row is passed as a
-// scalar.
+// y = fn(a, b) elementwise; an operand constant along the row is passed as a scalar.
 template <class T, class Fn>
-void map2(const View &a, const View &b, const View &out, Fn fn) {
-  const T *x = ptr<T>(a);
-  const T *z = ptr<T>(b);
-  T *y = ptr<T>(out);
-  for_each_row<3>(
-      out.shape, {&a.strides, &b.strides, &out.strides},
-      [&](auto off, std::int64_t len, auto inner) {
-        if (inner[2] == 1 && inner[0] == 1 && inner[1] == 1) {
-          Row<T>(y + off[2], len) =
-              fn(ConstRow<T>(x + off[0], len), ConstRow<T>(z + off[1], len));
-        } else if (inner[2] == 1 && inner[0] == 1 && inner[1] == 0) {
-          Row<T>(y + off[2], len) =
-              fn(ConstRow<T>(x + off[0], len),
-                 Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, z[off[1]]));
-        } else if (inner[2] == 1 && inner[0] == 0 && inner[1] == 1) {
-          Row<T>(y + off[2], len) =
-              fn(Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, x[off[0]]),
-                 ConstRow<T>(z + off[1], len));
-        } else {
-          auto stride = [](std::int64_t s) { return Eigen::InnerStride<>(s); };
-          StridedRow<T>(y + off[2], len, stride(inner[2])) =
-              fn(ConstStridedRow<T>(x + off[0], len, stride(inner[0])),
-                 ConstStridedRow<T>(z + off[1], len, stride(inner[1])));
-        }
-      });
+void map2(const View& a, const View& b, const View& out, Fn fn) {
+  const T* x = ptr<T>(a);
+  const T* z = ptr<T>(b);
+  T* y = ptr<T>(out);
+  for_each_row<3>(out.shape, {&a.strides, &b.strides, &out.strides}, [&](auto off, std::int64_t len, auto inner) {
+    if (inner[2] == 1 && inner[0] == 1 && inner[1] == 1) {
+      Row<T>(y + off[2], len) = fn(ConstRow<T>(x + off[0], len), ConstRow<T>(z + off[1], len));
+    } else if (inner[2] == 1 && inner[0] == 1 && inner[1] == 0) {
+      Row<T>(y + off[2], len) = fn(ConstRow<T>(x + off[0], len), Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, z[off[1]]));
+    } else if (inner[2] == 1 && inner[0] == 0 && inner[1] == 1) {
+      Row<T>(y + off[2], len) = fn(Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, x[off[0]]), ConstRow<T>(z + off[1], len));
+    } else {
+      auto stride = [](std::int64_t s) { return Eigen::InnerStride<>(s); };
+      StridedRow<T>(y + off[2], len, stride(inner[2])) =
+          fn(ConstStridedRow<T>(x + off[0], len, stride(inner[0])), ConstStridedRow<T>(z + off[1], len, stride(inner[1])));
+    }
+  });
 }
 
 // glibc's exp10 (a GNU extension, so not in std::).
 inline double exp10_of(double v) { return ::exp10(v); }
 inline float exp10_of(float v) { return ::exp10f(v); }
 
-// lgamma_r: std::lgamma writes the sign of gamma to the global signgam, a data
-// race when maps run on several threads.
+// lgamma_r: std::lgamma writes the sign of gamma to the global signgam, a data race when maps run
+// on several threads.
 inline double lgamma_of(double v) {
   int sign;
   return ::lgamma_r(v, &sign);
@@ -103,456 +90,343 @@ inline float lgamma_of(float v) {
 }
 
 // ---------------------------------------------------------------- pow
-// pow over rows whose exponent is one value v (the usual case: x^2, a scalar
-// hyperparameter, a per-example exponent broadcast over a matrix). glibc's pow
-// costs ~8-30 ns an element; these paths cost ~1 ns. Each computes every
-// element the same way wherever it sits in the row, so a result never depends
-// on the length, the layout or the thread count, and falls back to std::pow for
-// any element outside the plain case (an input or a result that is zero,
-// subnormal, infinite or NaN, or a negative base outside the integer path), so
-// pow's special values are exactly the C library's. Accuracy: x^k for |k| <= 8
-// by repeated squaring (at most 4 roundings, ~2 ulps); v = 0.5 is sqrt
-// (correctly rounded), v = -0.5 is 1 / sqrt (~1 ulp); any other v is exp(v log
-// x) with Eigen's vectorised log and exp in double, whose error grows with |v
-// log x|: about |v log x| + 2 ulps in float64 (float32 rows are computed in
-// double: within an ulp of float32). Rows whose exponent varies keep std::pow
-// element by element.
+// pow over rows whose exponent is one value v (the usual case: x^2, a scalar hyperparameter, a
+// per-example exponent broadcast over a matrix). glibc's pow costs ~8-30 ns an element; these paths
+// cost ~1 ns. Each computes every element the same way wherever it sits in the row, so a result
+// never depends on the length, the layout or the thread count, and falls back to std::pow for any
+// element outside the plain case (an input or a result that is zero, subnormal, infinite or NaN, or
+// a negative base outside the integer path), so pow's special values are exactly the C library's.
+// Accuracy: x^k for |k| <= 8 by repeated squaring (at most 4 roundings, ~2 ulps); v = 0.5 is sqrt
+// (correctly rounded), v = -0.5 is 1 / sqrt (~1 ulp); any other v is exp(v log x) with Eigen's
+// vectorised log and exp in double, whose error grows with |v log x|: about |v log x| + 2 ulps in
+// float64 (float32 rows are computed in double: within an ulp of float32). Rows whose exponent
+// varies keep std::pow element by element.
 namespace powrow {
 
 enum class Path { one, copy, integer, sqrt, rsqrt, exp_log };
 
 struct Plan {
   Path path;
-  int k = 0; // Path::integer: the exponent
+  int k = 0;  // Path::integer: the exponent
 };
 
 inline Plan plan_for(double v) {
-  if (v == 0)
-    return {Path::one};
-  if (v == 1)
-    return {Path::copy};
-  if (v == 0.5)
-    return {Path::sqrt};
-  if (v == -0.5)
-    return {Path::rsqrt};
-  if (std::fabs(v) <= 8 && v == std::trunc(v))
-    return {Path::integer, static_cast<int>(v)};
+  if (v == 0) return {Path::one};
+  if (v == 1) return {Path::copy};
+  if (v == 0.5) return {Path::sqrt};
+  if (v == -0.5) return {Path::rsqrt};
+  if (std::fabs(v) <= 8 && v == std::trunc(v)) return {Path::integer, static_cast<int>(v)};
   return {Path::exp_log};
 }
 
 // A value that every fast path computes like pow: finite, normal, nonzero.
-template <class T> bool plain(T r) {
+template <class T>
+bool plain(T r) {
   const T m = std::fabs(r);
-  return m >= std::numeric_limits<T>::min() &&
-         m <= std::numeric_limits<T>::max();
+  return m >= std::numeric_limits<T>::min() && m <= std::numeric_limits<T>::max();
 }
 
-inline double ipow(double x, int k) { // |k| >= 1
+inline double ipow(double x, int k) {  // |k| >= 1
   unsigned n = static_cast<unsigned>(k < 0 ? -k : k);
   double r = 1, p = x;
   for (; n; n >>= 1, p *= p)
-    if (n & 1u)
-      r *= p;
+    if (n & 1u) r *= p;
   return r;
 }
 
-constexpr int chunk = 64; // a multiple of every packet size: all elements take
-                          // Eigen's packet path
+constexpr int chunk = 64;  // a multiple of every packet size: all elements take Eigen's packet path
 
 template <class T>
-void run(const T *x, std::int64_t xs, double v, T *y, std::int64_t ys,
-         std::int64_t len) {
+void run(const T* x, std::int64_t xs, double v, T* y, std::int64_t ys, std::int64_t len) {
   const Plan plan = plan_for(v);
   const T tv = static_cast<T>(v);
   auto fallback = [&](T u) { return std::pow(u, tv); };
   switch (plan.path) {
-  case Path::one:
-    for (std::int64_t i = 0; i < len; ++i)
-      y[i * ys] = T(1); // pow(x, 0) is 1 for every x, NaN included
-    return;
-  case Path::copy:
-    for (std::int64_t i = 0; i < len; ++i)
-      y[i * ys] = x[i * xs];
-    return;
-  case Path::integer:
-    for (std::int64_t i = 0; i < len; ++i) {
-      const T u = x[i * xs];
-      const double p = ipow(static_cast<double>(u), plan.k);
-      const T r = static_cast<T>(plan.k < 0 ? 1 / p : p);
-      // p itself must be plain: 1 / p of a subnormal or infinite p would lose
-      // what pow keeps.
-      y[i * ys] = plain(p) && plain(r) ? r : fallback(u);
-    }
-    return;
-  case Path::sqrt:
-    for (std::int64_t i = 0; i < len; ++i) {
-      const T u = x[i * xs];
-      const T r = std::sqrt(u);
-      y[i * ys] =
-          plain(r)
-              ? r
-              : fallback(
-                    u); // pow(-0, .5) is +0 and pow(-inf, .5) +inf, unlike sqrt
-    }
-    return;
-  case Path::rsqrt:
-    for (std::int64_t i = 0; i < len; ++i) {
-      const T u = x[i * xs];
-      const T s = std::sqrt(u);
-      y[i * ys] = plain(s) ? T(1) / s : fallback(u);
-    }
-    return;
-  case Path::exp_log: {
-    alignas(64) double buf[chunk];
-    Eigen::Map<Eigen::Array<double, chunk, 1>, Eigen::Aligned64> a(buf);
-    for (std::int64_t start = 0; start < len; start += chunk) {
-      const std::int64_t count = std::min<std::int64_t>(chunk, len - start);
-      const T *xc = x + start * xs;
-      T *yc = y + start * ys;
-      for (std::int64_t i = 0; i < count; ++i)
-        buf[i] = static_cast<double>(xc[i * xs]);
-      for (std::int64_t i = count; i < chunk; ++i)
-        buf[i] = 1.0;
-      a = (a.log() * v).exp();
-      for (std::int64_t i = 0; i < count; ++i) {
-        const T u = xc[i * xs];
-        const T r = static_cast<T>(buf[i]);
-        yc[i * ys] = u > 0 && plain(u) && plain(r) ? r : fallback(u);
+    case Path::one:
+      for (std::int64_t i = 0; i < len; ++i) y[i * ys] = T(1);  // pow(x, 0) is 1 for every x, NaN included
+      return;
+    case Path::copy:
+      for (std::int64_t i = 0; i < len; ++i) y[i * ys] = x[i * xs];
+      return;
+    case Path::integer:
+      for (std::int64_t i = 0; i < len; ++i) {
+        const T u = x[i * xs];
+        const double p = ipow(static_cast<double>(u), plan.k);
+        const T r = static_cast<T>(plan.k < 0 ? 1 / p : p);
+        // p itself must be plain: 1 / p of a subnormal or infinite p would lose what pow keeps.
+        y[i * ys] = plain(p) && plain(r) ? r : fallback(u);
       }
+      return;
+    case Path::sqrt:
+      for (std::int64_t i = 0; i < len; ++i) {
+        const T u = x[i * xs];
+        const T r = std::sqrt(u);
+        y[i * ys] = plain(r) ? r : fallback(u);  // pow(-0, .5) is +0 and pow(-inf, .5) +inf, unlike sqrt
+      }
+      return;
+    case Path::rsqrt:
+      for (std::int64_t i = 0; i < len; ++i) {
+        const T u = x[i * xs];
+        const T s = std::sqrt(u);
+        y[i * ys] = plain(s) ? T(1) / s : fallback(u);
+      }
+      return;
+    case Path::exp_log: {
+      alignas(64) double buf[chunk];
+      Eigen::Map<Eigen::Array<double, chunk, 1>, Eigen::Aligned64> a(buf);
+      for (std::int64_t start = 0; start < len; start += chunk) {
+        const std::int64_t count = std::min<std::int64_t>(chunk, len - start);
+        const T* xc = x + start * xs;
+        T* yc = y + start * ys;
+        for (std::int64_t i = 0; i < count; ++i) buf[i] = static_cast<double>(xc[i * xs]);
+        for (std::int64_t i = count; i < chunk; ++i) buf[i] = 1.0;
+        a = (a.log() * v).exp();
+        for (std::int64_t i = 0; i < count; ++i) {
+          const T u = xc[i * xs];
+          const T r = static_cast<T>(buf[i]);
+          yc[i * ys] = u > 0 && plain(u) && plain(r) ? r : fallback(u);
+        }
+      }
+      return;
     }
-    return;
-  }
   }
 }
 
-} // namespace powrow
+}  // namespace powrow
 
-template <class T> void pow_map(const View &a, const View &b, const View &out) {
-  const T *x = ptr<T>(a);
-  const T *z = ptr<T>(b);
-  T *y = ptr<T>(out);
-  for_each_row<3>(out.shape, {&a.strides, &b.strides, &out.strides},
-                  [&](auto off, std::int64_t len, auto inner) {
-                    if (inner[1] == 0)
-                      return powrow::run<T>(x + off[0], inner[0],
-                                            static_cast<double>(z[off[1]]),
-                                            y + off[2], inner[2], len);
-                    for (std::int64_t i = 0; i < len; ++i)
-                      y[off[2] + i * inner[2]] = std::pow(
-                          x[off[0] + i * inner[0]], z[off[1] + i * inner[1]]);
-                  });
-}
-
-} // namespace
-
-void CpuBackend::fill(const View &out, double value) {
-  visit_dtype(out.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    T *y = ptr<T>(out);
-    const T v = element::convert<T>(value);
-    for_each_row<1>(out.shape, {&out.strides},
-                    [&](auto off, std::int64_t len, auto inner) {
-                      for (std::int64_t i = 0; i < len; ++i)
-                        y[off[0] + i * inner[0]] = v;
-                    });
+template <class T>
+void pow_map(const View& a, const View& b, const View& out) {
+  const T* x = ptr<T>(a);
+  const T* z = ptr<T>(b);
+  T* y = ptr<T>(out);
+  for_each_row<3>(out.shape, {&a.strides, &b.strides, &out.strides}, [&](auto off, std::int64_t len, auto inner) {
+    if (inner[1] == 0)
+      return powrow::run<T>(x + off[0], inner[0], static_cast<double>(z[off[1]]), y + off[2], inner[2], len);
+    for (std::int64_t i = 0; i < len; ++i)
+      y[off[2] + i * inner[2]] = std::pow(x[off[0] + i * inner[0]], z[off[1] + i * inner[1]]);
   });
 }
 
-void CpuBackend::copy(const View &in, const View &out) {
+}  // namespace
+
+void CpuBackend::fill(const View& out, double value) {
+  visit_dtype(out.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    T* y = ptr<T>(out);
+    const T v = element::convert<T>(value);
+    for_each_row<1>(out.shape, {&out.strides}, [&](auto off, std::int64_t len, auto inner) {
+      for (std::int64_t i = 0; i < len; ++i) y[off[0] + i * inner[0]] = v;
+    });
+  });
+}
+
+void CpuBackend::copy(const View& in, const View& out) {
   check_same_rank(in, out, "cpu", "copy");
   visit_dtype(in.dtype, [&](auto zin) {
     using In = decltype(zin);
     visit_dtype(out.dtype, [&](auto zout) {
       using Out = decltype(zout);
-      const In *x = ptr<In>(in);
-      Out *y = ptr<Out>(out);
-      for_each_row<2>(out.shape, {&in.strides, &out.strides},
-                      [&](auto off, std::int64_t len, auto inner) {
-                        for (std::int64_t i = 0; i < len; ++i)
-                          y[off[1] + i * inner[1]] =
-                              element::convert<Out>(x[off[0] + i * inner[0]]);
-                      });
+      const In* x = ptr<In>(in);
+      Out* y = ptr<Out>(out);
+      for_each_row<2>(out.shape, {&in.strides, &out.strides}, [&](auto off, std::int64_t len, auto inner) {
+        for (std::int64_t i = 0; i < len; ++i)
+          y[off[1] + i * inner[1]] = element::convert<Out>(x[off[0] + i * inner[0]]);
+      });
     });
   });
 }
 
-void CpuBackend::unary(UnaryKind kind, const View &in, const View &out) {
+void CpuBackend::unary(UnaryKind kind, const View& in, const View& out) {
   check_same_rank(in, out, "cpu", "unary");
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
     if constexpr (std::is_integral_v<T>) {
       switch (kind) {
-      case UnaryKind::neg:
-        return map1<T>(in, out, [](T v) { return element::neg(v); });
-      case UnaryKind::abs:
-        return map1<T>(in, out, [](T v) { return element::abs_int(v); });
-      case UnaryKind::sign:
-        return map1<T>(in, out,
-                       [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
-      default:
-        fail("cpu unary: map {} on {} (internal error: apply admits only neg, "
-             "abs and sign)",
-             static_cast<int>(kind), name_of(out.dtype));
+        case UnaryKind::neg: return map1<T>(in, out, [](T v) { return element::neg(v); });
+        case UnaryKind::abs: return map1<T>(in, out, [](T v) { return element::abs_int(v); });
+        case UnaryKind::sign: return map1<T>(in, out, [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
+        default: fail("cpu unary: map {} on {} (internal error: apply admits only neg, abs and sign)",
+                      static_cast<int>(kind), name_of(out.dtype));
       }
     } else {
       switch (kind) {
-      case UnaryKind::neg:
-        return map1<T>(in, out, [](T v) { return -v; });
-      case UnaryKind::exp:
-        return map1<T>(in, out, [](T v) { return std::exp(v); });
-      case UnaryKind::log:
-        return map1<T>(in, out, [](T v) { return std::log(v); });
-      case UnaryKind::log1p:
-        return map1<T>(in, out, [](T v) { return std::log1p(v); });
-      case UnaryKind::sqrt:
-        return map1<T>(in, out, [](T v) { return std::sqrt(v); });
-      case UnaryKind::square:
-        return map1<T>(in, out, [](T v) { return v * v; });
-      case UnaryKind::sin:
-        return map1<T>(in, out, [](T v) { return std::sin(v); });
-      case UnaryKind::cos:
-        return map1<T>(in, out, [](T v) { return std::cos(v); });
-      case UnaryKind::tanh:
-        return map1<T>(in, out, [](T v) { return std::tanh(v); });
-      case UnaryKind::abs:
-        return map1<T>(in, out, [](T v) { return std::fabs(v); });
-      case UnaryKind::sign: // NaN stays NaN, as in numpy: a sign must not hide
-                            // one
-        return map1<T>(in, out, [](T v) {
-          return v != v ? v : static_cast<T>((v > 0) - (v < 0));
-        });
-      case UnaryKind::log10:
-        return map1<T>(in, out, [](T v) { return std::log10(v); });
-      case UnaryKind::log2:
-        return map1<T>(in, out, [](T v) { return std::log2(v); });
-      case UnaryKind::exp2:
-        return map1<T>(in, out, [](T v) { return std::exp2(v); });
-      case UnaryKind::exp10:
-        return map1<T>(in, out, [](T v) { return exp10_of(v); });
-      case UnaryKind::expm1:
-        return map1<T>(in, out, [](T v) { return std::expm1(v); });
-      case UnaryKind::erf:
-        return map1<T>(in, out, [](T v) { return std::erf(v); });
-      case UnaryKind::erfc:
-        return map1<T>(in, out, [](T v) { return std::erfc(v); });
-      case UnaryKind::lgamma:
-        return map1<T>(in, out, [](T v) { return lgamma_of(v); });
-      case UnaryKind::digamma:
-        return map1<T>(in, out, [](T v) { return special::digamma(v); });
-      case UnaryKind::trigamma:
-        return map1<T>(in, out, [](T v) { return special::trigamma(v); });
-      case UnaryKind::sigmoid:
-        return map1<T>(in, out, [](T v) { return special::sigmoid(v); });
-      case UnaryKind::softplus:
-        return map1<T>(in, out, [](T v) { return special::softplus(v); });
-      default:
-        fail("cpu unary: map {} on {} (internal error)", static_cast<int>(kind),
-             name_of(out.dtype));
+        case UnaryKind::neg: return map1<T>(in, out, [](T v) { return -v; });
+        case UnaryKind::exp: return map1<T>(in, out, [](T v) { return std::exp(v); });
+        case UnaryKind::log: return map1<T>(in, out, [](T v) { return std::log(v); });
+        case UnaryKind::log1p: return map1<T>(in, out, [](T v) { return std::log1p(v); });
+        case UnaryKind::sqrt: return map1<T>(in, out, [](T v) { return std::sqrt(v); });
+        case UnaryKind::square: return map1<T>(in, out, [](T v) { return v * v; });
+        case UnaryKind::sin: return map1<T>(in, out, [](T v) { return std::sin(v); });
+        case UnaryKind::cos: return map1<T>(in, out, [](T v) { return std::cos(v); });
+        case UnaryKind::tanh: return map1<T>(in, out, [](T v) { return std::tanh(v); });
+        case UnaryKind::abs: return map1<T>(in, out, [](T v) { return std::fabs(v); });
+        case UnaryKind::sign:  // NaN stays NaN, as in numpy: a sign must not hide one
+          return map1<T>(in, out, [](T v) { return v != v ? v : static_cast<T>((v > 0) - (v < 0)); });
+        case UnaryKind::log10: return map1<T>(in, out, [](T v) { return std::log10(v); });
+        case UnaryKind::log2: return map1<T>(in, out, [](T v) { return std::log2(v); });
+        case UnaryKind::exp2: return map1<T>(in, out, [](T v) { return std::exp2(v); });
+        case UnaryKind::exp10: return map1<T>(in, out, [](T v) { return exp10_of(v); });
+        case UnaryKind::expm1: return map1<T>(in, out, [](T v) { return std::expm1(v); });
+        case UnaryKind::erf: return map1<T>(in, out, [](T v) { return std::erf(v); });
+        case UnaryKind::erfc: return map1<T>(in, out, [](T v) { return std::erfc(v); });
+        case UnaryKind::lgamma: return map1<T>(in, out, [](T v) { return lgamma_of(v); });
+        case UnaryKind::digamma: return map1<T>(in, out, [](T v) { return special::digamma(v); });
+        case UnaryKind::trigamma: return map1<T>(in, out, [](T v) { return special::trigamma(v); });
+        case UnaryKind::sigmoid: return map1<T>(in, out, [](T v) { return special::sigmoid(v); });
+        case UnaryKind::softplus: return map1<T>(in, out, [](T v) { return special::softplus(v); });
+        default: fail("cpu unary: map {} on {} (internal error)", static_cast<int>(kind), name_of(out.dtype));
       }
     }
   });
 }
 
-void CpuBackend::binary(BinaryKind kind, const View &a, const View &b,
-                        const View &out) {
+void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const View& out) {
   check_same_rank(a, out, "cpu", "binary");
   check_same_rank(b, out, "cpu", "binary");
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
     // Comparisons are the same for every type.
     switch (kind) {
-    case BinaryKind::less:
-      return map2<T>(a, b, out, [](const auto &x, const auto &y) {
-        return (x < y).template cast<T>();
-      });
-    case BinaryKind::greater:
-      return map2<T>(a, b, out, [](const auto &x, const auto &y) {
-        return (x > y).template cast<T>();
-      });
-    case BinaryKind::equal:
-      return map2<T>(a, b, out, [](const auto &x, const auto &y) {
-        return (x == y).template cast<T>();
-      });
-    default:
-      break;
+      case BinaryKind::less:
+        return map2<T>(a, b, out, [](const auto& x, const auto& y) { return (x < y).template cast<T>(); });
+      case BinaryKind::greater:
+        return map2<T>(a, b, out, [](const auto& x, const auto& y) { return (x > y).template cast<T>(); });
+      case BinaryKind::equal:
+        return map2<T>(a, b, out, [](const auto& x, const auto& y) { return (x == y).template cast<T>(); });
+      default: break;
     }
     if constexpr (std::is_integral_v<T>) {
       // Wrapping arithmetic (element.hpp), element by element.
       auto each = [&](auto fn) {
-        map2<T>(a, b, out, [&](const auto &x, const auto &y) {
-          return x.binaryExpr(y, fn);
-        });
+        map2<T>(a, b, out, [&](const auto& x, const auto& y) { return x.binaryExpr(y, fn); });
       };
       switch (kind) {
-      case BinaryKind::add:
-        return each([](T u, T v) { return element::add(u, v); });
-      case BinaryKind::sub:
-        return each([](T u, T v) { return element::sub(u, v); });
-      case BinaryKind::mul:
-        return each([](T u, T v) { return element::mul(u, v); });
-      case BinaryKind::maximum:
-        return each([](T u, T v) { return u > v ? u : v; });
-      case BinaryKind::minimum:
-        return each([](T u, T v) { return u < v ? u : v; });
-      default:
-        fail("cpu binary: map {} on {} (internal error: apply refuses it)",
-             static_cast<int>(kind), name_of(out.dtype));
+        case BinaryKind::add: return each([](T u, T v) { return element::add(u, v); });
+        case BinaryKind::sub: return each([](T u, T v) { return element::sub(u, v); });
+        case BinaryKind::mul: return each([](T u, T v) { return element::mul(u, v); });
+        case BinaryKind::maximum: return each([](T u, T v) { return u > v ? u : v; });
+        case BinaryKind::minimum: return each([](T u, T v) { return u < v ? u : v; });
+        default: fail("cpu binary: map {} on {} (internal error: apply refuses it)", static_cast<int>(kind),
+                      name_of(out.dtype));
       }
     } else {
       switch (kind) {
-      case BinaryKind::add:
-        return map2<T>(a, b, out,
-                       [](const auto &x, const auto &y) { return x + y; });
-      case BinaryKind::sub:
-        return map2<T>(a, b, out,
-                       [](const auto &x, const auto &y) { return x - y; });
-      case BinaryKind::mul:
-        return map2<T>(a, b, out,
-                       [](const auto &x, const auto &y) { return x * y; });
-      case BinaryKind::div:
-        return map2<T>(a, b, out,
-                       [](const auto &x, const auto &y) { return x / y; });
-      // Fast paths where the exponent is one value along a row (pow_map,
-      // above); else the C library's pow, element by element (within an ulp,
-      // faster than Eigen's vectorised pow).
-      case BinaryKind::pow:
-        return pow_map<T>(a, b, out);
-      case BinaryKind::maximum:
-        return map2<T>(a, b, out, [](const auto &x, const auto &y) {
-          return x.binaryExpr(
-              y, [](T u, T v) { return u > v || std::isnan(u) ? u : v; });
-        });
-      case BinaryKind::minimum:
-        return map2<T>(a, b, out, [](const auto &x, const auto &y) {
-          return x.binaryExpr(
-              y, [](T u, T v) { return u < v || std::isnan(u) ? u : v; });
-        });
+        case BinaryKind::add: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x + y; });
+        case BinaryKind::sub: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x - y; });
+        case BinaryKind::mul: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x * y; });
+        case BinaryKind::div: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x / y; });
+        // Fast paths where the exponent is one value along a row (pow_map, above); else the C
+        // library's pow, element by element (within an ulp, faster than Eigen's vectorised pow).
+        case BinaryKind::pow: return pow_map<T>(a, b, out);
+        case BinaryKind::maximum:
+          return map2<T>(a, b, out, [](const auto& x, const auto& y) {
+            return x.binaryExpr(y, [](T u, T v) { return u > v || std::isnan(u) ? u : v; });
+          });
+        case BinaryKind::minimum:
+          return map2<T>(a, b, out, [](const auto& x, const auto& y) {
+            return x.binaryExpr(y, [](T u, T v) { return u < v || std::isnan(u) ? u : v; });
+          });
 
-      default:
-        return; // comparisons, above
+        default: return;  // comparisons, above
       }
     }
   });
 }
 
-void CpuBackend::select(const View &cond, const View &a, const View &b,
-                        const View &out) {
+void CpuBackend::select(const View& cond, const View& a, const View& b, const View& out) {
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
-    const T *c = ptr<T>(cond);
-    const T *x = ptr<T>(a);
-    const T *z = ptr<T>(b);
-    T *y = ptr<T>(out);
-    for_each_row<4>(
-        out.shape, {&cond.strides, &a.strides, &b.strides, &out.strides},
-        [&](auto off, std::int64_t len, auto inner) {
-          for (std::int64_t i = 0; i < len; ++i)
-            y[off[3] + i * inner[3]] = c[off[0] + i * inner[0]] != T(0)
-                                           ? x[off[1] + i * inner[1]]
-                                           : z[off[2] + i * inner[2]];
-        });
+    const T* c = ptr<T>(cond);
+    const T* x = ptr<T>(a);
+    const T* z = ptr<T>(b);
+    T* y = ptr<T>(out);
+    for_each_row<4>(out.shape, {&cond.strides, &a.strides, &b.strides, &out.strides},
+                    [&](auto off, std::int64_t len, auto inner) {
+                      for (std::int64_t i = 0; i < len; ++i)
+                        y[off[3] + i * inner[3]] =
+                            c[off[0] + i * inner[0]] != T(0) ? x[off[1] + i * inner[1]] : z[off[2] + i * inner[2]];
+                    });
   });
 }
 
-void CpuBackend::cumsum(const View &in, const View &out, int axis,
-                        bool reverse) {
+void CpuBackend::cumsum(const View& in, const View& out, int axis, bool reverse) {
   check_same_rank(in, out, "cpu", "cumsum");
   const auto a = static_cast<std::size_t>(axis);
-  const std::int64_t n = out.shape[a], step_in = in.strides[a],
-                     step_out = out.strides[a];
-  // One line per element of the other axes; each is summed in order on one
-  // thread.
+  const std::int64_t n = out.shape[a], step_in = in.strides[a], step_out = out.strides[a];
+  // One line per element of the other axes; each is summed in order on one thread.
   Shape lines = out.shape;
   lines[a] = 1;
-  if (n == 0)
-    return;
+  if (n == 0) return;
   visit_float_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
-    const T *x = ptr<T>(in);
-    T *y = ptr<T>(out);
-    for_each_row<2>(
-        lines, {&in.strides, &out.strides},
-        [&](auto off, std::int64_t len, auto inner) {
-          if (len == 1 ||
-              std::abs(step_in) <=
-                  std::abs(inner[0])) { // line by line, along the axis
-            for (std::int64_t i = 0; i < len; ++i) {
-              const T *xl = x + off[0] + i * inner[0];
-              T *yl = y + off[1] + i * inner[1];
-              double acc = 0;
-              for (std::int64_t j = 0; j < n; ++j) {
-                const std::int64_t k = reverse ? n - 1 - j : j;
-                acc += static_cast<double>(xl[k * step_in]);
-                yl[k * step_out] = static_cast<T>(acc);
-              }
-            }
-            return;
-          }
-          // The axis is not the innermost: a row of lines at a time, each
-          // carrying its own sum (the same additions in the same order), so
-          // that memory is read along rows (3x faster for a 2048 x 2048 cumsum
-          // over axis 0).
-          std::vector<double> acc(static_cast<std::size_t>(len), 0.0);
+    const T* x = ptr<T>(in);
+    T* y = ptr<T>(out);
+    for_each_row<2>(lines, {&in.strides, &out.strides}, [&](auto off, std::int64_t len, auto inner) {
+      if (len == 1 || std::abs(step_in) <= std::abs(inner[0])) {  // line by line, along the axis
+        for (std::int64_t i = 0; i < len; ++i) {
+          const T* xl = x + off[0] + i * inner[0];
+          T* yl = y + off[1] + i * inner[1];
+          double acc = 0;
           for (std::int64_t j = 0; j < n; ++j) {
             const std::int64_t k = reverse ? n - 1 - j : j;
-            const T *xr = x + off[0] + k * step_in;
-            T *yr = y + off[1] + k * step_out;
-            for (std::int64_t i = 0; i < len; ++i) {
-              acc[static_cast<std::size_t>(i)] +=
-                  static_cast<double>(xr[i * inner[0]]);
-              yr[i * inner[1]] =
-                  static_cast<T>(acc[static_cast<std::size_t>(i)]);
-            }
+            acc += static_cast<double>(xl[k * step_in]);
+            yl[k * step_out] = static_cast<T>(acc);
           }
-        });
+        }
+        return;
+      }
+      // The axis is not the innermost: a row of lines at a time, each carrying its own sum (the
+      // same additions in the same order), so that memory is read along rows (3x faster for a
+      // 2048 x 2048 cumsum over axis 0).
+      std::vector<double> acc(static_cast<std::size_t>(len), 0.0);
+      for (std::int64_t j = 0; j < n; ++j) {
+        const std::int64_t k = reverse ? n - 1 - j : j;
+        const T* xr = x + off[0] + k * step_in;
+        T* yr = y + off[1] + k * step_out;
+        for (std::int64_t i = 0; i < len; ++i) {
+          acc[static_cast<std::size_t>(i)] += static_cast<double>(xr[i * inner[0]]);
+          yr[i * inner[1]] = static_cast<T>(acc[static_cast<std::size_t>(i)]);
+        }
+      }
+    });
   });
 }
 
-void CpuBackend::reduce(ReduceKind kind, const View &in, const View &out) {
+void CpuBackend::reduce(ReduceKind kind, const View& in, const View& out) {
   check_same_rank(in, out, "cpu", "reduce");
-  // Walk the input with the output broadcast over the reduced axes (stride 0)
-  // and accumulate.
+  // Walk the input with the output broadcast over the reduced axes (stride 0) and accumulate.
   View acc = out;
   for (std::size_t d = 0; d < out.shape.size(); ++d)
-    if (out.shape[d] != in.shape[d])
-      acc.strides[d] = 0;
+    if (out.shape[d] != in.shape[d]) acc.strides[d] = 0;
   acc.shape = in.shape;
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
     double lowest = -std::numeric_limits<double>::infinity();
-    if constexpr (std::is_integral_v<T>)
-      lowest = static_cast<double>(element::int_min<T>()); // exact
+    if constexpr (std::is_integral_v<T>) lowest = static_cast<double>(element::int_min<T>());  // exact
     fill(out, kind == ReduceKind::sum ? 0.0 : lowest);
-    const T *x = ptr<T>(in);
-    T *y = ptr<T>(acc);
+    const T* x = ptr<T>(in);
+    T* y = ptr<T>(acc);
     // Serial: several rows may accumulate into the same output element.
-    for_each_row<2>(
-        in.shape, {&in.strides, &acc.strides},
-        [&](auto off, std::int64_t len, auto inner) {
-          const T *xr = x + off[0];
-          T *yr = y + off[1];
-          if (kind == ReduceKind::sum) {
-            if (inner[1] == 0) {
-              T s = 0;
-              for (std::int64_t i = 0; i < len; ++i)
-                s = element::add(s, xr[i * inner[0]]);
-              *yr = element::add(*yr, s);
-            } else {
-              for (std::int64_t i = 0; i < len; ++i)
-                yr[i * inner[1]] =
-                    element::add(yr[i * inner[1]], xr[i * inner[0]]);
-            }
-          } else {
-            for (std::int64_t i = 0; i < len; ++i) {
-              T &m = yr[i * inner[1]];
-              const T v = xr[i * inner[0]];
-              if (v > m || v != v)
-                m = v;
-            }
-          }
-        },
-        /*parallel=*/false);
+    for_each_row<2>(in.shape, {&in.strides, &acc.strides}, [&](auto off, std::int64_t len, auto inner) {
+      const T* xr = x + off[0];
+      T* yr = y + off[1];
+      if (kind == ReduceKind::sum) {
+        if (inner[1] == 0) {
+          T s = 0;
+          for (std::int64_t i = 0; i < len; ++i) s = element::add(s, xr[i * inner[0]]);
+          *yr = element::add(*yr, s);
+        } else {
+          for (std::int64_t i = 0; i < len; ++i) yr[i * inner[1]] = element::add(yr[i * inner[1]], xr[i * inner[0]]);
+        }
+      } else {
+        for (std::int64_t i = 0; i < len; ++i) {
+          T& m = yr[i * inner[1]];
+          const T v = xr[i * inner[0]];
+          if (v > m || v != v) m = v;
+        }
+      }
+    }, /*parallel=*/false);
   });
 }
 
-} // namespace vt::cpu
+}  // namespace vt::cpu
