@@ -171,6 +171,10 @@ struct OpDef {
   // The op accepts integer tensors (core/dtype.hpp lists which do). Every other op is for floats
   // only: infer_output refuses integer inputs to it, naming the op and the dtype.
   bool integers = false;
+  // Each output element depends only on the inputs' elements at the same (broadcast) position, and
+  // the forward works on any sub-block of the output with the inputs' matching views (maps, where,
+  // casts): jit may run a run of such steps tile by tile (autodiff/jit/fuse.cpp).
+  bool elementwise = false;
 };
 
 // The shape rule of ops whose output has input 0's type.

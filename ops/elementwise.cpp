@@ -6,6 +6,7 @@
 #include "../core/graph.hpp"
 #include "creation.hpp"
 #include "reduce.hpp"
+#include "stop_gradient.hpp"
 
 namespace vt {
 
@@ -30,7 +31,8 @@ void unary_forward(const KernelArgs& k) { k.backend.unary(K, k.in[0], k.out); }
                         .forward = unary_forward<UnaryKind::KIND>,                          \
                         .adjoint = ADJOINT,                                                 \
                         .in_place = true,                                                   \
-                        .integers = INTEGERS};                                              \
+                        .integers = INTEGERS,                                               \
+                        .elementwise = true};                                               \
   }                                                                                         \
   Tensor NAME(const Tensor& x) { return apply(NAME##_op, {x}); }                            \
   namespace {
@@ -142,7 +144,8 @@ constexpr OpDef binary_op(Adjoint adjoint, bool in_place = true) {
           .forward = binary_forward<Kind>,
           .adjoint = adjoint,
           .in_place = in_place,
-          .integers = Kind != BinaryKind::div && Kind != BinaryKind::pow};
+          .integers = Kind != BinaryKind::div && Kind != BinaryKind::pow,
+          .elementwise = true};
 }
 
 const OpDef add_op = binary_op<BinaryKind::add, add_name>(
@@ -166,18 +169,25 @@ const OpDef div_op = binary_op<BinaryKind::div, div_name>(
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, gb) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, neg(gb * y)) : Tensor()};
     });
+// The adjoint reuses the output y = a^b instead of a second pow (the costly part): d/da = b y / a
+// and d/db = y log a, with a = 0 replaced by 1 in the division and the log. At a = 0, d/da is
+// b 0^(b - 1) (0 for b > 1 and for b = 0, as JAX; 1 for b = 1; inf between), computed the size of b;
+// d/db is 0 there (the limit of y log a for b > 0). Both are ordinary ops, so they differentiate again.
 const OpDef pow_op = binary_op<BinaryKind::pow, pow_name>(
     [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
       const Tensor& a = n.inputs[0];
       const Tensor& b = n.inputs[1];
+      const Tensor zero = zeros({}, a.dtype(), a.device());
+      const Tensor is_zero = equal(a, zero);
+      const Tensor a_or_one = where(is_zero, ones({}, a.dtype(), a.device()), a);
       Tensor ga, gb;
-      if (ctx.needs[0]) ga = to_input(n, 0, g * b * pow(a, b - 1.0));
-      if (ctx.needs[1]) {
-        // d/db a^b = a^b log a; at a == 0 the limit of the product is 0.
-        const Tensor zero = zeros({}, a.dtype(), a.device());
-        const Tensor is_zero = equal(a, zero);
-        gb = to_input(n, 1, g * y * log(where(is_zero, ones({}, a.dtype(), a.device()), a)));
+      if (ctx.needs[0]) {
+        // Piecewise constant in b (0, 1, +-inf): no gradient flows through it, and none of
+        // pow(0, b - 1)'s (inf * log 1 = NaN below b = 1).
+        const Tensor at_zero = stop_gradient(where(equal(b, zero), zero, b * pow(zero, b - 1.0)));
+        ga = to_input(n, 0, g * where(is_zero, at_zero, b * (y / a_or_one)));
       }
+      if (ctx.needs[1]) gb = to_input(n, 1, g * (y * log(a_or_one)));
       return std::vector<Tensor>{ga, gb};
     });
 const OpDef maximum_op = binary_op<BinaryKind::maximum, maximum_name>(
@@ -218,7 +228,8 @@ const OpDef where_op{.name = where_name,
                                                       ctx.needs[2] ? to_input(n, 2, where(c, zero, g)) : Tensor()};
                          },
                      .in_place = true,
-                     .integers = true};
+                     .integers = true,
+                     .elementwise = true};
 
 // astype's attribute: the dtype to convert to.
 struct AstypeAttrs {
@@ -236,7 +247,8 @@ const OpDef astype_op{.name = "astype",
                         return std::vector<Tensor>{astype(g, n.inputs[0].dtype())};
                       },
                       .mixed_dtypes = true,
-                      .integers = true};
+                      .integers = true,
+                      .elementwise = true};
 
 // Promotes two tensors to a common dtype before a binary op.
 Tensor binary(const OpDef& op, const Tensor& a, const Tensor& b) {

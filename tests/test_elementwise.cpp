@@ -1,4 +1,5 @@
 #include <cmath>
+#include <limits>
 
 #include "gradcheck.hpp"
 
@@ -110,4 +111,131 @@ TEST_CASE("astype converts and its gradient converts back", "[elementwise][grad]
   const Tensor g = grad([](const Tensor& a) { return sum(square(a.astype(DType::f64))); })(x);
   CHECK(g.dtype() == DType::f32);
   require_close(g, {2.5, -7.0});
+}
+
+namespace {
+// std::pow's value, or pow's from the library, within the documented accuracy: special values
+// (NaN, infinities, zeros, their signs) exactly, finite ones within (|b log a| + 4) ulps.
+template <class T>
+void check_pow_against_std(const std::vector<T>& as, T b, DType dtype) {
+  std::vector<double> av(as.begin(), as.end());
+  const Tensor a = Tensor::from_vector(av, {static_cast<std::int64_t>(as.size())}, dtype);
+  const std::vector<T> got = pow(a, Tensor::scalar(static_cast<double>(b), dtype)).template to_vector<T>();
+  for (std::size_t i = 0; i < as.size(); ++i) {
+    const T want = std::pow(as[i], b);
+    INFO("pow(" << as[i] << ", " << b << "): " << got[i] << ", std::pow " << want);
+    if (std::isnan(want)) {
+      CHECK(std::isnan(got[i]));
+    } else if (std::isinf(want) || want == 0) {
+      CHECK(got[i] == want);
+      CHECK(std::signbit(got[i]) == std::signbit(want));
+    } else if (got[i] != want) {
+      const double ulps = std::fabs(static_cast<double>(b) * std::log(std::fabs(static_cast<double>(as[i])))) + 4;
+      CHECK(std::fabs(static_cast<double>(got[i]) - want) <=
+            ulps * std::numeric_limits<T>::epsilon() * std::fabs(want));
+    }
+  }
+}
+
+template <class T>
+void check_pow_exponents(DType dtype) {
+  const T inf = std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
+  const T tiny = std::numeric_limits<T>::denorm_min() * 7, small = std::numeric_limits<T>::min();
+  std::vector<T> as = {0,
+                       -T(0),
+                       1,
+                       -1,
+                       2,
+                       -2,
+                       T(0.5),
+                       T(-0.5),
+                       T(3.7),
+                       T(-3.7),
+                       inf,
+                       -inf,
+                       nan,
+                       tiny,
+                       -tiny,
+                       small,
+                       std::numeric_limits<T>::max(),
+                       T(1e-20),
+                       T(1e20),
+                       T(1.0000001),
+                       T(0.9999999)};
+  for (int i = 0; i < 80; ++i) as.push_back(static_cast<T>(std::exp(0.37 * i - 15.0)));  // a row longer than a chunk
+  for (T b : {T(0),   -T(0),   T(1),   T(2),    T(3),        T(-1),  T(-2),   T(-3),   T(8), T(-8), T(9), T(-9),
+              T(0.5), T(-0.5), T(2.5), T(-1.7), T(1) / T(3), T(100), T(-100), T(1e-8), inf,  -inf,  nan})
+    check_pow_against_std<T>(as, b, dtype);
+}
+}  // namespace
+
+TEST_CASE("pow with one exponent for the whole tensor: fast paths agree with std::pow, special values exactly",
+          "[elementwise]") {
+  check_pow_exponents<double>(DType::f64);
+  check_pow_exponents<float>(DType::f32);
+}
+
+TEST_CASE("pow's value of an element does not depend on the tensor's length or layout", "[elementwise]") {
+  const Tensor x = rand({131}, 7) * 5.0 + 0.01;
+  const Tensor b = Tensor::scalar(-2.89);
+  const std::vector<double> whole = pow(x, b).to_vector<double>();
+  for (std::int64_t len : {1, 2, 3, 7, 63, 64, 65, 130}) {
+    const std::vector<double> part = pow(slice(x, 0, 131 - len, 131), b).to_vector<double>();
+    for (std::int64_t i = 0; i < len; ++i)
+      REQUIRE(part[static_cast<std::size_t>(i)] == whole[static_cast<std::size_t>(131 - len + i)]);
+  }
+  // An exponent per row (broadcast along the row) takes the same path as one scalar exponent.
+  const Tensor m = x.reshape({1, 131}) * ones({3, 1});
+  const Tensor rows = Tensor::from_vector({-2.89, 2.0, 0.5}, {3, 1});
+  const std::vector<double> by_row = pow(m, rows).to_vector<double>();
+  for (std::size_t r = 0; r < 3; ++r) {
+    const std::vector<double> one = pow(x, Tensor::scalar(rows.to_vector<double>()[r])).to_vector<double>();
+    for (std::size_t i = 0; i < 131; ++i) REQUIRE(by_row[r * 131 + i] == one[i]);
+  }
+  // Exponents that vary along the row: std::pow itself.
+  const Tensor e = rand({131}, 8) * 4.0 - 2.0;
+  const std::vector<double> xv = x.to_vector<double>(), ev = e.to_vector<double>(), got = pow(x, e).to_vector<double>();
+  for (std::size_t i = 0; i < 131; ++i) REQUIRE(got[i] == std::pow(xv[i], ev[i]));
+}
+
+TEST_CASE("pow's gradient at a zero base, from the output", "[elementwise][grad]") {
+  const Tensor zero = Tensor::from_vector({0.0}, {1});
+  auto da = [&](double b) {
+    return grad([b](const Tensor& a) { return sum(pow(a, Tensor::scalar(b))); })(zero).to_vector<double>()[0];
+  };
+  CHECK(da(2) == 0);  // 2 * 0^1, not 0 * (0 / 0)
+  CHECK(da(3.5) == 0);
+  CHECK(da(1) == 1);
+  CHECK(da(0) == 0);
+  CHECK(std::isinf(da(0.5)));
+  // Away from zero the gradient b a^(b-1), written as b y / a, matches pow(a, b - 1) closely.
+  const Tensor a = Tensor::from_vector({0.3, 1.7, 4.0, 2.0}, {4}), b = Tensor::from_vector({2.0, -1.5, 0.5, 3.0}, {4});
+  const std::vector<Tensor> g = grad([](const Tensor& x, const Tensor& y) { return sum(pow(x, y)); }, {0, 1})(a, b);
+  const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
+  std::vector<double> ga, gb;
+  for (std::size_t i = 0; i < 4; ++i) {
+    ga.push_back(bv[i] * std::pow(av[i], bv[i] - 1));
+    gb.push_back(std::pow(av[i], bv[i]) * std::log(av[i]));
+  }
+  require_close(g[0], ga, 1e-14);
+  require_close(g[1], gb, 1e-14);
+}
+
+TEST_CASE("pow's second derivatives match finite differences of its gradient", "[elementwise][grad]") {
+  const Tensor a = positive({3, 4}, 11), b = positive({4}, 12) * 2.0 - 1.0;
+  check_gradients(
+      [](auto& x) {
+        return grad([](const Tensor& p, const Tensor& q) { return sum(pow(p, q)); }, {0, 1})(x[0], x[1])[0];
+      },
+      {a, b});
+  check_gradients(
+      [](auto& x) {
+        return grad([](const Tensor& p, const Tensor& q) { return sum(pow(p, q)); }, {0, 1})(x[0], x[1])[1];
+      },
+      {a, b});
+  // A scalar exponent (the fast path) and a base with a zero: the second derivative of a^3 at 0 is 0.
+  const Tensor z = Tensor::from_vector({0.0, 0.7, 1.3}, {3});
+  const Tensor h =
+      grad([](const Tensor& p) { return sum(grad([](const Tensor& q) { return sum(pow(q, 3.0)); })(p)); })(z);
+  require_close(h, {0.0, 6 * 0.7, 6 * 1.3}, 1e-14);
 }

@@ -187,6 +187,11 @@ void run_steps(const Plan& plan, std::size_t first, std::size_t last, const std:
                std::int64_t batch, Backend& be, std::int64_t whole_batch = -1, std::int64_t first_example = 0) {
   KernelViews views;
   for (std::size_t i = first; i < last; ++i) {
+    if (const int g = plan.group_starting_at(i); g >= 0) {  // elementwise steps, tile by tile (fuse.cpp)
+      run_fused_group(plan, plan.fused[static_cast<std::size_t>(g)], data, batch, be);
+      i = static_cast<std::size_t>(plan.fused[static_cast<std::size_t>(g)].last) - 1;
+      continue;
+    }
     const PlanStep& s = plan.steps[i];
     if (s.op->aliases_input) continue;
     views.in = s.views.in;

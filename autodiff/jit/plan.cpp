@@ -156,11 +156,13 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
   order_for_chunks(*plan);
   plan_memory(*plan);
   precompute_views(*plan);
+  fuse_elementwise(*plan);
   PlanSummary& s = plan->summary;
   s.steps = static_cast<std::int64_t>(plan->steps.size());
   for (const PlanStep& step : plan->steps) s.kernels += step.op->aliases_input ? 0 : 1;
   for (const PlanValue& v : plan->values) s.constants += v.kind == PlanValue::Kind::constant ? 1 : 0;
   s.folded = static_cast<std::int64_t>(plan->folds.size());
+  for (const FusedGroup& g : plan->fused) s.fused += g.last - g.first;
   s.arena_bytes_per_example = plan->arena_batched;
   s.arena_bytes_fixed = plan->arena_fixed;
   summary = s;

@@ -46,6 +46,13 @@ struct PlanStep {
   KernelViews views{};
 };
 
+// A run of consecutive elementwise steps [first, last) whose outputs have one shape and batching,
+// run tile by tile (autodiff/jit/fuse.cpp) so that each tile's inputs and intermediates stay in
+// cache between the steps.
+struct FusedGroup {
+  int first = 0, last = 0;
+};
+
 // One batch size's recorded call (autodiff/jit/execute.cpp).
 struct Replay;
 
@@ -59,6 +66,11 @@ class Plan {
   std::int64_t fixed_batch = -1;
   Device device;
   PlanSummary summary;
+  // Groups of steps run tile by tile (fuse_elementwise), and by step the group starting there or -1
+  // (empty when there are none).
+  std::vector<FusedGroup> fused;
+  std::vector<int> fused_at;
+  int group_starting_at(std::size_t step) const { return step < fused_at.size() ? fused_at[step] : -1; }
 
   // Running by chunks of examples (execute.cpp), on a backend that asks for it (chunk_cache_bytes):
   // steps [0, chunk_begin) are unbatched and read no batched value, and run once, first;
@@ -121,5 +133,12 @@ void order_for_chunks(Plan& plan);
 
 // Every value's root buffer and arena offset, and the arenas' sizes (autodiff/jit/memory.cpp).
 void plan_memory(Plan& plan);
+
+// Groups runs of elementwise steps of a CPU plan (autodiff/jit/fuse.cpp), after plan_memory: a run
+// ends where running it tile by tile could overwrite a buffer that a later tile still reads.
+void fuse_elementwise(Plan& plan);
+// Runs one group's steps for one call, tile by tile, with the call's data pointers (by plan value).
+void run_fused_group(const Plan& plan, const FusedGroup& group, const std::vector<void*>& data, std::int64_t batch,
+                     Backend& be);
 
 }  // namespace vt::detail

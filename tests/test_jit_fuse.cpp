@@ -1,0 +1,224 @@
+// jit's fused elementwise runs (autodiff/jit/fuse.cpp): a run of elementwise
+// steps executed tile by tile must give bitwise what the same ops give eagerly,
+// one whole op after another, whatever the broadcasting, batching, dtype,
+// thread count, and whichever of its values are results or read after the run.
+#include <omp.h>
+
+#include <cstring>
+#include <random>
+
+#include "gradcheck.hpp"
+
+using namespace vt;
+
+namespace {
+
+template <class T>
+void require_bitwise(const Tensor &got, const Tensor &want) {
+  REQUIRE(got.shape() == want.shape());
+  REQUIRE(got.dtype() == want.dtype());
+  REQUIRE(got.is_batched() == want.is_batched());
+  const std::vector<T> g = got.to_vector<T>(), w = want.to_vector<T>();
+  REQUIRE(g.size() == w.size());
+  CHECK(std::memcmp(g.data(), w.data(), g.size() * sizeof(T)) == 0);
+}
+
+void require_bitwise(const Tensor &got, const Tensor &want) {
+  switch (want.dtype()) {
+    case DType::f32:
+      return require_bitwise<float>(got, want);
+    case DType::f64:
+      return require_bitwise<double>(got, want);
+    case DType::i32:
+      return require_bitwise<std::int32_t>(got, want);
+    default:
+      return require_bitwise<std::int64_t>(got, want);
+  }
+}
+
+// A chain of maps over a large x, with lower-rank operands broadcast into it.
+Tensor chain(const Tensor &x, const Tensor &row, const Tensor &col) {
+  const Tensor a = x * 0.5 - row;
+  const Tensor b = exp(neg(square(a))) * sin(x) + col;
+  const Tensor c = where(greater(a, b), a, b) / (1.0 + square(row));
+  return pow(1.0 + square(c), Tensor::scalar(-1.7, x.dtype())) + tanh(b) * sqrt(abs(c));
+}
+
+std::int64_t fused_steps(const PlanSummary &s) { return s.fused; }
+
+}  // namespace
+
+TEST_CASE(
+    "a fused run of maps gives bitwise the eager result, broadcasting "
+    "lower-rank inputs",
+    "[jit][fuse]") {
+  for (DType dtype : {DType::f64, DType::f32}) {
+    INFO(name_of(dtype));
+    const Tensor x = randn({300, 70}, 1, dtype), row = randn({70}, 2, dtype), col = randn({300, 1}, 3, dtype);
+    auto f = jit([](const Tensor &a, const Tensor &r, const Tensor &c) { return chain(a, r, c); });
+    CHECK(fused_steps(f.compile(x, row, col)) >= 10);
+    require_bitwise(f(x, row, col), chain(x, row, col));
+    // Shapes of every size around the tile's, and one too small to be cut.
+    for (Shape s :
+         {Shape{5, 7}, Shape{4097}, Shape{8193}, Shape{3, 4099}, Shape{2, 2, 2049}, Shape{9000, 1}, Shape{1, 9001}}) {
+      INFO(to_string(s));
+      const Tensor y = randn(s, 4, dtype), r = randn({s.back()}, 5, dtype), c = randn({1}, 6, dtype);
+      require_bitwise(f(y, r, c), chain(y, r, c));
+    }
+  }
+}
+
+TEST_CASE(
+    "fused runs in batched plans: vmap and as_batch, batched and "
+    "broadcast operands",
+    "[jit][fuse]") {
+  const Tensor xs = randn({3, 120, 80}, 7), row = randn({80}, 8), cols = randn({3, 120, 1}, 9);
+  auto body = [](const Tensor &x, const Tensor &r, const Tensor &c) { return chain(x, r, c); };
+  // A plain row broadcast over the batch, a batched column.
+  auto f = jit(vmap([&](const Tensor &x, const Tensor &c) { return body(x, row, c); }));
+  require_bitwise(f(xs, cols), vmap([&](const Tensor &x, const Tensor &c) { return body(x, row, c); })(xs, cols));
+  auto g = jit([&](const Tensor &x, const Tensor &c) { return body(x, row, c); });
+  CHECK(fused_steps(g.compile(as_batch(xs), as_batch(cols))) >= 10);
+  for (std::int64_t b : {1, 3}) {
+    const Tensor xb = as_batch(slice(xs, 0, 0, b)), cb = as_batch(slice(cols, 0, 0, b));
+    require_bitwise(g(xb, cb), body(xb, row, cb));
+  }
+  // A per-example scalar exponent broadcast over each example (the GP's pow).
+  auto h = jit([](const Tensor &x, const Tensor &e) { return pow(1.0 + square(x), neg(e)) * 2.0 + x; });
+  const Tensor e = as_batch(Tensor::from_vector({0.5, 2.89, 3.0}, {3}));
+  require_bitwise(h(as_batch(xs), e), pow(1.0 + square(as_batch(xs)), neg(e)) * 2.0 + as_batch(xs));
+}
+
+TEST_CASE("fused runs on integers", "[jit][fuse]") {
+  for (DType dtype : {DType::i64, DType::i32}) {
+    INFO(name_of(dtype));
+    const Tensor x = astype(randn({200, 90}, 10) * 1000.0, dtype), r = astype(randn({90}, 11) * 1000.0, dtype);
+    auto fn = [](const Tensor &a, const Tensor &b) {
+      const Tensor c = a * b - abs(a) + 7;
+      return where(greater(c, b), maximum(c, neg(a)), minimum(c, b)) * sign(a - b) + equal(a, b);
+    };
+    auto f = jit(fn);
+    CHECK(fused_steps(f.compile(x, r)) >= 5);
+    require_bitwise(f(x, r), fn(x, r));
+  }
+}
+
+TEST_CASE(
+    "values of a fused run that are results, or read after the run, are "
+    "all written",
+    "[jit][fuse]") {
+  const Tensor x = randn({256, 64}, 12), w = randn({64, 8}, 13);
+  auto fn = [&](const Tensor &a) {
+    const Tensor t = exp(a * 0.25) + 1.0;  // read after the run (by matmul) and a result
+    const Tensor u = log(t) * a;
+    const Tensor v = square(u) - t;
+    const Tensor m = matmul(t, w);  // ends the run
+    const Tensor s = sum(u, {1}, true);
+    return std::vector<Tensor>{t, v, m, s * v + u};
+  };
+  auto f = jit(fn);
+  CHECK(fused_steps(f.compile(x)) >= 4);
+  const std::vector<Tensor> got = f(x), want = fn(x);
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    INFO("result " << i);
+    require_bitwise(got[i], want[i]);
+  }
+}
+
+TEST_CASE("fused runs next to steps that alias and values that die inside the run", "[jit][fuse]") {
+  const Tensor x = randn({128, 96}, 14);
+  auto fn = [](const Tensor &a) {
+    const Tensor r = sum(exp(a), {0}, true);            // [1, 96]: read broadcast, dies inside the run
+    const Tensor b = (a * r + 1.0).reshape({96, 128});  // an alias between runs
+    const Tensor c = tanh(b) * 3.0 - b;
+    const Tensor t = swapaxes(c, 0, 1);  // the same elements in another order
+    const Tensor d = exp(t * 0.01) + a * sum(r);
+    return stop_gradient(d * d + t).reshape({128 * 96});
+  };
+  auto f = jit(fn);
+  (void)f.compile(x);
+  require_bitwise(f(x), fn(x));
+}
+
+TEST_CASE("fused runs give the same bits at any thread count", "[jit][fuse]") {
+  const Tensor x = randn({700, 300}, 15), row = randn({300}, 16), col = randn({700, 1}, 17);
+  auto f = jit([](const Tensor &a, const Tensor &r, const Tensor &c) { return chain(a, r, c); });
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Tensor one = f(x, row, col);
+  omp_set_num_threads(4);
+  const Tensor four = f(x, row, col);
+  omp_set_num_threads(threads);
+  require_bitwise(one, four);
+  require_bitwise(one, chain(x, row, col));
+}
+
+TEST_CASE("random chains of maps: jit with fused runs equals eager bitwise", "[jit][fuse]") {
+  std::mt19937 rng(2026);
+  const std::vector<Shape> operand_shapes = {{}, {1}, {50}, {70, 1}, {70, 50}, {3, 70, 50}, {3, 1, 50}};
+  for (int trial = 0; trial < 30; ++trial) {
+    const int steps = 3 + static_cast<int>(rng() % 12);
+    std::vector<int> ops, picks;
+    for (int i = 0; i < 3 * steps; ++i) {
+      ops.push_back(static_cast<int>(rng() % 9));
+      picks.push_back(static_cast<int>(rng() % 1000));
+    }
+    std::vector<Tensor> args;
+    for (int i = 0; i < 3; ++i)
+      args.push_back(randn(operand_shapes[rng() % operand_shapes.size()], 100 + trial * 3 + i));
+    args[0] = randn({3, 70, 50}, 99 + trial);  // 10500 elements: several tiles
+    auto fn = [&](const Tensor &a0, const Tensor &a1, const Tensor &a2) {
+      std::vector<Tensor> vals = {a0, a1, a2};
+      for (int i = 0; i < steps; ++i) {
+        const Tensor &p = vals[static_cast<std::size_t>(picks[static_cast<std::size_t>(3 * i)]) % vals.size()];
+        const Tensor &q = vals[static_cast<std::size_t>(picks[static_cast<std::size_t>(3 * i + 1)]) % vals.size()];
+        Tensor r;
+        switch (ops[static_cast<std::size_t>(i)]) {
+          case 0:
+            r = p + q;
+            break;
+          case 1:
+            r = p * q;
+            break;
+          case 2:
+            r = tanh(p) - q;
+            break;
+          case 3:
+            r = where(greater(p, q), p, q * 0.5);
+            break;
+          case 4:
+            r = exp(neg(square(p)));
+            break;
+          case 5:
+            r = sum(p * q, {-1}, true);
+            break;  // a reduction between runs
+          case 6:
+            r = pow(abs(p) + 0.5, Tensor::scalar(-1.5));
+            break;
+          case 7:
+            r = maximum(p, q) / (1.0 + abs(q));
+            break;
+          default:
+            r = (p - q).astype(DType::f32).astype(DType::f64);
+            break;
+        }
+        vals.push_back(r);
+      }
+      return vals.back() + vals[vals.size() / 2];
+    };
+    INFO("trial " << trial);
+    auto f = jit(fn);
+    require_bitwise(f(args[0], args[1], args[2]), fn(args[0], args[1], args[2]));
+  }
+}
+
+TEST_CASE("a gradient through fused runs matches the unfused gradient", "[jit][fuse][grad]") {
+  const Tensor x = randn({200, 60}, 18), row = randn({60}, 19), col = randn({200, 1}, 20);
+  auto loss = [](const Tensor &a, const Tensor &r, const Tensor &c) { return sum(chain(a, r, c)); };
+  const std::vector<Tensor> want = grad(loss, {0, 1, 2})(x, row, col);
+  auto g = jit(grad(loss, {0, 1, 2}));
+  CHECK(fused_steps(g.compile(x, row, col)) >= 10);
+  const std::vector<Tensor> got = g(x, row, col);
+  for (std::size_t i = 0; i < 3; ++i) vt::testing::require_close(got[i], want[i], 1e-12);
+}

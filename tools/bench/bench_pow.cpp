@@ -1,0 +1,72 @@
+// pow's CPU kernel against the C library's pow over the same elements, per
+// element, in one run: a scalar exponent (the fast paths: exp(b log a), integer
+// powers, square roots), an exponent that varies along the rows (std::pow
+// element by element), and exp as the floor of a vectorised map.
+//
+//   OMP_NUM_THREADS=1 taskset -c 0 build-dev/tools/bench_pow [--n 521] [--reps
+//   21]
+//
+// Median of `reps` runs after a warm-up; eager calls, so each includes
+// allocating its result.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+#include <vtape/vtape.hpp>
+
+namespace {
+
+template <class F>
+double median_seconds(int reps, F &&f) {
+  std::vector<double> t;
+  f();
+  for (int r = 0; r < reps; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    f();
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  std::int64_t n = 521;
+  int reps = 21;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--n") == 0) n = std::stoll(argv[i + 1]);
+    if (std::strcmp(argv[i], "--reps") == 0) reps = std::stoi(argv[i + 1]);
+  }
+  const vt::Tensor x = vt::rand({n, n}, 1) * 3.0 + 1.0;  // a GP's 1 + d^2 / (2 alpha l^2)
+  const std::vector<double> xv = x.to_vector<double>();
+  std::vector<double> out(xv.size());
+  const double elements = static_cast<double>(xv.size());
+  auto ns = [&](double seconds) { return seconds * 1e9 / elements; };
+  volatile double sink = 0;
+  fmt::print("pow over {} x {} float64 elements, ns per element (median of {})\n", n, n, reps);
+  for (double b : {-2.89, 2.0, -1.0, 0.5, -0.5}) {
+    const double libc = median_seconds(reps, [&] {
+      for (std::size_t i = 0; i < xv.size(); ++i) out[i] = std::pow(xv[i], b);
+      sink = sink + out[0];
+    });
+    const vt::Tensor e = vt::Tensor::scalar(b);
+    const double ours = median_seconds(reps, [&] { sink = sink + vt::pow(x, e).at<double>({0, 0}); });
+    fmt::print(
+        "  exponent {:6}: std::pow loop {:6.2f}   vt::pow {:6.2f}   "
+        "({:.1f}x)\n",
+        b, ns(libc), ns(ours), libc / ours);
+  }
+  const vt::Tensor rows = vt::rand({n, 1}, 2) * 4.0 - 2.0;
+  const double varying = median_seconds(reps, [&] {
+    sink = sink + vt::pow(x, vt::swapaxes(rows, 0, 1)).at<double>({0, 0});
+  });
+  fmt::print("  exponent varying along rows (std::pow per element): vt::pow {:6.2f}\n", ns(varying));
+  const double exp_time = median_seconds(reps, [&] { sink = sink + vt::exp(x).at<double>({0, 0}); });
+  fmt::print("  vt::exp, for scale: {:6.2f}\n", ns(exp_time));
+  return 0;
+}
