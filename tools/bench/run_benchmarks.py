@@ -242,7 +242,7 @@ def report(res, out, command):
         "OMP_NUM_THREADS=T (vtape, limit), `torch.set_num_threads(T)`; JAX's threads are limited by the pinning alone.",
         f"Wall times are medians of {res['reps']} calls after a warm-up (JAX and PyTorch: of at most 3); CPU times are the",
         "whole process's (every thread) per call, so CPU > wall means several busy threads, and CPU < wall time spent",
-        "waiting (a loaded machine).", "",
+        "waiting: on a machine loaded past its core count (see the load average below), compare CPU times.", "",
         f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; {m['os']}. Load average (1, 5, 15 min) "
         f"{'/'.join(f'{x:.1f}' for x in res['load_before'])} before, {'/'.join(f'{x:.1f}' for x in res['load_after'])} after.  ",
         f"Versions: vtape {v['vtape']}, {v['compiler']}, Eigen {v['eigen']}, JAX {v.get('jax', 'n/a')}, "
@@ -264,13 +264,13 @@ def report(res, out, command):
             lines.append(f"| {b} | {fmt_ms(lw)} | {fmt_ms(vw)} | {fmt_ms(jw)} | {fmt_ms(pw)} | {ratio(vw, lw)} | "
                          f"{ratio(jw, lw)} | {ratio(pw, lw)} | {ratio(jw, vw)} |")
         lines += ["", f"CPU time per call, {th} (ms of every thread of the process):", "",
-                  "| B | limit | vtape | JAX | PyTorch | vtape / limit | JAX / limit | PyTorch / limit | limit GFLOP/s (wall) |",
+                  "| B | limit | vtape | JAX | PyTorch | vtape / limit | JAX / limit | PyTorch / limit | limit GFLOP/s per core |",
                   "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for b in sorted(lim):
             L, j, p = lim[b], jx.get(b, {}), pt.get(b, {})
             lc, vc, jc, pc = L["cpu_ms"], L.get("vtape_cpu_ms"), j.get("run_cpu_ms"), p.get("run_cpu_ms")
             lines.append(f"| {b} | {fmt_ms(lc)} | {fmt_ms(vc)} | {fmt_ms(jc)} | {fmt_ms(pc)} | {ratio(vc, lc)} | "
-                         f"{ratio(jc, lc)} | {ratio(pc, lc)} | {L['gflops']:.1f} |")
+                         f"{ratio(jc, lc)} | {ratio(pc, lc)} | {L.get('gflops_per_core', 0):.1f} |")
         for name, why in r["stopped"].items():
             lines += ["", f"{NAMES[name]} ({th}) {why}."]
         lines.append("")
