@@ -5,15 +5,16 @@ Builds vtape's examples/seed_cholesky_grad and tools/bench_limit, then, at each 
 1,2) and each batch size, runs every implementation in its own process, pinned to the first T cores with taskset
 (OMP_NUM_THREADS=T for vtape and the limit, torch.set_num_threads(T) for PyTorch; for JAX the pinning is what limits
 its threads: with XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1" and no pinning, JAX
-0.10.2 still spent 2.1 s of CPU a call at B = 64 against 0.55 s pinned to one core). Measured per call: wall time (median after a warm-up) and CPU time of the whole process
-(every thread; CLOCK_PROCESS_CPUTIME_ID); per process: peak RSS; for vtape and JAX, compile time (vtape: trace +
-plan; JAX: jit(...).lower(...).compile()).
+0.10.2 still spent 2.1 s of CPU a call at B = 64 against 0.55 s pinned to one core). Measured per call: wall time
+(median after a warm-up) and CPU time of the whole process (every thread; CLOCK_PROCESS_CPUTIME_ID); per process:
+peak RSS; for vtape and JAX, compile time (vtape: trace + plan; JAX: jit(...).lower(...).compile()).
 
 The limit (tools/bench/bench_limit.cpp) is the same mathematics written by hand in Eigen, fused per example; it
 runs vtape's jitted value_and_grad in the same process, so the ratio vtape / limit is taken at one moment. The CO2
 row is one log-marginal-likelihood-and-gradient evaluation of examples/gp_co2's kernel (n = 521), vtape vs its
 limit. JAX and PyTorch stop at the first batch size whose calls take (or, from the last size, would take) longer
-than --max-call-seconds, and use at most 3 timed calls each. Writes OUT/benchmarks.json, OUT/benchmarks.md and two PNG plots; progress on stderr.
+than --max-call-seconds, and use at most 3 timed calls each. Writes OUT/benchmarks.json, OUT/benchmarks.md and
+three PNG plots (compile, run and CPU time); progress on stderr.
 
     python3 tools/bench/run_benchmarks.py                                 # regenerates docs/benchmarks.*
     python3 tools/bench/run_benchmarks.py --nbatch 16,256 --reps 3 --out /tmp/bench   # quick (or --quick)
@@ -197,7 +198,10 @@ def plots(res, out):
         ("compile time", "bench_compile.png", [("vtape", "compile_ms", "o"), ("jax", "compile_ms", "s")]),
         ("run time per call", "bench_run.png", [("limit", "wall_ms", "D"), ("limit", "vtape_wall_ms", "o"),
                                                  ("jax", "run_ms", "s"), ("torch", "run_ms", "^")]),
+        ("CPU time per call", "bench_cpu.png", [("limit", "cpu_ms", "D"), ("limit", "vtape_cpu_ms", "o"),
+                                                 ("jax", "run_cpu_ms", "s"), ("torch", "run_cpu_ms", "^")]),
     ]
+    colors = {"vtape": "tab:blue", "limit": "tab:gray", "JAX": "tab:orange", "PyTorch": "tab:green"}
     for title, fname, lines in plot_sets:
         fig, ax = plt.subplots(figsize=(6, 4))
         for t, style in [(tmax, "-"), (tmin, "--")] if tmin != tmax else [(tmax, "-")]:
@@ -205,7 +209,7 @@ def plots(res, out):
                 pts = series(res, t, name, key)
                 label = "vtape" if key.startswith("vtape_") else NAMES[name]
                 if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker=marker,
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style, marker=marker, color=colors[label],
                             label=f"{label}, {t} thread{'s' if t > 1 else ''}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
@@ -274,7 +278,7 @@ def report(res, out, command):
         for name, why in r["stopped"].items():
             lines += ["", f"{NAMES[name]} ({th}) {why}."]
         lines.append("")
-    lines += ["![run time](bench_run.png)", "",
+    lines += ["![run time](bench_run.png)", "", "![CPU time](bench_cpu.png)", "",
               "## The CO2 likelihood: one value and gradient", "",
               "`examples/gp_co2`'s log marginal likelihood and its gradient in the 11 log-hyperparameters at "
               "scikit-learn's initial kernel (n = 521; vtape: `jit(value_and_grad(gp::log_marginal_likelihood))`) "
