@@ -7,12 +7,14 @@
 //   (--help gives the bounds: batch sizes 1..65536, nobs 1..8192, ngp 1..4096, reps 1..1e6)
 //
 // For each batch size B: a fresh jitted callable, whose trace-and-plan time (no execution) is
-// compile_ms; then run_ms, the median over `reps` calls on random parameters [B, 2ngp]. One more
+// compile_ms; then run_ms, the median over `reps` calls on random parameters [B, 2ngp], and
+// run_cpu_ms, the median of those calls' process CPU time (all threads). One more
 // jitted callable is reused across all batch sizes; its counters are `shared_cache`. With --device
 // cuda, the data and parameters live on the GPU and every kernel of the plan runs there; run_ms
 // ends when the value has been copied back to the host, so it covers the whole GPU computation.
 #include <fmt/core.h>
 #include <sys/resource.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -103,13 +105,20 @@ double peak_rss_mib() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
+// CPU time of every thread of the process, in ms.
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 struct Run {
   std::int64_t nbatch;
-  double compile_ms, run_ms, value, peak_rss_mib;
+  double compile_ms, run_ms, run_cpu_ms, value, peak_rss_mib;
   double peak_device_mib;  // -1 on the CPU
   vt::PlanSummary plan;
 };
@@ -139,18 +148,22 @@ int main(int argc, char** argv) try {
     const auto t0 = std::chrono::steady_clock::now();
     const vt::PlanSummary plan = step.compile(P);
     const double compile_ms = ms_since(t0);
-    std::vector<double> times;
+    std::vector<double> times, cpu_times;
     double value = 0;
     for (int r = 0; r < o.reps; ++r) {
+      const double c1 = process_cpu_ms();
       const auto t1 = std::chrono::steady_clock::now();
       value = step(P).first.item();
       times.push_back(ms_since(t1));
+      cpu_times.push_back(process_cpu_ms() - c1);
     }
     std::sort(times.begin(), times.end());
+    std::sort(cpu_times.begin(), cpu_times.end());
     shared(P);
     const vt::MemoryStats device_memory = vt::memory_stats(P.device());
     const double device_mib = device_memory.known ? static_cast<double>(device_memory.peak) / (1 << 20) : -1.0;
-    return Run{P.batch_size(), compile_ms, times[times.size() / 2], value, peak_rss_mib(), device_mib, plan};
+    return Run{P.batch_size(), compile_ms, times[times.size() / 2], cpu_times[cpu_times.size() / 2], value,
+               peak_rss_mib(), device_mib, plan};
   };
 
   if (!o.pars.empty()) {
@@ -172,11 +185,11 @@ int main(int argc, char** argv) try {
   if (o.json) {
     std::string items;
     for (const Run& r : runs)
-      items += fmt::format("{}{{\"nbatch\": {}, \"compile_ms\": {:.4f}, \"run_ms\": {:.3f}, \"value\": {:.17g}, "
-                           "\"peak_rss_mib\": {:.1f}, \"peak_device_mib\": {:.1f}, \"plan_kernels\": {}, "
-                           "\"arena_bytes_per_example\": {}}}",
-                           items.empty() ? "" : ", ", r.nbatch, r.compile_ms, r.run_ms, r.value, r.peak_rss_mib,
-                           r.peak_device_mib,
+      items += fmt::format("{}{{\"nbatch\": {}, \"compile_ms\": {:.4f}, \"run_ms\": {:.3f}, \"run_cpu_ms\": {:.3f}, "
+                           "\"value\": {:.17g}, \"peak_rss_mib\": {:.1f}, \"peak_device_mib\": {:.1f}, "
+                           "\"plan_kernels\": {}, \"arena_bytes_per_example\": {}}}",
+                           items.empty() ? "" : ", ", r.nbatch, r.compile_ms, r.run_ms, r.run_cpu_ms, r.value,
+                           r.peak_rss_mib, r.peak_device_mib,
                            r.plan.kernels, r.plan.arena_bytes_per_example);
     fmt::print("{{\"device\": \"{}\", \"nobs\": {}, \"ngp\": {}, \"runs\": [{}], \"shared_cache\": {{\"traces\": {}, "
                "\"cache_hits\": {}, \"recordings\": {}, \"replays\": {}}}}}\n",
