@@ -117,10 +117,14 @@ namespace {
 // std::pow's value, or pow's from the library, within the documented accuracy: special values
 // (NaN, infinities, zeros, their signs) exactly, finite ones within (|b log a| + 4) ulps.
 template <class T>
-void check_pow_against_std(const std::vector<T>& as, T b, DType dtype) {
+void check_pow_against_std(const std::vector<T>& as, T b, DType dtype, bool varying) {
   std::vector<double> av(as.begin(), as.end());
-  const Tensor a = Tensor::from_vector(av, {static_cast<std::int64_t>(as.size())}, dtype);
-  const std::vector<T> got = pow(a, Tensor::scalar(static_cast<double>(b), dtype)).template to_vector<T>();
+  const auto n = static_cast<std::int64_t>(as.size());
+  const Tensor a = Tensor::from_vector(av, {n}, dtype);
+  // One exponent broadcast (stride 0), or the same value stored per element (the varying path).
+  const Tensor e = varying ? Tensor::from_vector(std::vector<double>(as.size(), static_cast<double>(b)), {n}, dtype)
+                           : Tensor::scalar(static_cast<double>(b), dtype);
+  const std::vector<T> got = pow(a, e).template to_vector<T>();
   for (std::size_t i = 0; i < as.size(); ++i) {
     const T want = std::pow(as[i], b);
     INFO("pow(" << as[i] << ", " << b << "): " << got[i] << ", std::pow " << want);
@@ -165,7 +169,7 @@ void check_pow_exponents(DType dtype) {
   for (int i = 0; i < 80; ++i) as.push_back(static_cast<T>(std::exp(0.37 * i - 15.0)));  // a row longer than a chunk
   for (T b : {T(0),   -T(0),   T(1),   T(2),    T(3),        T(-1),  T(-2),   T(-3),   T(8), T(-8), T(9), T(-9),
               T(0.5), T(-0.5), T(2.5), T(-1.7), T(1) / T(3), T(100), T(-100), T(1e-8), inf,  -inf,  nan})
-    check_pow_against_std<T>(as, b, dtype);
+    for (bool varying : {false, true}) check_pow_against_std<T>(as, b, dtype, varying);
 }
 }  // namespace
 
@@ -192,10 +196,20 @@ TEST_CASE("pow's value of an element does not depend on the tensor's length or l
     const std::vector<double> one = pow(x, Tensor::scalar(rows.to_vector<double>()[r])).to_vector<double>();
     for (std::size_t i = 0; i < 131; ++i) REQUIRE(by_row[r * 131 + i] == one[i]);
   }
-  // Exponents that vary along the row: std::pow itself.
-  const Tensor e = rand({131}, 8) * 4.0 - 2.0;
-  const std::vector<double> xv = x.to_vector<double>(), ev = e.to_vector<double>(), got = pow(x, e).to_vector<double>();
-  for (std::size_t i = 0; i < 131; ++i) REQUIRE(got[i] == std::pow(xv[i], ev[i]));
+  // Exponents that vary along the row take each element's path: the same bits as one exponent, so
+  // vmap(f)(X)[i] equals f(X[i]) when the exponent is per example.
+  const Tensor e = Tensor::from_vector({-2.89, 2.0, 0.5, -0.5, 1.0, 0.0, -3.0, 7.25}, {8});
+  const Tensor xs = slice(x, 0, 0, 8);
+  const std::vector<double> ev = e.to_vector<double>(), got = pow(xs, e).to_vector<double>();
+  const std::vector<double> mapped =
+      vmap([](const Tensor& p, const Tensor& q) { return pow(p, q); })(xs, e).to_vector<double>();
+  for (std::size_t i = 0; i < 8; ++i) {
+    const double one =
+        pow(slice(xs, 0, static_cast<std::int64_t>(i), static_cast<std::int64_t>(i) + 1), Tensor::scalar(ev[i]))
+            .to_vector<double>()[0];
+    REQUIRE(got[i] == one);
+    REQUIRE(mapped[i] == one);
+  }
 }
 
 TEST_CASE("pow's gradient at a zero base, from the output", "[elementwise][grad]") {

@@ -1,7 +1,7 @@
-// jit's fused elementwise runs (autodiff/jit/fuse.cpp): a run of elementwise
-// steps executed tile by tile must give bitwise what the same ops give eagerly,
-// one whole op after another, whatever the broadcasting, batching, dtype,
-// thread count, and whichever of its values are results or read after the run.
+// jit's fused elementwise runs (autodiff/jit/fuse.cpp): a run of elementwise steps executed tile by
+// tile must give bitwise what the same ops give eagerly, one whole op after another, whatever the
+// broadcasting, batching, dtype, thread count, and whichever of its values are results or read
+// after the run.
 #include <omp.h>
 
 #include <cstring>

@@ -1,12 +1,10 @@
-// Fused elementwise passes, without a code generator: a run of consecutive
-// elementwise steps whose outputs share one shape runs tile by tile, every step
-// of the run on one tile before the next tile, so that a tile's inputs and
-// intermediates stay in L1/L2 between the steps instead of each step streaming
-// whole buffers through memory. The steps keep their kernels and their buffers
-// (the memory plan is unchanged); only the order of the work changes. Every
-// elementwise CPU kernel computes an element from the same elements whatever
-// the block around it, so results are bitwise those of running the steps one
-// after the other, at any thread count.
+// Fused elementwise passes, without a code generator: a run of consecutive elementwise steps whose
+// outputs share one shape runs tile by tile, every step of the run on one tile before the next
+// tile, so that a tile's inputs and intermediates stay in L1/L2 between the steps instead of each
+// step streaming whole buffers through memory. The steps keep their kernels and their buffers (the
+// memory plan is unchanged); only the order of the work changes. Every elementwise CPU kernel
+// computes an element from the same elements whatever the block around it, so results are bitwise
+// those of running the steps one after the other, at any thread count.
 #include <omp.h>
 
 #include <algorithm>
@@ -19,16 +17,14 @@ namespace vt::detail {
 
 namespace {
 
-// Elements per tile: a few buffers of 32 KB (float64) fit in L1/L2 while the
-// per-kernel overhead stays small against the tile's work.
+// Elements per tile: a few buffers of 32 KB (float64) fit in L1/L2 while the per-kernel overhead
+// stays small against the tile's work.
 constexpr std::int64_t tile_elements = 4096;
-// Below this many elements a call runs its steps one by one (one tile would be
-// the whole output).
+// Below this many elements a call runs its steps one by one (one tile would be the whole output).
 constexpr std::int64_t min_elements = 2 * tile_elements;
 // Longer runs are cut: the hazard check below is quadratic in a run's length.
 constexpr int max_group_steps = 64;
-// Tiles run on several threads when the output is at least this large (as CPU
-// maps do).
+// Tiles run on several threads when the output is at least this large (as CPU maps do).
 constexpr std::int64_t parallel_elements = 1 << 16;
 
 bool fusible(const Plan &plan, const PlanStep &s) {
@@ -36,9 +32,9 @@ bool fusible(const Plan &plan, const PlanStep &s) {
          plan.values[static_cast<std::size_t>(s.out)].kind == PlanValue::Kind::computed;
 }
 
-// A value's bytes in the arena, per example when batched: [begin, end). Values
-// outside the arena (arguments, constants, folded values, results' own buffers)
-// never share memory with a step's output, so they have none.
+// A value's bytes in the arena, per example when batched: [begin, end). Values outside the arena
+// (arguments, constants, folded values, results' own buffers) never share memory with a step's
+// output, so they have none.
 struct Range {
   bool in_arena = false;
   bool batched = false;
@@ -51,11 +47,10 @@ Range range_of(const Plan &plan, int v) {
   return {true, root.batched, root.offset, root.offset + root.bytes()};
 }
 
-// Whether writing value w tile by tile is safe against value u, which the run
-// reads or writes: their buffers are disjoint, or they are the same elements of
-// the same buffer (a step in place, or a buffer reused once u is dead), so that
-// tile t of w overwrites only tile t of u, which every step of the run has
-// finished with when tile t ends.
+// Whether writing value w tile by tile is safe against value u, which the run reads or writes:
+// their buffers are disjoint, or they are the same elements of the same buffer (a step in place, or
+// a buffer reused once u is dead), so that tile t of w overwrites only tile t of u, which every
+// step of the run has finished with when tile t ends.
 bool safe_against(const Plan &plan, int w, int u) {
   const Range rw = range_of(plan, w), ru = range_of(plan, u);
   if (!rw.in_arena || !ru.in_arena || rw.batched != ru.batched) return true;
@@ -66,9 +61,8 @@ bool safe_against(const Plan &plan, int w, int u) {
          a.batched == b.batched;
 }
 
-// The step's views with this call's pointers and batch size, every input
-// broadcast to the output's shape (right-aligned, stride 0 where it is
-// broadcast), so that slicing them alike gives a tile.
+// The step's views with this call's pointers and batch size, every input broadcast to the output's
+// shape (right-aligned, stride 0 where it is broadcast), so that slicing them alike gives a tile.
 void full_views(const Plan &plan, const PlanStep &s, const std::vector<void *> &data, std::int64_t batch,
                 KernelViews &views) {
   views = s.views;
@@ -82,8 +76,8 @@ void full_views(const Plan &plan, const PlanStep &s, const std::vector<void *> &
   }
 }
 
-// How the output's shape is cut: axes before `axis` one index at a time, `axis`
-// into `chunks` nearly equal pieces, the axes after it whole.
+// How the output's shape is cut: axes before `axis` one index at a time, `axis` into `chunks`
+// nearly equal pieces, the axes after it whole.
 struct Tiling {
   std::size_t axis = 0;
   std::int64_t outer = 1, chunks = 1, extent = 1;
@@ -105,10 +99,9 @@ Tiling tiling_of(const Shape &shape) {
   t.axis = axis;
   t.extent = shape[axis];
   const std::int64_t per_tile = std::max<std::int64_t>(1, tile_elements / inner);
-  // Nearly equal pieces: with per_tile >= 4, none is a single index where the
-  // axis is longer, so a tile never degenerates to one element where the whole
-  // output has more (a kernel may choose its path by the innermost stride,
-  // which a one-element view loses).
+  // Nearly equal pieces: with per_tile >= 4, none is a single index where the axis is longer, so a
+  // tile never degenerates to one element where the whole output has more (a kernel may choose its
+  // path by the innermost stride, which a one-element view loses).
   t.chunks = (t.extent + per_tile - 1) / per_tile;
   for (std::size_t d = 0; d < axis; ++d) t.outer *= shape[d];
   return t;
@@ -119,8 +112,7 @@ void slice(const Tiling &t, const Shape &shape, std::int64_t i, const KernelView
   std::int64_t o = i / t.chunks;
   const std::int64_t c = i % t.chunks;
   const std::int64_t begin = c * t.extent / t.chunks, end = (c + 1) * t.extent / t.chunks;
-  std::int64_t index[16];  // the outer multi-index (plans' views have few axes;
-                           // checked by the caller)
+  std::int64_t index[16];  // the outer multi-index (at most 16 axes: fuse_elementwise checks)
   for (std::size_t d = t.axis; d-- > 0;) {
     index[d] = o % shape[d];
     o /= shape[d];
@@ -143,8 +135,7 @@ void slice(const Tiling &t, const Shape &shape, std::int64_t i, const KernelView
 void fuse_elementwise(Plan &plan) {
   plan.fused.clear();
   plan.fused_at.clear();
-  // On a GPU a tile is a kernel launch: fusing by tiles would only multiply
-  // them.
+  // On a GPU a tile is a kernel launch: fusing by tiles would only multiply them.
   if (plan.device != Device::cpu()) return;
   const auto n = static_cast<int>(plan.steps.size());
   std::vector<int> used;  // values the run reads or writes so far
@@ -207,8 +198,7 @@ void run_fused_group(const Plan &plan, const FusedGroup &group, const std::vecto
     run_tiles(0, tiles);
     return;
   }
-  // Each thread runs a contiguous range of tiles; a failure is raised after the
-  // threads join.
+  // Each thread runs a contiguous range of tiles; a failure is raised after the threads join.
   std::exception_ptr failure;
 #pragma omp parallel
   {

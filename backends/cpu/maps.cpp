@@ -90,17 +90,17 @@ inline float lgamma_of(float v) {
 }
 
 // ---------------------------------------------------------------- pow
-// pow over rows whose exponent is one value v (the usual case: x^2, a scalar hyperparameter, a
+// pow by the exponent's value v (the usual case is one v over a row: x^2, a scalar hyperparameter, a
 // per-example exponent broadcast over a matrix). glibc's pow costs ~8-30 ns an element; these paths
-// cost ~1 ns. Each computes every element the same way wherever it sits in the row, so a result
-// never depends on the length, the layout or the thread count, and falls back to std::pow for any
+// cost ~1-3 ns. Each computes every element the same way wherever it sits, so a result never
+// depends on the length, the layout or the thread count, and falls back to std::pow for any
 // element outside the plain case (an input or a result that is zero, subnormal, infinite or NaN, or
 // a negative base outside the integer path), so pow's special values are exactly the C library's.
 // Accuracy: x^k for |k| <= 8 by repeated squaring (at most 4 roundings, ~2 ulps); v = 0.5 is sqrt
 // (correctly rounded), v = -0.5 is 1 / sqrt (~1 ulp); any other v is exp(v log x) with Eigen's
 // vectorised log and exp in double, whose error grows with |v log x|: about |v log x| + 2 ulps in
 // float64 (float32 rows are computed in double: within an ulp of float32). Rows whose exponent
-// varies keep std::pow element by element.
+// varies take the same path element by element, so a value never depends on how it was laid out.
 namespace powrow {
 
 enum class Path { one, copy, integer, sqrt, rsqrt, exp_log };
@@ -136,58 +136,79 @@ inline double ipow(double x, int k) {  // |k| >= 1
 
 constexpr int chunk = 64;  // a multiple of every packet size: all elements take Eigen's packet path
 
+// pow(u, v) by v's path; e is exp(v log u) from Eigen's packets, used by Path::exp_log only. The one
+// formula for every element, whether its row's exponent is one value or varies, so that an
+// element's result depends on (u, v) alone: never on the layout, the batch or a jit plan's tiling.
+template <class T>
+inline T value(T u, double v, const Plan& plan, double e) {
+  auto fallback = [&] { return std::pow(u, static_cast<T>(v)); };
+  switch (plan.path) {
+    case Path::one: return T(1);  // pow(x, 0) is 1 for every x, NaN included
+    case Path::copy: return u;
+    case Path::integer: {
+      const double p = ipow(static_cast<double>(u), plan.k);
+      const T r = static_cast<T>(plan.k < 0 ? 1 / p : p);
+      // p itself must be plain: 1 / p of a subnormal or infinite p would lose what pow keeps.
+      return plain(p) && plain(r) ? r : fallback();
+    }
+    case Path::sqrt: {
+      const T r = std::sqrt(u);
+      return plain(r) ? r : fallback();  // pow(-0, .5) is +0 and pow(-inf, .5) +inf, unlike sqrt
+    }
+    case Path::rsqrt: {
+      const T s = std::sqrt(u);
+      return plain(s) ? T(1) / s : fallback();
+    }
+    case Path::exp_log: {
+      const T r = static_cast<T>(e);
+      return u > 0 && plain(u) && plain(r) ? r : fallback();
+    }
+  }
+  return fallback();
+}
+
+using Packet = Eigen::Map<Eigen::Array<double, chunk, 1>, Eigen::Aligned64>;
+
+// A row whose exponent is one value v: the path is chosen once, exp and log run only where needed.
 template <class T>
 void run(const T* x, std::int64_t xs, double v, T* y, std::int64_t ys, std::int64_t len) {
   const Plan plan = plan_for(v);
-  const T tv = static_cast<T>(v);
-  auto fallback = [&](T u) { return std::pow(u, tv); };
-  switch (plan.path) {
-    case Path::one:
-      for (std::int64_t i = 0; i < len; ++i) y[i * ys] = T(1);  // pow(x, 0) is 1 for every x, NaN included
-      return;
-    case Path::copy:
-      for (std::int64_t i = 0; i < len; ++i) y[i * ys] = x[i * xs];
-      return;
-    case Path::integer:
-      for (std::int64_t i = 0; i < len; ++i) {
-        const T u = x[i * xs];
-        const double p = ipow(static_cast<double>(u), plan.k);
-        const T r = static_cast<T>(plan.k < 0 ? 1 / p : p);
-        // p itself must be plain: 1 / p of a subnormal or infinite p would lose what pow keeps.
-        y[i * ys] = plain(p) && plain(r) ? r : fallback(u);
-      }
-      return;
-    case Path::sqrt:
-      for (std::int64_t i = 0; i < len; ++i) {
-        const T u = x[i * xs];
-        const T r = std::sqrt(u);
-        y[i * ys] = plain(r) ? r : fallback(u);  // pow(-0, .5) is +0 and pow(-inf, .5) +inf, unlike sqrt
-      }
-      return;
-    case Path::rsqrt:
-      for (std::int64_t i = 0; i < len; ++i) {
-        const T u = x[i * xs];
-        const T s = std::sqrt(u);
-        y[i * ys] = plain(s) ? T(1) / s : fallback(u);
-      }
-      return;
-    case Path::exp_log: {
-      alignas(64) double buf[chunk];
-      Eigen::Map<Eigen::Array<double, chunk, 1>, Eigen::Aligned64> a(buf);
-      for (std::int64_t start = 0; start < len; start += chunk) {
-        const std::int64_t count = std::min<std::int64_t>(chunk, len - start);
-        const T* xc = x + start * xs;
-        T* yc = y + start * ys;
-        for (std::int64_t i = 0; i < count; ++i) buf[i] = static_cast<double>(xc[i * xs]);
-        for (std::int64_t i = count; i < chunk; ++i) buf[i] = 1.0;
-        a = (a.log() * v).exp();
-        for (std::int64_t i = 0; i < count; ++i) {
-          const T u = xc[i * xs];
-          const T r = static_cast<T>(buf[i]);
-          yc[i * ys] = u > 0 && plain(u) && plain(r) ? r : fallback(u);
-        }
-      }
-      return;
+  if (plan.path != Path::exp_log) {
+    for (std::int64_t i = 0; i < len; ++i) y[i * ys] = value(x[i * xs], v, plan, 0.0);
+    return;
+  }
+  alignas(64) double buf[chunk];
+  Packet a(buf);
+  for (std::int64_t start = 0; start < len; start += chunk) {
+    const std::int64_t count = std::min<std::int64_t>(chunk, len - start);
+    const T* xc = x + start * xs;
+    T* yc = y + start * ys;
+    for (std::int64_t i = 0; i < count; ++i) buf[i] = static_cast<double>(xc[i * xs]);
+    for (std::int64_t i = count; i < chunk; ++i) buf[i] = 1.0;
+    a = (a.log() * v).exp();
+    for (std::int64_t i = 0; i < count; ++i) yc[i * ys] = value(xc[i * xs], v, plan, buf[i]);
+  }
+}
+
+// A row whose exponent varies: each element's path from its own exponent, exactly as above.
+template <class T>
+void run_varying(const T* x, std::int64_t xs, const T* z, std::int64_t zs, T* y, std::int64_t ys, std::int64_t len) {
+  alignas(64) double bx[chunk], bz[chunk];
+  Packet a(bx), b(bz);
+  for (std::int64_t start = 0; start < len; start += chunk) {
+    const std::int64_t count = std::min<std::int64_t>(chunk, len - start);
+    const T* xc = x + start * xs;
+    const T* zc = z + start * zs;
+    T* yc = y + start * ys;
+    for (std::int64_t i = 0; i < count; ++i) {
+      bx[i] = static_cast<double>(xc[i * xs]);
+      bz[i] = static_cast<double>(zc[i * zs]);
+    }
+    for (std::int64_t i = count; i < chunk; ++i) bx[i] = bz[i] = 1.0;
+    a = (a.log() * b).exp();
+    for (std::int64_t i = 0; i < count; ++i) {
+      const double v = static_cast<double>(zc[i * zs]);
+      yc[i * ys] = value(xc[i * xs], v, plan_for(v), bx[i]);
     }
   }
 }
@@ -202,8 +223,7 @@ void pow_map(const View& a, const View& b, const View& out) {
   for_each_row<3>(out.shape, {&a.strides, &b.strides, &out.strides}, [&](auto off, std::int64_t len, auto inner) {
     if (inner[1] == 0)
       return powrow::run<T>(x + off[0], inner[0], static_cast<double>(z[off[1]]), y + off[2], inner[2], len);
-    for (std::int64_t i = 0; i < len; ++i)
-      y[off[2] + i * inner[2]] = std::pow(x[off[0] + i * inner[0]], z[off[1] + i * inner[1]]);
+    powrow::run_varying<T>(x + off[0], inner[0], z + off[1], inner[1], y + off[2], inner[2], len);
   });
 }
 
@@ -315,8 +335,7 @@ void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const Vie
         case BinaryKind::sub: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x - y; });
         case BinaryKind::mul: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x * y; });
         case BinaryKind::div: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x / y; });
-        // Fast paths where the exponent is one value along a row (pow_map, above); else the C
-        // library's pow, element by element (within an ulp, faster than Eigen's vectorised pow).
+        // Paths by the exponent's value (pow_map, above), the C library's pow for special values.
         case BinaryKind::pow: return pow_map<T>(a, b, out);
         case BinaryKind::maximum:
           return map2<T>(a, b, out, [](const auto& x, const auto& y) {

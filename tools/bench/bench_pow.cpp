@@ -1,13 +1,10 @@
-// pow's CPU kernel against the C library's pow over the same elements, per
-// element, in one run: a scalar exponent (the fast paths: exp(b log a), integer
-// powers, square roots), an exponent that varies along the rows (std::pow
-// element by element), and exp as the floor of a vectorised map.
+// pow's CPU kernel against the C library's pow over the same elements, per element, in one run: a
+// scalar exponent (the fast paths: exp(b log a), integer powers, square roots), an exponent that
+// varies along the rows (a path per element), and exp for scale.
 //
-//   OMP_NUM_THREADS=1 taskset -c 0 build-dev/tools/bench_pow [--n 521] [--reps
-//   21]
+//   OMP_NUM_THREADS=1 taskset -c 0 build-dev/tools/bench_pow [--n 521] [--reps 21]
 //
-// Median of `reps` runs after a warm-up; eager calls, so each includes
-// allocating its result.
+// Median of `reps` runs after a warm-up; eager calls, so each includes allocating its result.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -65,7 +62,7 @@ int main(int argc, char **argv) {
   const double varying = median_seconds(reps, [&] {
     sink = sink + vt::pow(x, vt::swapaxes(rows, 0, 1)).at<double>({0, 0});
   });
-  fmt::print("  exponent varying along rows (std::pow per element): vt::pow {:6.2f}\n", ns(varying));
+  fmt::print("  exponent varying along rows (a path per element): vt::pow {:6.2f}\n", ns(varying));
   const double exp_time = median_seconds(reps, [&] { sink = sink + vt::exp(x).at<double>({0, 0}); });
   fmt::print("  vt::exp, for scale: {:6.2f}\n", ns(exp_time));
   return 0;
