@@ -154,6 +154,11 @@ class Backend {
   // each lower factor L_i on entry and the symmetric cotangent of A_i on exit.
   virtual void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l,
                                  std::int64_t stride_l, void* g, std::int64_t stride_g) = 0;
+  // out_i = (L_i L_i^T)^-1, the whole symmetric matrix, from lower factors L_i (their strict upper
+  // triangles are not read); out does not overlap l. The inverse of A_i = L_i L_i^T as LAPACK's
+  // potri computes it: about 2n^3/3 flops where solves against the identity take 2n^3.
+  virtual void cholesky_inverse(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
+                                void* out, std::int64_t stride_out) = 0;
 
   // Decompositions that cannot fail for finite input but are told what to do with bad input:
   // `failed(example, code)` raises the op's error for the first failing matrix, called (like a

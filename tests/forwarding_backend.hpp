@@ -47,6 +47,10 @@ class ForwardingBackend : public Backend {
                          void* g, std::int64_t stride_g) override {
     cpu().cholesky_backward(dtype, count, n, l, stride_l, g, stride_g);
   }
+  void cholesky_inverse(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
+                        void* out, std::int64_t stride_out) override {
+    cpu().cholesky_inverse(dtype, count, n, l, stride_l, out, stride_out);
+  }
   void qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a, std::int64_t stride_a, void* q,
           std::int64_t stride_q, void* r, std::int64_t stride_r, const FactorFailure::Report& failed) override {
     cpu().qr(dtype, count, m, n, a, stride_a, q, stride_q, r, stride_r, failed);

@@ -142,6 +142,12 @@ class OpaqueDevice final : public Backend {
                          std::int64_t stride_g) override {
     enqueue([=, l = flip(l), g = flip(g)] { cpu().cholesky_backward(dtype, count, n, l, stride_l, g, stride_g); });
   }
+  void cholesky_inverse(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
+                        void* out, std::int64_t stride_out) override {
+    enqueue([=, l = flip(l), out = flip(out)] {
+      cpu().cholesky_inverse(dtype, count, n, l, stride_l, out, stride_out);
+    });
+  }
 
   void qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a, std::int64_t stride_a, void* q,
           std::int64_t stride_q, void* r, std::int64_t stride_r, const FactorFailure::Report& failed) override {

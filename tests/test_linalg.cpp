@@ -318,3 +318,116 @@ TEST_CASE("cholesky's adjoint ignores the cotangent above the diagonal, even whe
   for (double v : gg.to_vector<double>()) CHECK(std::isfinite(v));
   require_close(gg, grad([&](const Tensor& x) { return sum(square(adjoint(x, tril(w)))); })(a).to_vector<double>(), 1e-10);
 }
+
+namespace {
+
+// I + u u^T for each row u of `u` [k, n], and its inverse I - u u^T / (1 + u^T u) (Sherman-Morrison).
+Tensor outer(const Tensor& u) {
+  const std::int64_t k = u.shape(0), n = u.shape(1);
+  return u.reshape({k, n, 1}) * u.reshape({k, 1, n});
+}
+Tensor identity_plus_outer(const Tensor& u) { return eye(u.shape(-1)) + outer(u); }
+Tensor identity_plus_outer_inverse(const Tensor& u) {
+  return eye(u.shape(-1)) - outer(u) / (sum(u * u, {-1}).reshape({u.shape(0), 1, 1}) + 1.0);
+}
+
+// The backend's kernel on contiguous factors [count, n, n], whose strict upper triangles hold NaN
+// (the kernel must not read them).
+Tensor cholesky_inverse_kernel(const Tensor& l) {
+  const std::int64_t n = l.shape(-1), count = l.shape(0);
+  const Tensor dirty = where(tril(ones({n, n})), l, full(l.shape(), NAN, l.dtype()));
+  const Tensor out = full(l.shape(), 7.0, l.dtype());  // every element is written
+  backend_for(Device::cpu())
+      .cholesky_inverse(l.dtype(), count, n, dirty.raw_data(), n * n, const_cast<void*>(out.raw_data()), n * n);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cholesky_inverse kernel: (L L^T)^-1 against cho_solve and a closed form", "[linalg][logdet]") {
+  // Sizes on both sides of the kernel's panels of 64.
+  for (std::int64_t n : {1, 2, 17, 63, 64, 65, 130, 200})
+    for (DType dtype : {DType::f64, DType::f32}) {
+      INFO("n = " << n << ", " << name_of(dtype));
+      const double tol = dtype == DType::f64 ? 1e-11 : 2e-4;
+      const Tensor a = spd({3}, n, 300 + static_cast<std::uint64_t>(n));
+      const Tensor inverse = cholesky_inverse_kernel(cholesky(a).astype(dtype));
+      CHECK(inverse.dtype() == dtype);
+      const Tensor reference = cho_solve(cho_factor(a), broadcast_to(eye(n), a.shape()));
+      CHECK(max_abs(inverse.astype(DType::f64) - reference) <= tol * max_abs(reference));
+      CHECK(max_abs(inverse - swapaxes(inverse, -1, -2)) == 0.0);  // exactly symmetric
+      const Tensor u = randn({2, n}, 400 + static_cast<std::uint64_t>(n)) * 0.3;
+      const Tensor closed = identity_plus_outer_inverse(u);
+      CHECK(max_abs(cholesky_inverse_kernel(cholesky(identity_plus_outer(u)).astype(dtype)).astype(DType::f64) - closed) <=
+            tol);
+    }
+  // No matrices: nothing is read or written.
+  backend_for(Device::cpu()).cholesky_inverse(DType::f64, 0, 5, nullptr, 25, nullptr, 25);
+}
+
+TEST_CASE("logdet's gradient is A^-1 from the factor's inverse, eager, jitted and batched", "[linalg][logdet][grad]") {
+  const std::int64_t n = 70;
+  for (DType dtype : {DType::f64, DType::f32}) {
+    INFO(name_of(dtype));
+    const double tol = dtype == DType::f64 ? 1e-12 : 1e-4;
+    const Tensor u = randn({4, n}, 500) * 0.2;
+    const Tensor a = identity_plus_outer(u).astype(dtype);
+    const Tensor closed = identity_plus_outer_inverse(u);
+    auto loss = [](const Tensor& x) { return logdet(x); };
+    {
+      OpCounter ops;  // not differentiated further: the inverse kernel, no solves against I
+      const Tensor g = grad(loss)(slice(a, 0, 0, 1).reshape({n, n}));
+      CHECK(ops.forward("cholesky_inverse") == 1);
+      CHECK(ops.forward("cho_solve") == 0);
+      CHECK(g.dtype() == dtype);
+      require_close(g.astype(DType::f64), slice(closed, 0, 0, 1).reshape({n, n}), tol);
+    }
+    require_close(jit(grad(loss))(slice(a, 0, 1, 2).reshape({n, n})).astype(DType::f64),
+                  slice(closed, 0, 1, 2).reshape({n, n}), tol);
+    require_close(unbatch(jit(vmap(grad(loss)))(as_batch(a))).astype(DType::f64), closed, tol);
+    require_close(unbatch(vmap(grad(loss))(as_batch(a))).astype(DType::f64), closed, tol);
+    // A stack of matrices in one example, and an empty stack.
+    require_close(grad([](const Tensor& x) { return sum(logdet(x)); })(a).astype(DType::f64), closed, tol);
+    const Tensor empty = zeros({0, n, n}, dtype);
+    CHECK(grad([](const Tensor& x) { return sum(logdet(x)); })(empty).shape() == Shape{0, n, n});
+    CHECK(unbatch(jit(vmap(grad(loss)))(as_batch(empty))).shape() == Shape{0, n, n});
+  }
+  {
+    OpCounter ops;  // differentiated: solves against I, so that second derivatives exist
+    grad([](const Tensor& x) { return sum(grad([](const Tensor& y) { return logdet(y); })(x)); })(spd({}, 5, 501));
+    CHECK(ops.forward("cholesky_inverse") == 0);
+  }
+}
+
+TEST_CASE("trsm: every path by number of right-hand sides, triangle, transpose and then_transposed",
+          "[linalg][triangular_solve]") {
+  // The kernel solves 1 to 3 right-hand sides as vectors, up to 8 on a column-major copy, more in
+  // place: each against Eigen's solve of the dense triangle.
+  for (std::int64_t n : {1, 33, 70})
+    for (std::int64_t k : {1, 2, 3, 4, 8, 9, 20})
+      for (bool lower : {true, false})
+        for (bool trans : {false, true})
+          for (bool both : {false, true}) {
+            INFO("n = " << n << ", nrhs " << k << ", lower " << lower << ", transpose " << trans << ", then "
+                        << both);
+            const Eigen::MatrixXd t = (randn({n, n}, 600).as_eigen<double>() * 0.3 +
+                                       2.0 * Eigen::MatrixXd::Identity(n, n));
+            const Eigen::MatrixXd tri = lower ? Eigen::MatrixXd(t.triangularView<Eigen::Lower>())
+                                              : Eigen::MatrixXd(t.triangularView<Eigen::Upper>());
+            const Eigen::MatrixXd op = trans ? Eigen::MatrixXd(tri.transpose()) : tri;
+            const Tensor b = randn({2, n, k}, 601);
+            Eigen::MatrixXd expected(2 * n, k);
+            for (int i = 0; i < 2; ++i) {
+              Eigen::MatrixXd x = op.lu().solve(reshape(slice(b, 0, i, i + 1), {n, k}).as_eigen<double>());
+              if (both) x = op.transpose().lu().solve(x);
+              expected.middleRows(i * n, n) = x;
+            }
+            const Tensor tt = Tensor::from_eigen(t);
+            const Tensor out = b * 1.0;  // a fresh buffer the kernel solves in place
+            backend_for(Device::cpu())
+                .trsm(TrsmArgs{.dtype = DType::f64, .count = 2, .n = n, .nrhs = k, .lower = lower,
+                               .transpose = trans, .then_transposed = both, .t = tt.raw_data(), .stride_t = 0,
+                               .b = const_cast<void*>(out.raw_data()), .stride_b = n * k});
+            require_close(reshape(out, {2 * n, k}), Tensor::from_eigen(expected), 1e-10);
+          }
+}

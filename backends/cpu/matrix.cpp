@@ -47,23 +47,39 @@ void CpuBackend::gemm(const GemmArgs& g) {
 
 namespace {
 
-// A = U^T U on column-major storage, right-looking in panels of 32: a row-major buffer seen
-// column-major holds A^T, whose upper triangle is A's lower one and whose U is A's L. Returns the
-// failing column, or -1.
+template <class T>
+using ColMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+
+// Eigen's blocked LLT's panel width (n / 8 rounded down to 16, at most 128), at least 16: the
+// unblocked factorization of the diagonal blocks is the slow part at small n.
+Eigen::Index cholesky_panel(Eigen::Index n) { return std::clamp<Eigen::Index>(n / 8 / 16 * 16, 16, 128); }
+
+// A = U^T U on column-major storage, right-looking in panels: a row-major buffer seen column-major
+// holds A^T, whose upper triangle is A's lower one and whose U is A's L. Eigen's fast kernels are
+// those of its own column-major lower LLT, so each panel is worked on in that form, transposed
+// into workspaces: the diagonal block as L11 (unblocked), the panel as L21 = A21 L11^-T (a solve
+// on the right of a column-major block), which then updates the trailing block. The copies move
+// about n^2 elements in all, against n^3/3 flops. Returns the failing column, or -1.
 template <class M>
 Eigen::Index cholesky_upper(M& a) {
   using T = typename M::Scalar;
-  constexpr Eigen::Index panel = 32;
-  const Eigen::Index n = a.rows();
+  const Eigen::Index n = a.rows(), panel = cholesky_panel(n);
+  thread_local ColMat<T> d, w;  // workspaces, allocated once per thread, not per matrix
   for (Eigen::Index k = 0; k < n; k += panel) {
     const Eigen::Index b = std::min(panel, n - k), rest = n - k - b;
     auto a11 = a.block(k, k, b, b);
-    const Eigen::Index failed = Eigen::internal::llt_inplace<T, Eigen::Upper>::unblocked(a11);
+    d.resize(b, b);
+    d.template triangularView<Eigen::Lower>() = a11.transpose();
+    const Eigen::Index failed = Eigen::internal::llt_inplace<T, Eigen::Lower>::unblocked(d);
+    a11.template triangularView<Eigen::Upper>() = d.transpose();
     if (failed >= 0) return k + failed;
     if (rest == 0) continue;
     auto a12 = a.block(k, k + b, b, rest);
-    a11.template triangularView<Eigen::Upper>().transpose().solveInPlace(a12);
-    a.block(k + b, k + b, rest, rest).template selfadjointView<Eigen::Upper>().rankUpdate(a12.transpose(), T(-1));
+    w.resize(rest, b);
+    w = a12.transpose();
+    d.template triangularView<Eigen::Lower>().adjoint().template solveInPlace<Eigen::OnTheRight>(w);
+    a12 = w.transpose();
+    a.block(k + b, k + b, rest, rest).template selfadjointView<Eigen::Upper>().rankUpdate(w, T(-1));
   }
   return -1;
 }
@@ -101,23 +117,120 @@ void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const
   if (first != info.end()) failure.report(first - info.begin(), *first);
 }
 
+namespace {
+
+// Solves op(T) X = B, then op(T)^T Z = X when then_transposed, for one row-major system. Eigen
+// solves a row-major B as its transpose, through its matrix kernel; for one or a few right-hand
+// sides, vector solves (a column at a time) are faster, and up to 8 a column-major copy of B.
+template <class T>
+void trsm_one(const TrsmArgs& s, const T* t, T* b) {
+  using Vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+  ConstMapMat<T> L(t, s.n, s.n);
+  auto solve = [&](auto& x, bool transpose) {
+    if (s.lower && !transpose) L.template triangularView<Eigen::Lower>().solveInPlace(x);
+    else if (s.lower) L.transpose().template triangularView<Eigen::Upper>().solveInPlace(x);
+    else if (!transpose) L.template triangularView<Eigen::Upper>().solveInPlace(x);
+    else L.transpose().template triangularView<Eigen::Lower>().solveInPlace(x);
+  };
+  auto solve_all = [&](auto& x) {
+    solve(x, s.transpose);
+    if (s.then_transposed) solve(x, !s.transpose);
+  };
+  if (s.nrhs == 1) {
+    Eigen::Map<Vector> x(b, s.n);
+    solve_all(x);
+  } else if (s.nrhs <= 3) {
+    thread_local Vector x;
+    for (std::int64_t j = 0; j < s.nrhs; ++j) {
+      Eigen::Map<Vector, 0, Eigen::InnerStride<>> column(b + j, s.n, Eigen::InnerStride<>(s.nrhs));
+      x = column;
+      solve_all(x);
+      column = x;
+    }
+  } else if (s.nrhs <= 8) {
+    thread_local ColMat<T> x;
+    MapMat<T> B(b, s.n, s.nrhs);
+    x = B;
+    solve_all(x);
+    B = x;
+  } else {
+    MapMat<T> B(b, s.n, s.nrhs);
+    solve_all(B);
+  }
+}
+
+}  // namespace
+
 void CpuBackend::trsm(const TrsmArgs& s) {
   visit_float_dtype(s.dtype, [&](auto zero) {
     using T = decltype(zero);
     const T* t = static_cast<const T*>(s.t);
     T* b = static_cast<T*>(s.b);
 #pragma omp parallel for schedule(static) if (s.count > 1)
-    for (std::int64_t i = 0; i < s.count; ++i) {
-      ConstMapMat<T> L(t + i * s.stride_t, s.n, s.n);
-      MapMat<T> B(b + i * s.stride_b, s.n, s.nrhs);
-      auto solve = [&](bool transpose) {
-        if (s.lower && !transpose) L.template triangularView<Eigen::Lower>().solveInPlace(B);
-        else if (s.lower) L.transpose().template triangularView<Eigen::Upper>().solveInPlace(B);
-        else if (!transpose) L.template triangularView<Eigen::Upper>().solveInPlace(B);
-        else L.transpose().template triangularView<Eigen::Lower>().solveInPlace(B);
-      };
-      solve(s.transpose);
-      if (s.then_transposed) solve(!s.transpose);
+    for (std::int64_t i = 0; i < s.count; ++i) trsm_one<T>(s, t + i * s.stride_t, b + i * s.stride_b);
+  });
+}
+
+namespace {
+
+// U^-1 in place for an upper triangular column-major U, as LAPACK's trtri: left to right in
+// panels, each panel's rows above its diagonal block from the inverse so far (a triangular
+// product, then a solve on the right), then the diagonal block unblocked. n^3/3 flops.
+template <class M>
+void invert_upper(M& u) {
+  using T = typename M::Scalar;
+  constexpr Eigen::Index panel = 64;
+  const Eigen::Index n = u.rows();
+  for (Eigen::Index j = 0; j < n; j += panel) {
+    const Eigen::Index b = std::min(panel, n - j);
+    auto d = u.block(j, j, b, b);
+    if (j > 0) {
+      auto x = u.block(0, j, j, b);
+      x = u.topLeftCorner(j, j).template triangularView<Eigen::Upper>() * x;  // a product: evaluated first
+      d.template triangularView<Eigen::Upper>().template solveInPlace<Eigen::OnTheRight>(x);
+      x = -x;
+    }
+    for (Eigen::Index c = 0; c < b; ++c) {
+      d(c, c) = T(1) / d(c, c);
+      if (c == 0) continue;
+      auto column = d.col(c).head(c);
+      column = d.topLeftCorner(c, c).template triangularView<Eigen::Upper>() * column;
+      column *= -d(c, c);
+    }
+  }
+}
+
+// out = W W^T for an upper triangular column-major W (LAPACK's lauum): panel j of W's columns,
+// nonzero in its first j + b rows only, adds a rank-b term to that leading block of the upper
+// triangle, n^3/3 flops in all; then the lower triangle mirrors the upper one.
+template <class M, class O>
+void upper_times_transpose(const M& w, O& out) {
+  using T = typename M::Scalar;
+  constexpr Eigen::Index panel = 64;
+  const Eigen::Index n = w.rows();
+  out.setZero();
+  for (Eigen::Index j = 0; j < n; j += panel) {
+    const Eigen::Index e = std::min(j + panel, n);
+    out.topLeftCorner(e, e).template selfadjointView<Eigen::Upper>().rankUpdate(w.block(0, j, e, e - j), T(1));
+  }
+  out.template triangularView<Eigen::StrictlyLower>() = out.transpose();
+}
+
+}  // namespace
+
+void CpuBackend::cholesky_inverse(DType dtype, std::int64_t count, std::int64_t n, const void* l,
+                                  std::int64_t stride_l, void* out, std::int64_t stride_out) {
+  visit_float_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+#pragma omp parallel for schedule(dynamic) if (count > 1)
+    for (std::int64_t i = 0; i < count; ++i) {
+      // The row-major L seen column-major is U = L^T, and (L L^T)^-1 = U^-1 U^-T.
+      thread_local ColMat<T> w;
+      w = Eigen::Map<const ColMat<T>>(static_cast<const T*>(l) + i * stride_l, n, n);
+      w.template triangularView<Eigen::StrictlyLower>().setZero();
+      invert_upper(w);
+      Eigen::Map<ColMat<T>> o(static_cast<T*>(out) + i * stride_out, n, n);  // symmetric: either order
+      upper_times_transpose(w, o);
     }
   });
 }

@@ -2,14 +2,25 @@
 // same run (n x n times n x n per example, over all cores).
 //
 //   build/tools/bench_cholesky [--n 256] [--batch 256] [--reps 5] [--json]
+//   build/tools/bench_cholesky --kernels [--reps 5] [--json]
 //
 // Rates are GFLOP/s from the median of `reps` runs: DGEMM 2n^3, Cholesky n^3/3 per matrix. The
 // backward passes are timed on their own (the pullback of a vjp), after the forward pass.
+//
+// --kernels times the CPU backend's kernels in thread CPU time, one matrix at a time (n = 64, 256,
+// 521, 1024, float64 and float32), with Eigen's own threading off, against Eigen in the same run
+// (alternating): the Cholesky factorization against Eigen::LLT::compute; Cholesky solves of 1, 2
+// and 8 right-hand sides (trsm, then_transposed) against LLT::solveInPlace on a column-major copy;
+// the inverse from the factor (cholesky_inverse) against LLT::solve of the identity. A ratio under 1
+// is faster than Eigen. Run it on one core: OMP_NUM_THREADS=1 taskset -c 0.
 #include <fmt/core.h>
 
+#include <Eigen/Cholesky>
+#include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vtape/vtape.hpp>
 
@@ -28,23 +39,139 @@ double median_seconds(int reps, F&& f) {
   return t[t.size() / 2];
 }
 
+// The calling thread's CPU time: single-threaded kernels timed on a shared machine are not
+// charged for the time other processes hold the core.
+double thread_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// Medians of f's and g's times, run alternately so that both see the same machine.
+template <class F, class G>
+std::pair<double, double> median_thread_seconds(int reps, F&& f, G&& g) {
+  std::vector<double> tf, tg;
+  f();  // warm-up
+  g();
+  for (int r = 0; r < reps; ++r) {
+    double start = thread_seconds();
+    f();
+    tf.push_back(thread_seconds() - start);
+    start = thread_seconds();
+    g();
+    tg.push_back(thread_seconds() - start);
+  }
+  std::sort(tf.begin(), tf.end());
+  std::sort(tg.begin(), tg.end());
+  return {tf[tf.size() / 2], tg[tg.size() / 2]};
+}
+
+// Reps scaled so that a small matrix is timed often enough for a stable median.
+int kernel_reps(int reps, std::int64_t n) {
+  return std::max<int>(reps, static_cast<int>(std::min<std::int64_t>(200, 2'000'000'000 / (n * n * n))));
+}
+
+struct KernelRow {
+  std::string what, dtype;
+  std::int64_t n, nrhs;
+  double vtape_s, eigen_s;
+};
+
+template <class T>
+void time_kernels(std::int64_t n, int reps, std::vector<KernelRow>& rows) {
+  using ColMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+  using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const vt::DType dtype = std::is_same_v<T, double> ? vt::DType::f64 : vt::DType::f32;
+  const std::string name(vt::name_of(dtype));
+  vt::Backend& cpu = vt::backend_for(vt::Device::cpu());
+  const vt::Tensor x = vt::randn({n, n}, 11);
+  const ColMat a = (vt::matmul(x, x.t()) / static_cast<double>(n) + vt::eye(n)).astype(dtype).as_eigen<T>();
+  const RowMat a_rows = a;
+  RowMat l(n, n), work(n, n);
+  Eigen::LLT<ColMat> llt(n);
+  reps = kernel_reps(reps, n);
+
+  const auto [t_chol, t_llt] = median_thread_seconds(
+      reps, [&] { cpu.cholesky(dtype, 1, n, a_rows.data(), n * n, l.data(), n * n, vt::FactorFailure::poisoning()); },
+      [&] { llt.compute(a); });
+  rows.push_back({"cholesky", name, n, 0, t_chol, t_llt});
+
+  for (std::int64_t k : {1, 2, 8}) {
+    const RowMat b0 = RowMat::Random(n, k);
+    RowMat b = b0;
+    ColMat bc = b0;
+    const auto [t_vtape, t_eigen] = median_thread_seconds(
+        reps,
+        [&] {
+          b = b0;
+          cpu.trsm(vt::TrsmArgs{.dtype = dtype, .count = 1, .n = n, .nrhs = k, .lower = true, .transpose = false,
+                                .then_transposed = true, .t = l.data(), .stride_t = n * n, .b = b.data(),
+                                .stride_b = n * k});
+        },
+        [&] {
+          bc = b0;
+          llt.solveInPlace(bc);
+        });
+    rows.push_back({"cho_solve", name, n, k, t_vtape, t_eigen});
+  }
+
+  ColMat inverse(n, n);
+  const auto [t_inverse, t_eigen_inverse] = median_thread_seconds(
+      reps, [&] { cpu.cholesky_inverse(dtype, 1, n, l.data(), n * n, work.data(), n * n); },
+      [&] { inverse = llt.solve(ColMat::Identity(n, n)); });
+  rows.push_back({"cholesky_inverse", name, n, 0, t_inverse, t_eigen_inverse});
+}
+
+int run_kernels(int reps, bool json) {
+  const int eigen_threads = Eigen::nbThreads();
+  Eigen::setNbThreads(1);
+  std::vector<KernelRow> rows;
+  for (std::int64_t n : {64, 256, 521, 1024}) {
+    time_kernels<double>(n, reps, rows);
+    time_kernels<float>(n, reps, rows);
+  }
+  Eigen::setNbThreads(eigen_threads);
+  if (json) {
+    fmt::print("[");
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const KernelRow& r = rows[i];
+      fmt::print("{}{{\"kernel\": \"{}\", \"dtype\": \"{}\", \"n\": {}, \"nrhs\": {}, \"vtape_s\": {:.7f}, "
+                 "\"eigen_s\": {:.7f}, \"ratio\": {:.3f}}}",
+                 i ? ",\n " : "", r.what, r.dtype, r.n, r.nrhs, r.vtape_s, r.eigen_s, r.vtape_s / r.eigen_s);
+    }
+    fmt::print("]\n");
+    return 0;
+  }
+  fmt::print("one matrix at a time, thread CPU time, median of at least {} runs; ratio = vtape / Eigen (under 1: vtape "
+             "is faster)\n",
+             reps);
+  fmt::print("  {:<17} {:<8} {:>5} {:>5} {:>11} {:>11} {:>7}\n", "kernel", "dtype", "n", "nrhs", "vtape ms", "Eigen ms",
+             "ratio");
+  for (const KernelRow& r : rows)
+    fmt::print("  {:<17} {:<8} {:>5} {:>5} {:>11.4f} {:>11.4f} {:>7.3f}\n", r.what, r.dtype, r.n,
+               r.nrhs ? std::to_string(r.nrhs) : "", r.vtape_s * 1e3, r.eigen_s * 1e3, r.vtape_s / r.eigen_s);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::int64_t n = 256, batch = 256;
   int reps = 5;
-  bool json = false;
+  bool json = false, kernels = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--n" && i + 1 < argc) n = std::stoll(argv[++i]);
     else if (a == "--batch" && i + 1 < argc) batch = std::stoll(argv[++i]);
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--json") json = true;
+    else if (a == "--kernels") kernels = true;
     else {
-      fmt::print(stderr, "usage: bench_cholesky [--n N] [--batch B] [--reps R] [--json]\n");
+      fmt::print(stderr, "usage: bench_cholesky [--n N] [--batch B] [--reps R] [--json] [--kernels]\n");
       return 2;
     }
   }
+  if (kernels) return run_kernels(reps, json);
   const vt::Tensor x = vt::randn({batch, n, n}, 1);
   const vt::Tensor a = vt::matmul(x, vt::swapaxes(x, -1, -2)) / static_cast<double>(n) + vt::eye(n);
   const vt::Tensor rhs = vt::randn({batch, n, 1}, 2);
