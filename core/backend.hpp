@@ -50,6 +50,10 @@ struct GemmArgs {
   const void* a; std::int64_t stride_a;
   const void* b; std::int64_t stride_b;
   void* c; std::int64_t stride_c;
+  // The caller knows the result C_i is symmetric (op(A_i) op(B_i) is, and so is C_i when beta != 0):
+  // a backend may compute one triangle and mirror it (so C_i comes out exactly symmetric), or ignore
+  // the flag.
+  bool symmetric = false;
 };
 
 // Solves op(T_i) X_i = B_i in place for count row-major systems; T_i is n x n, B_i is n x nrhs.

@@ -21,6 +21,10 @@ struct MatmulTransposes {
   bool a = false, b = false;
 };
 MatmulTransposes matmul_transposes(const Attrs& attrs);
-Attrs matmul_attrs(MatmulTransposes transposes);
+// A plan pass (mark_symmetric_products) marks a product it knows to be symmetric, X D X^T: the
+// forward then lets the backend compute one triangle and mirror it (GemmArgs::symmetric). Never set
+// by user code, so the mark changes neither eager results nor the attributes CSE compares.
+bool matmul_symmetric(const Attrs& attrs);
+Attrs matmul_attrs(MatmulTransposes transposes, bool symmetric = false);
 
 }  // namespace vt

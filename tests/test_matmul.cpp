@@ -368,3 +368,197 @@ TEST_CASE("jit reads x.t() feeding a matmul through a GEMM flag, with reassociat
   CHECK(jg.compile(a, b).transposes_folded == 1);
   require_close(jg(a, b), per_example_products(a, b, true, false), 1e-12);
 }
+
+// ---------------------------------------------------------------- symmetric products, X D X^T
+namespace {
+
+// max |got - expected| / max(1, |expected|) over the elements.
+double max_relative_error(const Tensor& got, const Tensor& expected) {
+  REQUIRE(got.shape() == expected.shape());
+  const std::vector<double> g = got.to_vector<double>(), e = expected.to_vector<double>();
+  double worst = 0;
+  for (std::size_t i = 0; i < g.size(); ++i)
+    worst = std::max(worst, std::abs(g[i] - e[i]) / std::max(1.0, std::abs(e[i])));
+  return worst;
+}
+
+// Whether every matrix of x (batched or not) equals its transpose bit for bit.
+bool exactly_symmetric(const Tensor& x) {
+  const Tensor plain = (x.is_batched() ? unbatch(x) : x).to(Device::cpu());
+  return plain.to_vector<double>() == swapaxes(plain, -1, -2).to_vector<double>();
+}
+
+double tolerance(DType dtype) { return dtype == DType::f32 ? 1e-5 : 1e-12; }
+
+}  // namespace
+
+// The CPU computes a flagged product's lower triangle and mirrors it from order 192 on (below, the
+// full product, which is faster there and symmetric only to rounding).
+TEST_CASE("the CPU GEMM of a product flagged symmetric computes the full product's values, exactly symmetric",
+          "[matmul]") {
+  Backend& cpu = backend_for(Device::cpu());
+  const std::int64_t count = 3;
+  for (DType dtype : {DType::f64, DType::f32})
+    for (std::int64_t m : {1, 5, 65, 192, 250, 300})
+      for (std::int64_t k : {1, 9, 70})
+        for (bool ta : {false, true})
+          for (auto [alpha, beta] : {std::pair{1.0, 0.0}, {2.0, 0.0}, {1.0, 1.0}, {0.5, -1.5}}) {
+            INFO(name_of(dtype) << " m = " << m << ", k = " << k << (ta ? ", X^T D X" : ", X D X^T") << ", alpha "
+                                << alpha << ", beta " << beta);
+            // op(A_i) op(B) = X^T D_i X (A_i = D_i X stored [k, m], read transposed; B = X) when ta,
+            // X D_i X^T (A_i = X D_i; B = X read transposed) otherwise; B is shared (stride 0).
+            const Tensor x = ta ? randn({k, m}, 40, dtype) : randn({m, k}, 40, dtype);
+            const Tensor a = (ta ? randn({count, k, 1}, 41, dtype) : randn({count, 1, k}, 41, dtype)) * x;
+            const Tensor s = randn({count, m, m}, 42, dtype), c0 = s + swapaxes(s, -1, -2);  // symmetric
+            const Tensor full = c0 * 1.0, flagged = c0 * 1.0;  // fresh buffers for the GEMMs to write
+            GemmArgs g{.dtype = dtype,
+                       .count = count,
+                       .m = m,
+                       .n = m,
+                       .k = k,
+                       .trans_a = ta,
+                       .trans_b = !ta,
+                       .alpha = alpha,
+                       .beta = beta,
+                       .a = a.raw_data(),
+                       .stride_a = m * k,
+                       .b = x.raw_data(),
+                       .stride_b = 0,
+                       .c = const_cast<void*>(full.raw_data()),
+                       .stride_c = m * m};
+            cpu.gemm(g);
+            g.c = const_cast<void*>(flagged.raw_data());
+            g.symmetric = true;
+            cpu.gemm(g);
+            CHECK(max_relative_error(flagged, full) <= tolerance(dtype) * static_cast<double>(k));
+            if (m >= 192) CHECK(exactly_symmetric(flagged));
+          }
+}
+
+TEST_CASE("jit marks exactly the products it can prove symmetric, X D X^T, with the full product's values",
+          "[matmul][jit]") {
+  GemmCounter device(counted);
+  const std::int64_t m = 7, k = 5;
+  struct Case {
+    std::string name;
+    std::function<Tensor(const Tensor& x, const Tensor& d, const Tensor& e)> f;  // x [m, k], d [k], e [m]
+    bool symmetric;
+  };
+  for (DType dtype : {DType::f64, DType::f32}) {
+    // Captured: x and its transpose computed eagerly (two constants of the plan), another matrix.
+    const Tensor xc = randn({m, k}, 50, dtype).to(counted), xtc = xc.t(), y = randn({m, k}, 51, dtype).to(counted);
+    const Tensor yt = y.t(), full = randn({m, k}, 52, dtype).to(counted);
+    std::vector<double> near = xtc.to(Device::cpu()).to_vector<double>();
+    near[7] += 0.5;
+    const Tensor almost = Tensor::from_vector(near, {k, m}, dtype).to(counted);  // x^T but for one element
+    const std::vector<Case> cases = {
+        {"x diag(d) x^T", [](auto& x, auto& d, auto&) { return matmul(x * d, x, false, true); }, true},
+        {"x.t() traced", [](auto& x, auto& d, auto&) { return matmul(x * d, x.t()); }, true},
+        {"diag(d) on the right", [](auto& x, auto& d, auto&) { return matmul(x, d * x, false, true); }, true},
+        {"both sides scaled", [](auto& x, auto& d, auto&) { return matmul(x * d, square(d) * x, false, true); },
+         true},
+        {"a [1, k] scale and a scalar",
+         [](auto& x, auto& d, auto&) { return matmul(x * d.reshape({1, k}) * 2.0, x, false, true); }, true},
+        {"x x^T", [](auto& x, auto&, auto&) { return matmul(x, x, false, true); }, true},
+        {"x^T diag(e) x", [](auto& x, auto&, auto& e) { return matmul(e.reshape({m, 1}) * x, x, true, false); },
+         true},
+        {"captured x and x.t()", [&](auto&, auto& d, auto&) { return matmul(xc * d, xtc); }, true},
+        {"captured x^T diag(e) x", [&](auto&, auto&, auto& e) { return matmul(xtc, e.reshape({m, 1}) * xc); },
+         true},
+        {"scaled along rows", [](auto& x, auto&, auto& e) { return matmul(e.reshape({m, 1}) * x, x, false, true); },
+         false},
+        {"x^T diag(d) x scaled along columns",
+         [](auto& x, auto& d, auto&) { return matmul(x * d, x, true, false); }, false},
+        {"scaled elementwise", [&](auto& x, auto&, auto&) { return matmul(x * full, x, false, true); }, false},
+        {"another matrix", [&](auto& x, auto& d, auto&) { return matmul(x * d, y, false, true); }, false},
+        {"a captured transpose of another matrix", [&](auto&, auto& d, auto&) { return matmul(xc * d, yt); },
+         false},
+        {"a captured near-transpose", [&](auto&, auto& d, auto&) { return matmul(xc * d, almost); }, false},
+    };
+    const Tensor x = randn({m, k}, 53, dtype).to(counted), d = randn({k}, 54, dtype).to(counted);
+    const Tensor e = randn({m}, 55, dtype).to(counted);
+    for (const Case& c : cases) {
+      INFO(name_of(dtype) << ": " << c.name);
+      auto f = c.f;
+      auto j = jit([f](const Tensor& xa, const Tensor& da, const Tensor& ea) { return f(xa, da, ea); });
+      device.gemms.clear();
+      const Tensor out = j(x, d, e);
+      REQUIRE(device.gemms.size() == 1);
+      CHECK(device.gemms[0].symmetric == c.symmetric);
+      device.gemms.clear();
+      const Tensor eager = f(x, d, e);
+      REQUIRE(device.gemms.size() == 1);
+      CHECK_FALSE(device.gemms[0].symmetric);  // only a plan marks products
+      CHECK(max_relative_error(out, eager) <= tolerance(dtype));
+    }
+  }
+}
+
+TEST_CASE("jit's symmetric products over a batch: scales per example with a shared x, and per-example x",
+          "[matmul][jit]") {
+  GemmCounter device(counted);
+  const std::int64_t m = 260, k = 20, batch = 4;  // large enough for the CPU's triangle
+  for (DType dtype : {DType::f64, DType::f32}) {
+    INFO(name_of(dtype));
+    const Tensor x = randn({m, k}, 60, dtype).to(counted), xt = x.t();
+    const Tensor ps = randn({batch, k}, 61, dtype).to(counted);
+    // F diag(p_i^2) F^T + I as the seed program writes it: captured F and F.t(), vmap over p.
+    auto seed = jit(vmap([&](const Tensor& p) { return matmul(x * square(p), xt) + eye(m, dtype, counted); }));
+    device.gemms.clear();
+    const Tensor out = seed(ps);
+    REQUIRE(device.gemms.size() == 1);
+    CHECK(device.gemms[0].symmetric);
+    CHECK(device.gemms[0].count == batch);  // not folded into one product of batch * m rows
+    CHECK(exactly_symmetric(out));
+    for (std::int64_t i = 0; i < batch; ++i) {
+      const Tensor p = row(ps, i);
+      CHECK(max_relative_error(example(out, i), matmul(x * square(p), xt) + eye(m, dtype, counted)) <=
+            tolerance(dtype));
+    }
+    // Per-example x with a shared scale.
+    const Tensor xs = as_batch(randn({batch, m, k}, 62, dtype)).to(counted), d = randn({k}, 63, dtype).to(counted);
+    auto per_x = jit([](const Tensor& xa, const Tensor& da) { return matmul(xa * da, xa, false, true); });
+    device.gemms.clear();
+    const Tensor out2 = per_x(xs, d);
+    REQUIRE(device.gemms.size() == 1);
+    CHECK(device.gemms[0].symmetric);
+    CHECK(exactly_symmetric(out2));
+    for (std::int64_t i = 0; i < batch; ++i) {
+      const Tensor xi = example(xs, i);
+      CHECK(max_relative_error(example(out2, i), matmul(xi * d, xi, false, true)) <= tolerance(dtype));
+    }
+  }
+}
+
+TEST_CASE("gradients through a symmetric product under jit match finite differences", "[matmul][jit][grad]") {
+  GemmCounter device(counted);
+  const std::int64_t m = 6, k = 4;
+  const Tensor w = randn({m, m}, 70);
+  // Both x and d get cotangents; the weights make the product's cotangent non-symmetric.
+  auto loss = [&](const Tensor& x, const Tensor& d) {
+    return sum(sin(matmul(x * square(d), x, false, true)) * w.to(x.device()));
+  };
+  auto step = jit(value_and_grad(loss, {0, 1}));
+  const Tensor x = randn({m, k}, 71), d = randn({k}, 72);
+  device.gemms.clear();
+  const auto [value, grads] = step(x.to(counted), d.to(counted));
+  std::int64_t marked = 0;
+  for (const GemmArgs& g : device.gemms) marked += g.symmetric ? 1 : 0;
+  CHECK(marked == 1);  // the forward product; its cotangents' products are not symmetric
+  const vt::testing::Fn eager = [&](const std::vector<Tensor>& a) { return loss(a[0], a[1]); };
+  CHECK(value.item() == Approx(eager({x, d}).item()).epsilon(1e-12));
+  for (std::size_t i = 0; i < 2; ++i) {
+    INFO("argument " << i);
+    require_close(grads[i].to(Device::cpu()), vt::testing::numeric_gradient(eager, {x, d}, i), 1e-6);
+  }
+  // At an order where the CPU computes a triangle: the eager gradients (full products, unmarked).
+  const std::int64_t big = 200;
+  const Tensor wb = randn({big, big}, 73), xb = randn({big, k}, 74);
+  auto big_loss = [&](const Tensor& xa, const Tensor& da) {
+    return sum(sin(matmul(xa * square(da), xa, false, true)) * wb);
+  };
+  const auto [vj, gj] = jit(value_and_grad(big_loss, {0, 1}))(xb, d);
+  const auto [ve, ge] = value_and_grad(big_loss, {0, 1})(xb, d);
+  CHECK(vj.item() == Approx(ve.item()).epsilon(1e-12));
+  for (std::size_t i = 0; i < 2; ++i) CHECK(max_relative_error(gj[i], ge[i]) <= 1e-10);
+}

@@ -1,8 +1,11 @@
 // Rewrites of a built plan, each keeping its results (up to rounding): apart from the builder so
 // that a pass can be added or dropped on its own. build_plan runs them before the memory plan,
 // which must see the final steps.
+#include <algorithm>
+#include <span>
 #include <vector>
 
+#include "../../core/backend.hpp"
 #include "../../ops/layout.hpp"
 #include "../../ops/matmul.hpp"
 #include "plan.hpp"
@@ -227,6 +230,93 @@ void order_for_chunks(Plan& plan) {
   take([](Phase p) { return p == Phase::A; });
   plan.steps = std::move(ordered);
   plan.chunkable = true;
+}
+
+namespace {
+
+// The matrix axis of an operand that its product sums over.
+enum class Inner { rows, columns };
+
+// The values X with v = X D (inner = columns) or v = D X (rows), D diagonal: v itself, and through
+// mul steps by a factor that is constant along the other matrix axis (a scalar, [k] or [.., 1, k]
+// for columns; [.., k, 1] for rows), X of v's matrix shape (leading axes broadcast alike).
+void diagonal_scale_bases(const Plan& plan, int v, Inner inner, std::vector<int>& bases, int depth = 0) {
+  bases.push_back(v);
+  const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+  if (depth == 4 || pv.kind != PlanValue::Kind::computed) return;
+  const PlanStep& s = plan.steps[static_cast<std::size_t>(pv.producer)];
+  // mul's OpDef is not exported (ops/elementwise.cpp); op names are unique.
+  if (s.op->name != "mul" || s.in.size() != 2) return;
+  const std::size_t r = pv.shape.size();
+  for (std::size_t side = 0; side < 2; ++side) {
+    const Shape& x = plan.values[static_cast<std::size_t>(s.in[side])].shape;
+    const Shape& d = plan.values[static_cast<std::size_t>(s.in[1 - side])].shape;
+    if (x.size() < 2 || x[x.size() - 1] != pv.shape[r - 1] || x[x.size() - 2] != pv.shape[r - 2]) continue;
+    const bool diagonal = inner == Inner::columns ? d.size() < 2 || d[d.size() - 2] == 1 : d.empty() || d.back() == 1;
+    if (diagonal) diagonal_scale_bases(plan, s.in[side], inner, bases, depth + 1);
+  }
+}
+
+// Whether captured tensors x and y hold equal values (transposed: y = x^T, matrix by matrix), as
+// when the user captures both F and F.t(), computed eagerly. Constants are fixed for the plan's
+// life; they are read here only for operands of matching shapes.
+bool same_constant_values(const Plan& plan, int x, int y, bool transposed) {
+  const PlanValue& vx = plan.values[static_cast<std::size_t>(x)];
+  const PlanValue& vy = plan.values[static_cast<std::size_t>(y)];
+  if (vx.kind != PlanValue::Kind::constant || vy.kind != PlanValue::Kind::constant || vx.batched || vy.batched ||
+      vx.dtype != vy.dtype || vx.shape.size() < 2)
+    return false;
+  const std::size_t r = vx.shape.size();
+  Shape expected = vx.shape;
+  if (transposed) std::swap(expected[r - 1], expected[r - 2]);
+  // Comparing reads the constants, so compile time would grow with them: only host constants of at
+  // most max_compared elements (2 MiB of float64, ~0.1 ms) are compared; larger ones stay full GEMMs.
+  constexpr std::int64_t max_compared = std::int64_t{1} << 18;
+  if (vy.shape != expected || vx.constant.device() != Device::cpu() || vy.constant.device() != Device::cpu() ||
+      numel(vx.shape) > max_compared)
+    return false;
+  const std::size_t size = size_of(vx.dtype), bytes = static_cast<std::size_t>(numel(vx.shape)) * size;
+  const auto* px = static_cast<const unsigned char*>(vx.constant.raw_data());
+  const auto* py = static_cast<const unsigned char*>(vy.constant.raw_data());
+  const std::span<const unsigned char> hx(px, bytes), hy(py, bytes);
+  if (!transposed) return std::equal(hx.begin(), hx.end(), hy.begin());
+  const std::int64_t rows = vx.shape[r - 2], cols = vx.shape[r - 1];
+  const std::int64_t matrices = rows * cols == 0 ? 0 : numel(vx.shape) / (rows * cols);
+  for (std::int64_t m = 0; m < matrices; ++m)
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t j = 0; j < cols; ++j)
+        if (!std::equal(hx.begin() + static_cast<std::ptrdiff_t>(((m * rows + i) * cols + j) * size),
+                        hx.begin() + static_cast<std::ptrdiff_t>(((m * rows + i) * cols + j + 1) * size),
+                        hy.begin() + static_cast<std::ptrdiff_t>(((m * cols + j) * rows + i) * size)))
+          return false;
+  return true;
+}
+
+}  // namespace
+
+// matmul(a, b) whose op(a) op(b) is X D1 D2 X^T (D1, D2 diagonal or absent) is marked symmetric:
+// the backend may compute one triangle, about half the flops, and mirror it. By
+// diagonal_scale_bases, op(a) = op(X) D1 and op(b) = D2 op(Y); the product is symmetric when
+// op(Y) = op(X)^T: Y is X read with the opposite flag, or a captured constant holding those values.
+// Runs after the passes that rebuild matmuls' attributes (fold_transposes_into_matmuls,
+// reassociate_matmuls).
+void mark_symmetric_products(Plan& plan) {
+  std::vector<int> left, right;
+  for (PlanStep& s : plan.steps) {
+    if (s.op != &matmul_op || matmul_symmetric(s.attrs)) continue;
+    const PlanValue& a = plan.values[static_cast<std::size_t>(s.in[0])];
+    const PlanValue& b = plan.values[static_cast<std::size_t>(s.in[1])];
+    if (a.shape.size() < 2 || b.shape.size() < 2) continue;
+    const MatmulTransposes t = matmul_transposes(s.attrs);
+    left.clear();
+    right.clear();
+    diagonal_scale_bases(plan, s.in[0], t.a ? Inner::rows : Inner::columns, left);
+    diagonal_scale_bases(plan, s.in[1], t.b ? Inner::columns : Inner::rows, right);
+    bool symmetric = false;
+    for (int x : left)
+      for (int y : right) symmetric = symmetric || (x == y ? t.a != t.b : same_constant_values(plan, x, y, t.a == t.b));
+    if (symmetric) s.attrs = matmul_attrs(t, true);
+  }
 }
 
 }  // namespace vt::detail
