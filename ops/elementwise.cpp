@@ -2,6 +2,7 @@
 #include "elementwise.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "../core/graph.hpp"
 #include "creation.hpp"
@@ -169,9 +170,9 @@ const OpDef div_op = binary_op<BinaryKind::div, div_name>(
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, gb) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, neg(gb * y)) : Tensor()};
     });
-// The adjoint reuses the output y = a^b instead of a second pow (the costly part): d/da = b y / a
-// and d/db = y log a, with a = 0 replaced by 1 in the division and the log. At a = 0, d/da is
-// b 0^(b - 1) (0 for b > 1 and for b = 0, as JAX; 1 for b = 1; inf between), computed the size of b;
+// The adjoint reuses the output y = a^b: d/db = y log a, and d/da = b y / a where y is finite and
+// nonzero (else b a^(b-1), for elements whose a^b overflowed or underflowed), with a = 0 replaced
+// by 1 in the division and the log. At a = 0, d/da is b 0^(b - 1) (0 for b > 1 and for b = 0, as JAX; 1 for b = 1; inf between), computed the size of b;
 // d/db is 0 there (the limit of y log a for b > 0). Both are ordinary ops, so they differentiate again.
 const OpDef pow_op = binary_op<BinaryKind::pow, pow_name>(
     [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
@@ -185,7 +186,12 @@ const OpDef pow_op = binary_op<BinaryKind::pow, pow_name>(
         // Piecewise constant in b (0, 1, +-inf): no gradient flows through it, and none of
         // pow(0, b - 1)'s (inf * log 1 = NaN below b = 1).
         const Tensor at_zero = stop_gradient(where(equal(b, zero), zero, b * pow(zero, b - 1.0)));
-        ga = to_input(n, 0, g * where(is_zero, at_zero, b * (y / a_or_one)));
+        // y / a is exact only where y is finite and nonzero: where a^b overflows or underflows (or a
+        // is infinite), b a^(b-1) may still be finite, so those elements take the second pow.
+        const Tensor magnitude = abs(y);
+        const Tensor exact = less(magnitude, full({}, std::numeric_limits<double>::infinity(), a.dtype(), a.device())) *
+                             greater(magnitude, zero);
+        ga = to_input(n, 0, g * where(is_zero, at_zero, where(exact, b * (y / a_or_one), b * pow(a, b - 1.0))));
       }
       if (ctx.needs[1]) gb = to_input(n, 1, g * (y * log(a_or_one)));
       return std::vector<Tensor>{ga, gb};

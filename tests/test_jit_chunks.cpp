@@ -192,6 +192,24 @@ TEST_CASE("by chunks: a failing example is named by its index in the whole batch
     });
   }
   CHECK(f.counters().chunked_calls == 6);
+  // Two factorizations: the second fails for example 0, the first for example 5. A whole-batch run
+  // stops at the first factorization, example 5; by chunks of 4 too, though chunk 0 fails first
+  // (at the second step) and chunk 1 only at the first.
+  auto two = jit([](const Tensor& a, const Tensor& b) { return logdet(a) + logdet(b); });
+  std::vector<Tensor> as(8, eye(3)), bs(8, eye(3));
+  as[5] = eye(3) * -1.0;
+  bs[0] = eye(3) * -1.0;
+  const Tensor A2 = as_batch(stack(as)), B2 = as_batch(stack(bs));
+  const std::string whole_error = [&] {
+    const JitChunkExamples one_chunk(whole);
+    return error_of([&] { two(A2, B2); });
+  }();
+  CHECK_THAT(whole_error, Catch::Contains("example 5 of the batch of 8"));
+  {
+    const JitChunkExamples by_four(4);
+    for (const int threads : {1, 2})
+      CHECK(with_threads(threads, [&] { return error_of([&] { two(A2, B2); }); }) == whole_error);
+  }
   // An index out of range in a chunk: the example's global index too.
   auto g = jit([](const Tensor& x, const Tensor& i) { return take(x, i) * 2.0; });
   std::vector<std::int64_t> idx(8, 1);

@@ -183,10 +183,13 @@ void run_folds(const Plan& plan) {
 // call over whole_batch (-1: the whole batch). Each step's views are the plan's, with these
 // pointers and batch size, copied into one scratch KernelViews that every step reuses (assignment
 // keeps the vectors' capacity), so a call computes no strides.
+// `at`, when given, is set to each step's index before it runs (so a failure names its step).
 void run_steps(const Plan& plan, std::size_t first, std::size_t last, const std::vector<void*>& data,
-               std::int64_t batch, Backend& be, std::int64_t whole_batch = -1, std::int64_t first_example = 0) {
+               std::int64_t batch, Backend& be, std::int64_t whole_batch = -1, std::int64_t first_example = 0,
+               std::size_t* at = nullptr) {
   KernelViews views;
   for (std::size_t i = first; i < last; ++i) {
+    if (at) *at = i;
     if (const int g = plan.group_starting_at(i); g >= 0) {  // elementwise steps, tile by tile (fuse.cpp)
       run_fused_group(plan, plan.fused[static_cast<std::size_t>(g)], data, batch, be);
       i = static_cast<std::size_t>(plan.fused[static_cast<std::size_t>(g)].last) - 1;
@@ -429,25 +432,33 @@ std::vector<Tensor> run_chunked(const Plan& plan, const std::vector<Tensor>& inp
   plan.chunk_examples = chunk;
   try {
     run_steps(plan, 0, plan.chunk_begin, p.data, batch, be);
-    // No exception leaves the parallel region: each chunk's is kept, and after one no thread takes
-    // a later chunk. Chunks are taken in order, so every chunk before a failing one has been taken
-    // and runs to its end: the lowest failing chunk, raised below, holds the first failing example.
-    std::atomic<std::int64_t> next{0}, first_failure{chunks};
-    std::vector<std::exception_ptr> failures(static_cast<std::size_t>(chunks));
+    // No exception leaves the parallel region: each chunk's is kept with the step that raised it.
+    // A whole-batch run raises at the first failing step, for its first failing example; so every
+    // chunk runs (up to its own failure) and the failure of the earliest step, then of the lowest
+    // chunk, is raised: the same error, whatever the chunks.
+    std::atomic<std::int64_t> next{0};
+    std::mutex failure_mutex;
+    std::exception_ptr failure;
+    std::size_t failure_step = 0;
+    std::int64_t failure_chunk = chunks;
     const auto work = [&](int worker) {
       std::vector<void*> data;
       char* const arena = worker_base + per_worker * worker;
       for (;;) {
         const std::int64_t c = next.fetch_add(1);
-        if (c >= chunks || c > first_failure.load()) return;
+        if (c >= chunks) return;
         const std::int64_t first = c * chunk;
+        std::size_t step = plan.chunk_begin;
         try {
           place_chunk(plan, p.data, first, chunk, arena, partial_base + c * plan.partial_bytes, data);
-          run_steps(plan, plan.chunk_begin, plan.chunk_end, data, std::min(chunk, batch - first), be, batch, first);
+          run_steps(plan, plan.chunk_begin, plan.chunk_end, data, std::min(chunk, batch - first), be, batch, first,
+                    &step);
         } catch (...) {
-          failures[static_cast<std::size_t>(c)] = std::current_exception();
-          std::int64_t seen = first_failure.load();
-          while (c < seen && !first_failure.compare_exchange_weak(seen, c)) {
+          const std::lock_guard lock(failure_mutex);
+          if (!failure || step < failure_step || (step == failure_step && c < failure_chunk)) {
+            failure = std::current_exception();
+            failure_step = step;
+            failure_chunk = c;
           }
         }
       }
@@ -458,7 +469,7 @@ std::vector<Tensor> run_chunked(const Plan& plan, const std::vector<Tensor>& inp
 #pragma omp parallel num_threads(workers)
       work(omp_get_thread_num());
     }
-    if (first_failure < chunks) std::rethrow_exception(failures[static_cast<std::size_t>(first_failure.load())]);
+    if (failure) std::rethrow_exception(failure);
     // The partials, combined in chunk order into each reduction's result.
     for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
       const PlanStep& s = plan.steps[i];
@@ -471,7 +482,9 @@ std::vector<Tensor> run_chunked(const Plan& plan, const std::vector<Tensor>& inp
       be.copy(flat(pv.dtype, partial, bytes), out);
       const BinaryKind combine = s.op->batch_partials == ReduceKind::max ? BinaryKind::maximum : BinaryKind::add;
       for (std::int64_t c = 1; c < chunks; ++c)
-        be.binary(combine, out, flat(pv.dtype, partial + c * plan.partial_bytes, bytes), out);
+        // maximum(u, v) gives v on ties (+0 and -0): the earlier chunks' result goes second, so that
+        // it wins them, as the whole-batch reduction keeps the first example's.
+        be.binary(combine, flat(pv.dtype, partial + c * plan.partial_bytes, bytes), out, out);
     }
     run_steps(plan, plan.chunk_end, plan.steps.size(), p.data, batch, be);
   } catch (...) {

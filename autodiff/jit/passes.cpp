@@ -2,7 +2,6 @@
 // that a pass can be added or dropped on its own. build_plan runs them before the memory plan,
 // which must see the final steps.
 #include <algorithm>
-#include <span>
 #include <vector>
 
 #include "../../core/backend.hpp"
@@ -269,17 +268,17 @@ bool same_constant_values(const Plan& plan, int x, int y, bool transposed) {
   const std::size_t r = vx.shape.size();
   Shape expected = vx.shape;
   if (transposed) std::swap(expected[r - 1], expected[r - 2]);
-  // Comparing reads the constants, so compile time would grow with them: only host constants of at
-  // most max_compared elements (2 MiB of float64, ~0.1 ms) are compared; larger ones stay full GEMMs.
+  // Comparing reads the constants, so compile time would grow with them: only constants of at most
+  // max_compared elements (2 MiB of float64, ~0.1 ms) are compared; larger ones stay full GEMMs.
   constexpr std::int64_t max_compared = std::int64_t{1} << 18;
-  if (vy.shape != expected || vx.constant.device() != Device::cpu() || vy.constant.device() != Device::cpu() ||
-      numel(vx.shape) > max_compared)
+  if (vy.shape != expected || vx.constant.device() != vy.constant.device() || numel(vx.shape) > max_compared)
     return false;
   const std::size_t size = size_of(vx.dtype), bytes = static_cast<std::size_t>(numel(vx.shape)) * size;
-  const auto* px = static_cast<const unsigned char*>(vx.constant.raw_data());
-  const auto* py = static_cast<const unsigned char*>(vy.constant.raw_data());
-  const std::span<const unsigned char> hx(px, bytes), hy(py, bytes);
-  if (!transposed) return std::equal(hx.begin(), hx.end(), hy.begin());
+  std::vector<unsigned char> hx(bytes), hy(bytes);
+  Backend& backend = backend_for(vx.constant.device());
+  backend.to_host(hx.data(), vx.constant.raw_data(), bytes);
+  backend.to_host(hy.data(), vy.constant.raw_data(), bytes);
+  if (!transposed) return hx == hy;
   const std::int64_t rows = vx.shape[r - 2], cols = vx.shape[r - 1];
   const std::int64_t matrices = rows * cols == 0 ? 0 : numel(vx.shape) / (rows * cols);
   for (std::int64_t m = 0; m < matrices; ++m)
