@@ -119,7 +119,7 @@ struct PlanSummary {
   std::int64_t merged = 0;       // common subexpressions removed
   std::int64_t reassociated = 0; // matmul chains reordered
   std::int64_t transposes_folded = 0;  // x.t() read by a matmul as a GEMM transpose flag
-  std::int64_t fused = 0;         // elementwise steps run tile by tile in groups (CPU plans)
+  std::int64_t fused = 0;              // elementwise steps run tile by tile in groups (CPU plans)
   std::int64_t arena_bytes_per_example = 0;  // batched buffers: times B per call
   std::int64_t arena_bytes_fixed = 0;        // unbatched buffers
 };

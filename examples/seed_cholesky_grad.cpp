@@ -162,8 +162,9 @@ int main(int argc, char** argv) try {
     shared(P);
     const vt::MemoryStats device_memory = vt::memory_stats(P.device());
     const double device_mib = device_memory.known ? static_cast<double>(device_memory.peak) / (1 << 20) : -1.0;
-    return Run{P.batch_size(), compile_ms, times[times.size() / 2], cpu_times[cpu_times.size() / 2], value,
-               peak_rss_mib(), device_mib, plan};
+    return Run{
+        P.batch_size(), compile_ms, times[times.size() / 2], cpu_times[cpu_times.size() / 2], value, peak_rss_mib(),
+        device_mib,     plan};
   };
 
   if (!o.pars.empty()) {
@@ -185,12 +186,12 @@ int main(int argc, char** argv) try {
   if (o.json) {
     std::string items;
     for (const Run& r : runs)
-      items += fmt::format("{}{{\"nbatch\": {}, \"compile_ms\": {:.4f}, \"run_ms\": {:.3f}, \"run_cpu_ms\": {:.3f}, "
-                           "\"value\": {:.17g}, \"peak_rss_mib\": {:.1f}, \"peak_device_mib\": {:.1f}, "
-                           "\"plan_kernels\": {}, \"arena_bytes_per_example\": {}}}",
-                           items.empty() ? "" : ", ", r.nbatch, r.compile_ms, r.run_ms, r.run_cpu_ms, r.value,
-                           r.peak_rss_mib, r.peak_device_mib,
-                           r.plan.kernels, r.plan.arena_bytes_per_example);
+      items += fmt::format(
+          "{}{{\"nbatch\": {}, \"compile_ms\": {:.4f}, \"run_ms\": {:.3f}, \"run_cpu_ms\": {:.3f}, "
+          "\"value\": {:.17g}, \"peak_rss_mib\": {:.1f}, \"peak_device_mib\": {:.1f}, "
+          "\"plan_kernels\": {}, \"arena_bytes_per_example\": {}}}",
+          items.empty() ? "" : ", ", r.nbatch, r.compile_ms, r.run_ms, r.run_cpu_ms, r.value, r.peak_rss_mib,
+          r.peak_device_mib, r.plan.kernels, r.plan.arena_bytes_per_example);
     fmt::print("{{\"device\": \"{}\", \"nobs\": {}, \"ngp\": {}, \"runs\": [{}], \"shared_cache\": {{\"traces\": {}, "
                "\"cache_hits\": {}, \"recordings\": {}, \"replays\": {}}}}}\n",
                vt::to_string(o.device), o.nobs, o.ngp, items, c.traces, c.cache_hits, c.recordings, c.replays);

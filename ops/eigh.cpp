@@ -37,7 +37,7 @@ void eigh_forward(const KernelArgs& k) {
   // The backend may call this after the op returns (a GPU finds out asynchronously): it keeps
   // copies of what the message needs.
   auto failed = [lead, batched = k.batched, n, first = k.first_example, whole = k.whole_batch](std::int64_t flat,
-                                                                                              std::int32_t code) {
+                                                                                               std::int32_t code) {
     const std::string where = locate_matrix(lead, batched, flat, first, whole).where;
     if (code < 0) fail("eigh: {} ({} x {}) has a non-finite entry (NaN or Inf) in its lower triangle", where, n, n);
     fail("eigh: the eigensolver did not converge on {} ({} x {})", where, n, n);

@@ -26,16 +26,16 @@ template <UnaryKind K>
 void unary_forward(const KernelArgs& k) { k.backend.unary(K, k.in[0], k.out); }
 
 // Maps write each output element from the same element of their inputs, so they run in place.
-#define VT_UNARY(NAME, KIND, ADJOINT, INTEGERS)                                             \
-  const OpDef NAME##_op{.name = #NAME,                                                      \
-                        .infer = same_type,                                                 \
-                        .forward = unary_forward<UnaryKind::KIND>,                          \
-                        .adjoint = ADJOINT,                                                 \
-                        .in_place = true,                                                   \
-                        .integers = INTEGERS,                                               \
-                        .elementwise = true};                                               \
-  }                                                                                         \
-  Tensor NAME(const Tensor& x) { return apply(NAME##_op, {x}); }                            \
+#define VT_UNARY(NAME, KIND, ADJOINT, INTEGERS)                    \
+  const OpDef NAME##_op{.name = #NAME,                             \
+                        .infer = same_type,                        \
+                        .forward = unary_forward<UnaryKind::KIND>, \
+                        .adjoint = ADJOINT,                        \
+                        .in_place = true,                          \
+                        .integers = INTEGERS,                      \
+                        .elementwise = true};                      \
+  }                                                                \
+  Tensor NAME(const Tensor& x) { return apply(NAME##_op, {x}); }   \
   namespace {
 
 const Tensor& x_of(const Node& n) { return n.inputs[0]; }
@@ -172,8 +172,9 @@ const OpDef div_op = binary_op<BinaryKind::div, div_name>(
     });
 // The adjoint reuses the output y = a^b: d/db = y log a, and d/da = b y / a where y is finite and
 // nonzero (else b a^(b-1), for elements whose a^b overflowed or underflowed), with a = 0 replaced
-// by 1 in the division and the log. At a = 0, d/da is b 0^(b - 1) (0 for b > 1 and for b = 0, as JAX; 1 for b = 1; inf between), computed the size of b;
-// d/db is 0 there (the limit of y log a for b > 0). Both are ordinary ops, so they differentiate again.
+// by 1 in the division and the log. At a = 0, d/da is b 0^(b - 1) (0 for b > 1 and for b = 0, as JAX; 1 for b = 1; inf
+// between), computed the size of b; d/db is 0 there (the limit of y log a for b > 0). Both are ordinary ops, so they
+// differentiate again.
 const OpDef pow_op = binary_op<BinaryKind::pow, pow_name>(
     [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
       const Tensor& a = n.inputs[0];
@@ -243,18 +244,18 @@ struct AstypeAttrs {
   auto fields() { return std::tie(dtype); }
 };
 
-const OpDef astype_op{.name = "astype",
-                      .infer =
-                          [](const std::vector<ExampleType>& in, const Attrs& a) {
-                            return ExampleType{unpack_attrs<AstypeAttrs>(a).dtype, in[0].shape};
-                          },
-                      .forward = [](const KernelArgs& k) { k.backend.copy(k.in[0], k.out); },
-                      .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
-                        return std::vector<Tensor>{astype(g, n.inputs[0].dtype())};
-                      },
-                      .mixed_dtypes = true,
-                      .integers = true,
-                      .elementwise = true};
+const OpDef astype_op{
+    .name = "astype",
+    .infer =
+        [](const std::vector<ExampleType>& in, const Attrs& a) {
+          return ExampleType{unpack_attrs<AstypeAttrs>(a).dtype, in[0].shape};
+        },
+    .forward = [](const KernelArgs& k) { k.backend.copy(k.in[0], k.out); },
+    .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
+                  const AdjointContext&) { return std::vector<Tensor>{astype(g, n.inputs[0].dtype())}; },
+    .mixed_dtypes = true,
+    .integers = true,
+    .elementwise = true};
 
 // Promotes two tensors to a common dtype before a binary op.
 Tensor binary(const OpDef& op, const Tensor& a, const Tensor& b) {

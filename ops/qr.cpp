@@ -47,7 +47,7 @@ void qr_forward(const KernelArgs& k) {
   // The backend may call this after the op returns (a GPU finds out asynchronously): it keeps
   // copies of what the message needs.
   auto failed = [lead, batched = k.batched, s, first = k.first_example, whole = k.whole_batch](std::int64_t flat,
-                                                                                              std::int32_t) {
+                                                                                               std::int32_t) {
     fail("qr: {} ({} x {}) has a non-finite entry (NaN or Inf)", locate_matrix(lead, batched, flat, first, whole).where,
          s.m, s.n);
   };

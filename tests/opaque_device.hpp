@@ -144,9 +144,8 @@ class OpaqueDevice final : public Backend {
   }
   void cholesky_inverse(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
                         void* out, std::int64_t stride_out) override {
-    enqueue([=, l = flip(l), out = flip(out)] {
-      cpu().cholesky_inverse(dtype, count, n, l, stride_l, out, stride_out);
-    });
+    enqueue(
+        [=, l = flip(l), out = flip(out)] { cpu().cholesky_inverse(dtype, count, n, l, stride_l, out, stride_out); });
   }
 
   void qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a, std::int64_t stride_a, void* q,

@@ -257,13 +257,14 @@ TEST_CASE("pow's second derivatives match finite differences of its gradient", "
 TEST_CASE("pow's gradient where a^b overflows or underflows is b a^(b-1)", "[elementwise]") {
   const double inf = std::numeric_limits<double>::infinity();
   auto dpow = [](double a, double b, DType dtype) {
-    return grad([&](const Tensor& x) { return sum(pow(x, full({}, b, dtype))); })(full({1}, a, dtype)).to_vector<double>()[0];
+    return grad([&](const Tensor& x) { return sum(pow(x, full({}, b, dtype))); })(full({1}, a, dtype))
+        .to_vector<double>()[0];
   };
-  CHECK(dpow(1e200, 2.0, DType::f64) == Approx(2e200));          // a^b = inf
-  CHECK(dpow(inf, 2.0, DType::f64) == inf);                      // inf / inf would be NaN
+  CHECK(dpow(1e200, 2.0, DType::f64) == Approx(2e200));  // a^b = inf
+  CHECK(dpow(inf, 2.0, DType::f64) == inf);              // inf / inf would be NaN
   CHECK(dpow(-inf, 3.0, DType::f64) == inf);
   CHECK(dpow(inf, 0.5, DType::f64) == 0.0);
-  CHECK(dpow(1e20, 2.0, DType::f32) == Approx(2e20).epsilon(1e-6));  // float32 overflow
-  CHECK(dpow(1e-20, 2.5, DType::f32) == Approx(2.5e-30).epsilon(1e-5));  // underflow to 0
+  CHECK(dpow(1e20, 2.0, DType::f32) == Approx(2e20).epsilon(1e-6));                      // float32 overflow
+  CHECK(dpow(1e-20, 2.5, DType::f32) == Approx(2.5e-30).epsilon(1e-5));                  // underflow to 0
   CHECK(dpow(3.0, 2.5, DType::f64) == Approx(2.5 * std::pow(3.0, 1.5)).epsilon(1e-14));  // the fast form
 }

@@ -358,8 +358,8 @@ TEST_CASE("cholesky_inverse kernel: (L L^T)^-1 against cho_solve and a closed fo
       CHECK(max_abs(inverse - swapaxes(inverse, -1, -2)) == 0.0);  // exactly symmetric
       const Tensor u = randn({2, n}, 400 + static_cast<std::uint64_t>(n)) * 0.3;
       const Tensor closed = identity_plus_outer_inverse(u);
-      CHECK(max_abs(cholesky_inverse_kernel(cholesky(identity_plus_outer(u)).astype(dtype)).astype(DType::f64) - closed) <=
-            tol);
+      CHECK(max_abs(cholesky_inverse_kernel(cholesky(identity_plus_outer(u)).astype(dtype)).astype(DType::f64) -
+                    closed) <= tol);
     }
   // No matrices: nothing is read or written.
   backend_for(Device::cpu()).cholesky_inverse(DType::f64, 0, 5, nullptr, 25, nullptr, 25);
@@ -408,10 +408,9 @@ TEST_CASE("trsm: every path by number of right-hand sides, triangle, transpose a
       for (bool lower : {true, false})
         for (bool trans : {false, true})
           for (bool both : {false, true}) {
-            INFO("n = " << n << ", nrhs " << k << ", lower " << lower << ", transpose " << trans << ", then "
-                        << both);
-            const Eigen::MatrixXd t = (randn({n, n}, 600).as_eigen<double>() * 0.3 +
-                                       2.0 * Eigen::MatrixXd::Identity(n, n));
+            INFO("n = " << n << ", nrhs " << k << ", lower " << lower << ", transpose " << trans << ", then " << both);
+            const Eigen::MatrixXd t =
+                (randn({n, n}, 600).as_eigen<double>() * 0.3 + 2.0 * Eigen::MatrixXd::Identity(n, n));
             const Eigen::MatrixXd tri = lower ? Eigen::MatrixXd(t.triangularView<Eigen::Lower>())
                                               : Eigen::MatrixXd(t.triangularView<Eigen::Upper>());
             const Eigen::MatrixXd op = trans ? Eigen::MatrixXd(tri.transpose()) : tri;
@@ -425,9 +424,17 @@ TEST_CASE("trsm: every path by number of right-hand sides, triangle, transpose a
             const Tensor tt = Tensor::from_eigen(t);
             const Tensor out = b * 1.0;  // a fresh buffer the kernel solves in place
             backend_for(Device::cpu())
-                .trsm(TrsmArgs{.dtype = DType::f64, .count = 2, .n = n, .nrhs = k, .lower = lower,
-                               .transpose = trans, .then_transposed = both, .t = tt.raw_data(), .stride_t = 0,
-                               .b = const_cast<void*>(out.raw_data()), .stride_b = n * k});
+                .trsm(TrsmArgs{.dtype = DType::f64,
+                               .count = 2,
+                               .n = n,
+                               .nrhs = k,
+                               .lower = lower,
+                               .transpose = trans,
+                               .then_transposed = both,
+                               .t = tt.raw_data(),
+                               .stride_t = 0,
+                               .b = const_cast<void*>(out.raw_data()),
+                               .stride_b = n * k});
             require_close(reshape(out, {2 * n, k}), Tensor::from_eigen(expected), 1e-10);
           }
 }

@@ -455,24 +455,34 @@ TEST_CASE("jit marks exactly the products it can prove symmetric, X D X^T, with 
         {"x diag(d) x^T", [](auto& x, auto& d, auto&) { return matmul(x * d, x, false, true); }, true},
         {"x.t() traced", [](auto& x, auto& d, auto&) { return matmul(x * d, x.t()); }, true},
         {"diag(d) on the right", [](auto& x, auto& d, auto&) { return matmul(x, d * x, false, true); }, true},
-        {"both sides scaled", [](auto& x, auto& d, auto&) { return matmul(x * d, square(d) * x, false, true); },
-         true},
+        {"both sides scaled", [](auto& x, auto& d, auto&) { return matmul(x * d, square(d) * x, false, true); }, true},
         {"a [1, k] scale and a scalar",
-         [](auto& x, auto& d, auto&) { return matmul(x * d.reshape({1, k}) * 2.0, x, false, true); }, true},
+         [](auto& x, auto& d, auto&) {
+           return matmul(x * d.reshape({1, k}) * 2.0, x, false, true);
+         },
+         true},
         {"x x^T", [](auto& x, auto&, auto&) { return matmul(x, x, false, true); }, true},
-        {"x^T diag(e) x", [](auto& x, auto&, auto& e) { return matmul(e.reshape({m, 1}) * x, x, true, false); },
+        {"x^T diag(e) x",
+         [](auto& x, auto&, auto& e) {
+           return matmul(e.reshape({m, 1}) * x, x, true, false);
+         },
          true},
         {"captured x and x.t()", [&](auto&, auto& d, auto&) { return matmul(xc * d, xtc); }, true},
-        {"captured x^T diag(e) x", [&](auto&, auto&, auto& e) { return matmul(xtc, e.reshape({m, 1}) * xc); },
+        {"captured x^T diag(e) x",
+         [&](auto&, auto&, auto& e) {
+           return matmul(xtc, e.reshape({m, 1}) * xc);
+         },
          true},
-        {"scaled along rows", [](auto& x, auto&, auto& e) { return matmul(e.reshape({m, 1}) * x, x, false, true); },
+        {"scaled along rows",
+         [](auto& x, auto&, auto& e) {
+           return matmul(e.reshape({m, 1}) * x, x, false, true);
+         },
          false},
-        {"x^T diag(d) x scaled along columns",
-         [](auto& x, auto& d, auto&) { return matmul(x * d, x, true, false); }, false},
+        {"x^T diag(d) x scaled along columns", [](auto& x, auto& d, auto&) { return matmul(x * d, x, true, false); },
+         false},
         {"scaled elementwise", [&](auto& x, auto&, auto&) { return matmul(x * full, x, false, true); }, false},
         {"another matrix", [&](auto& x, auto& d, auto&) { return matmul(x * d, y, false, true); }, false},
-        {"a captured transpose of another matrix", [&](auto&, auto& d, auto&) { return matmul(xc * d, yt); },
-         false},
+        {"a captured transpose of another matrix", [&](auto&, auto& d, auto&) { return matmul(xc * d, yt); }, false},
         {"a captured near-transpose", [&](auto&, auto& d, auto&) { return matmul(xc * d, almost); }, false},
     };
     const Tensor x = randn({m, k}, 53, dtype).to(counted), d = randn({k}, 54, dtype).to(counted);

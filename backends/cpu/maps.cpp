@@ -143,8 +143,10 @@ template <class T>
 inline T value(T u, double v, const Plan& plan, double e) {
   auto fallback = [&] { return std::pow(u, static_cast<T>(v)); };
   switch (plan.path) {
-    case Path::one: return T(1);  // pow(x, 0) is 1 for every x, NaN included
-    case Path::copy: return u;
+    case Path::one:
+      return T(1);  // pow(x, 0) is 1 for every x, NaN included
+    case Path::copy:
+      return u;
     case Path::integer: {
       const double p = ipow(static_cast<double>(u), plan.k);
       const T r = static_cast<T>(plan.k < 0 ? 1 / p : p);
@@ -336,7 +338,8 @@ void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const Vie
         case BinaryKind::mul: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x * y; });
         case BinaryKind::div: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x / y; });
         // Paths by the exponent's value (pow_map, above), the C library's pow for special values.
-        case BinaryKind::pow: return pow_map<T>(a, b, out);
+        case BinaryKind::pow:
+          return pow_map<T>(a, b, out);
         case BinaryKind::maximum:
           return map2<T>(a, b, out, [](const auto& x, const auto& y) {
             return x.binaryExpr(y, [](T u, T v) { return u > v || std::isnan(u) ? u : v; });

@@ -76,10 +76,14 @@ void CpuBackend::gemm(const GemmArgs& g) {
       ConstMapMat<T> A(a + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k);
       ConstMapMat<T> B(b + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n);
       MapMat<T> C(c + i * g.stride_c, g.m, g.n);
-      if (!g.trans_a && !g.trans_b) product(A, B, C);
-      else if (g.trans_a && !g.trans_b) product(A.transpose(), B, C);
-      else if (!g.trans_a && g.trans_b) product(A, B.transpose(), C);
-      else product(A.transpose(), B.transpose(), C);
+      if (!g.trans_a && !g.trans_b)
+        product(A, B, C);
+      else if (g.trans_a && !g.trans_b)
+        product(A.transpose(), B, C);
+      else if (!g.trans_a && g.trans_b)
+        product(A, B.transpose(), C);
+      else
+        product(A.transpose(), B.transpose(), C);
     }
   });
 }
@@ -166,10 +170,14 @@ void trsm_one(const TrsmArgs& s, const T* t, T* b) {
   using Vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
   ConstMapMat<T> L(t, s.n, s.n);
   auto solve = [&](auto& x, bool transpose) {
-    if (s.lower && !transpose) L.template triangularView<Eigen::Lower>().solveInPlace(x);
-    else if (s.lower) L.transpose().template triangularView<Eigen::Upper>().solveInPlace(x);
-    else if (!transpose) L.template triangularView<Eigen::Upper>().solveInPlace(x);
-    else L.transpose().template triangularView<Eigen::Lower>().solveInPlace(x);
+    if (s.lower && !transpose)
+      L.template triangularView<Eigen::Lower>().solveInPlace(x);
+    else if (s.lower)
+      L.transpose().template triangularView<Eigen::Upper>().solveInPlace(x);
+    else if (!transpose)
+      L.template triangularView<Eigen::Upper>().solveInPlace(x);
+    else
+      L.transpose().template triangularView<Eigen::Lower>().solveInPlace(x);
   };
   auto solve_all = [&](auto& x) {
     solve(x, s.transpose);
@@ -257,8 +265,8 @@ void upper_times_transpose(const M& w, O& out) {
 
 }  // namespace
 
-void CpuBackend::cholesky_inverse(DType dtype, std::int64_t count, std::int64_t n, const void* l,
-                                  std::int64_t stride_l, void* out, std::int64_t stride_out) {
+void CpuBackend::cholesky_inverse(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
+                                  void* out, std::int64_t stride_out) {
   visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
 #pragma omp parallel for schedule(dynamic) if (count > 1)

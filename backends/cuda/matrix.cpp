@@ -260,8 +260,17 @@ void CudaBackend::cholesky_inverse(DType dtype, std::int64_t count, std::int64_t
   auto entered = enter();
   fill(View{dtype, out, {count, n, n}, {stride_out, n, 1}}, 0.0);
   fill(View{dtype, out, {count, n}, {stride_out, n + 1}}, 1.0);  // the diagonals
-  trsm(TrsmArgs{.dtype = dtype, .count = count, .n = n, .nrhs = n, .lower = true, .transpose = false,
-                .then_transposed = true, .t = l, .stride_t = stride_l, .b = out, .stride_b = stride_out});
+  trsm(TrsmArgs{.dtype = dtype,
+                .count = count,
+                .n = n,
+                .nrhs = n,
+                .lower = true,
+                .transpose = false,
+                .then_transposed = true,
+                .t = l,
+                .stride_t = stride_l,
+                .b = out,
+                .stride_b = stride_out});
   check(kernels::symmetrize(stream_, dtype, count, n, out, stride_out));
 }
 

@@ -104,8 +104,16 @@ void time_kernels(std::int64_t n, int reps, std::vector<KernelRow>& rows) {
         reps,
         [&] {
           b = b0;
-          cpu.trsm(vt::TrsmArgs{.dtype = dtype, .count = 1, .n = n, .nrhs = k, .lower = true, .transpose = false,
-                                .then_transposed = true, .t = l.data(), .stride_t = n * n, .b = b.data(),
+          cpu.trsm(vt::TrsmArgs{.dtype = dtype,
+                                .count = 1,
+                                .n = n,
+                                .nrhs = k,
+                                .lower = true,
+                                .transpose = false,
+                                .then_transposed = true,
+                                .t = l.data(),
+                                .stride_t = n * n,
+                                .b = b.data(),
                                 .stride_b = n * k});
         },
         [&] {
@@ -135,16 +143,18 @@ int run_kernels(int reps, bool json) {
     fmt::print("[");
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const KernelRow& r = rows[i];
-      fmt::print("{}{{\"kernel\": \"{}\", \"dtype\": \"{}\", \"n\": {}, \"nrhs\": {}, \"vtape_s\": {:.7f}, "
-                 "\"eigen_s\": {:.7f}, \"ratio\": {:.3f}}}",
-                 i ? ",\n " : "", r.what, r.dtype, r.n, r.nrhs, r.vtape_s, r.eigen_s, r.vtape_s / r.eigen_s);
+      fmt::print(
+          "{}{{\"kernel\": \"{}\", \"dtype\": \"{}\", \"n\": {}, \"nrhs\": {}, \"vtape_s\": {:.7f}, "
+          "\"eigen_s\": {:.7f}, \"ratio\": {:.3f}}}",
+          i ? ",\n " : "", r.what, r.dtype, r.n, r.nrhs, r.vtape_s, r.eigen_s, r.vtape_s / r.eigen_s);
     }
     fmt::print("]\n");
     return 0;
   }
-  fmt::print("one matrix at a time, thread CPU time, median of at least {} runs; ratio = vtape / Eigen (under 1: vtape "
-             "is faster)\n",
-             reps);
+  fmt::print(
+      "one matrix at a time, thread CPU time, median of at least {} runs; ratio = vtape / Eigen (under 1: vtape "
+      "is faster)\n",
+      reps);
   fmt::print("  {:<17} {:<8} {:>5} {:>5} {:>11} {:>11} {:>7}\n", "kernel", "dtype", "n", "nrhs", "vtape ms", "Eigen ms",
              "ratio");
   for (const KernelRow& r : rows)
@@ -165,7 +175,8 @@ int main(int argc, char** argv) {
     else if (a == "--batch" && i + 1 < argc) batch = std::stoll(argv[++i]);
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--json") json = true;
-    else if (a == "--kernels") kernels = true;
+    else if (a == "--kernels")
+      kernels = true;
     else {
       fmt::print(stderr, "usage: bench_cholesky [--n N] [--batch B] [--reps R] [--json] [--kernels]\n");
       return 2;

@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   fmt::print("{:>7} {:>5} {:>5} {:>6} {:>10} {:>17} {:>17} {:>17}\n", "", "m", "k", "count", "folded", "batched",
              "symmetric", "symmetric, X^T");
   const std::vector<std::pair<std::int64_t, std::int64_t>> sizes = {{64, 32},   {128, 64},  {192, 96},
-                                                                     {256, 128}, {521, 260}, {1024, 512}};
+                                                                    {256, 128}, {521, 260}, {1024, 512}};
   for (vt::DType dtype : {vt::DType::f64, vt::DType::f32})
     for (auto [m, k] : sizes) run(dtype, m, k, count, reps);
 }
