@@ -273,22 +273,34 @@ bool same_constant_values(const Plan& plan, int x, int y, bool transposed) {
   constexpr std::int64_t max_compared = std::int64_t{1} << 18;
   if (vy.shape != expected || vx.constant.device() != vy.constant.device() || numel(vx.shape) > max_compared)
     return false;
-  const std::size_t size = size_of(vx.dtype), bytes = static_cast<std::size_t>(numel(vx.shape)) * size;
-  std::vector<unsigned char> hx(bytes), hy(bytes);
-  Backend& backend = backend_for(vx.constant.device());
-  backend.to_host(hx.data(), vx.constant.raw_data(), bytes);
-  backend.to_host(hy.data(), vy.constant.raw_data(), bytes);
-  if (!transposed) return hx == hy;
-  const std::int64_t rows = vx.shape[r - 2], cols = vx.shape[r - 1];
-  const std::int64_t matrices = rows * cols == 0 ? 0 : numel(vx.shape) / (rows * cols);
-  for (std::int64_t m = 0; m < matrices; ++m)
-    for (std::int64_t i = 0; i < rows; ++i)
-      for (std::int64_t j = 0; j < cols; ++j)
-        if (!std::equal(hx.begin() + static_cast<std::ptrdiff_t>(((m * rows + i) * cols + j) * size),
-                        hx.begin() + static_cast<std::ptrdiff_t>(((m * rows + i) * cols + j + 1) * size),
-                        hy.begin() + static_cast<std::ptrdiff_t>(((m * cols + j) * rows + i) * size)))
-          return false;
-  return true;
+  // Compared as words of the element size (every dtype's is 4 or 8 bytes): bits, not values.
+  const auto equal_as = [&](auto word) {
+    using Word = decltype(word);
+    const auto count = static_cast<std::size_t>(numel(vx.shape));
+    // Host memory is read in place; another device's is copied (tensors are aligned to their dtype).
+    const Word* hx = static_cast<const Word*>(vx.constant.raw_data());
+    const Word* hy = static_cast<const Word*>(vy.constant.raw_data());
+    std::vector<Word> copy_x, copy_y;
+    if (vx.constant.device() != Device::cpu()) {
+      copy_x.resize(count);
+      copy_y.resize(count);
+      Backend& backend = backend_for(vx.constant.device());
+      backend.to_host(copy_x.data(), hx, count * sizeof(Word));
+      backend.to_host(copy_y.data(), hy, count * sizeof(Word));
+      hx = copy_x.data();
+      hy = copy_y.data();
+    }
+    if (!transposed) return std::equal(hx, hx + count, hy);
+    const std::int64_t rows = vx.shape[r - 2], cols = vx.shape[r - 1];
+    const std::int64_t matrices = rows * cols == 0 ? 0 : numel(vx.shape) / (rows * cols);
+    for (std::int64_t m = 0; m < matrices; ++m)
+      for (std::int64_t i = 0; i < rows; ++i)
+        for (std::int64_t j = 0; j < cols; ++j)
+          if (hx[(m * rows + i) * cols + j] != hy[(m * cols + j) * rows + i])
+            return false;
+    return true;
+  };
+  return size_of(vx.dtype) == 8 ? equal_as(std::uint64_t{}) : equal_as(std::uint32_t{});
 }
 
 }  // namespace
