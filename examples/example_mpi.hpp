@@ -14,59 +14,49 @@ namespace example_mpi {
 
 #ifdef VTAPE_WITH_MPI
 class Scope {
-public:
-  Scope(int &argc, char **&argv) {
-    if (vt::mpi::launched())
-      session_ = std::make_unique<vt::mpi::Session>(argc, argv);
+ public:
+  Scope(int& argc, char**& argv) {
+    if (vt::mpi::launched()) session_ = std::make_unique<vt::mpi::Session>(argc, argv);
   }
   bool on() const { return session_ != nullptr; }
   int rank() const { return on() ? vt::mpi::rank() : 0; }
   int size() const { return on() ? vt::mpi::size() : 1; }
 
-private:
+ private:
   std::unique_ptr<vt::mpi::Session> session_;
 };
 inline bool on() { return vt::mpi::active(); }
 // This rank's slice of a batch, and the whole batch back.
-inline vt::Tensor shard(const vt::Tensor &x) {
-  return on() ? vt::mpi::shard(x) : x;
-}
-inline vt::Tensor gather(const vt::Tensor &x) {
-  return on() ? vt::mpi::gather(x) : x;
-}
+inline vt::Tensor shard(const vt::Tensor& x) { return on() ? vt::mpi::shard(x) : x; }
+inline vt::Tensor gather(const vt::Tensor& x) { return on() ? vt::mpi::gather(x) : x; }
 // The mean over the (global) batch of a batched tensor.
-inline vt::Tensor batch_mean(const vt::Tensor &x) {
-  return on() ? vt::mpi::global_mean(x) : vt::mean(x);
-}
-inline vt::Tensor replicated(const vt::Tensor &x) {
-  return on() ? vt::mpi::replicated(x) : x;
-}
+inline vt::Tensor batch_mean(const vt::Tensor& x) { return on() ? vt::mpi::global_mean(x) : vt::mean(x); }
+inline vt::Tensor replicated(const vt::Tensor& x) { return on() ? vt::mpi::replicated(x) : x; }
 // f(args...), raising the same error on every rank.
-template <class F, class... Args> decltype(auto) call(F &&f, Args &&...args) {
-  if (on())
-    return vt::mpi::call(std::forward<F>(f), std::forward<Args>(args)...);
+template <class F, class... Args>
+decltype(auto) call(F&& f, Args&&... args) {
+  if (on()) return vt::mpi::call(std::forward<F>(f), std::forward<Args>(args)...);
   return std::forward<F>(f)(std::forward<Args>(args)...);
 }
-inline long long bytes_sent() {
-  return on() ? vt::mpi::counters().bytes_sent : 0;
-}
+inline long long bytes_sent() { return on() ? vt::mpi::counters().bytes_sent : 0; }
 #else
 class Scope {
-public:
-  Scope(int &, char **&) {}
+ public:
+  Scope(int&, char**&) {}
   bool on() const { return false; }
   int rank() const { return 0; }
   int size() const { return 1; }
 };
 inline bool on() { return false; }
-inline vt::Tensor shard(const vt::Tensor &x) { return x; }
-inline vt::Tensor gather(const vt::Tensor &x) { return x; }
-inline vt::Tensor batch_mean(const vt::Tensor &x) { return vt::mean(x); }
-inline vt::Tensor replicated(const vt::Tensor &x) { return x; }
-template <class F, class... Args> decltype(auto) call(F &&f, Args &&...args) {
+inline vt::Tensor shard(const vt::Tensor& x) { return x; }
+inline vt::Tensor gather(const vt::Tensor& x) { return x; }
+inline vt::Tensor batch_mean(const vt::Tensor& x) { return vt::mean(x); }
+inline vt::Tensor replicated(const vt::Tensor& x) { return x; }
+template <class F, class... Args>
+decltype(auto) call(F&& f, Args&&... args) {
   return std::forward<F>(f)(std::forward<Args>(args)...);
 }
 inline long long bytes_sent() { return 0; }
 #endif
 
-} // namespace example_mpi
+}  // namespace example_mpi

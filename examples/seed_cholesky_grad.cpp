@@ -151,7 +151,7 @@ int main(int argc, char** argv) try {
   std::vector<Run> runs;
   long long bytes_per_call = 0;
   auto shared = make_step();
-  auto measure = [&](const vt::Tensor& P) {
+  auto measure = [&](const vt::Tensor& P, std::int64_t nbatch) {  // nbatch: the global batch
     auto step = make_step();
     const auto t0 = std::chrono::steady_clock::now();
     const vt::PlanSummary plan = step.compile(P);
@@ -173,7 +173,7 @@ int main(int argc, char** argv) try {
     const vt::MemoryStats device_memory = vt::memory_stats(P.device());
     const double device_mib = device_memory.known ? static_cast<double>(device_memory.peak) / (1 << 20) : -1.0;
     return Run{
-        P.batch_size(), compile_ms, times[times.size() / 2], cpu_times[cpu_times.size() / 2], value, peak_rss_mib(),
+        nbatch,         compile_ms, times[times.size() / 2], cpu_times[cpu_times.size() / 2], value, peak_rss_mib(),
         device_mib,     plan};
   };
 
@@ -182,7 +182,7 @@ int main(int argc, char** argv) try {
     if (P.ndim() != 2 || P.shape(1) != 2 * o.ngp)
       throw vt::Error(fmt::format("--pars: expected parameters of shape [B, {}], got {}", 2 * o.ngp, vt::to_string(P.shape())));
     const vt::Tensor batch = example_mpi::shard(vt::as_batch(P.astype(vt::DType::f64)).to(o.device));
-    runs.push_back(measure(batch));
+    runs.push_back(measure(batch, P.shape(0)));
     if (!o.grad_out.empty()) {
       const vt::Tensor grad = vt::unbatch(example_mpi::gather(example_mpi::call(shared, batch).second));
       if (mpi.rank() == 0) vt::save_npy(o.grad_out, grad);
@@ -192,7 +192,7 @@ int main(int argc, char** argv) try {
       const std::int64_t b = o.nbatch[i];
       if (!o.json && mpi.rank() == 0) fmt::print(stderr, "batch {} ...\n", b);
       runs.push_back(
-          measure(example_mpi::shard(vt::as_batch(vt::randn({b, 2 * o.ngp}, 1000 + i, vt::DType::f64, o.device)))));
+          measure(example_mpi::shard(vt::as_batch(vt::randn({b, 2 * o.ngp}, 1000 + i, vt::DType::f64, o.device))), b));
     }
   }
 

@@ -53,15 +53,15 @@ namespace vt::mpi {
 // each rank to the cores over the ranks on this node, so ranks sharing a
 // machine do not oversubscribe it.
 class Session {
-public:
-  Session(int &argc, char **&argv);
+ public:
+  Session(int& argc, char**& argv);
   Session();
   ~Session();
-  Session(const Session &) = delete;
-  Session &operator=(const Session &) = delete;
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
-private:
-  void start(int *argc, char ***argv);
+ private:
+  void start(int* argc, char*** argv);
   bool owns_ = false;
 };
 
@@ -70,7 +70,7 @@ private:
 bool active();
 int rank();
 int size();
-int local_rank(); // among the ranks on this node
+int local_rank();  // among the ranks on this node
 int local_size();
 // Whether this process was started by an MPI launcher (mpirun, srun): the
 // environment says so.
@@ -91,32 +91,31 @@ Slice slice(std::int64_t batch, int rank);
 // This rank's slice of x: of its batch when batched, else of its leading axis
 // (rows), as a copy on x's device. Remembers the slice's offset: errors name
 // examples of the global batch with it.
-Tensor shard(const Tensor &x);
+Tensor shard(const Tensor& x);
 // The global tensor from every rank's slice (batched if x is, else along the
 // leading axis), on every rank. Concrete tensors only (not inside jit).
-Tensor gather(const Tensor &x);
+Tensor gather(const Tensor& x);
 
 // The sum across ranks of an unbatched tensor (float32 or float64). Adjoint:
 // the identity, since every rank seeds the same cotangent of a replicated loss.
-Tensor allreduce(const Tensor &x);
+Tensor allreduce(const Tensor& x);
 // x itself; its adjoint sums the cotangent across ranks: the gate through which
 // a parameter shared by every rank enters the sharded computation (use theta
 // itself where every rank computes the same thing from it, say a prior, which
 // must not be counted once per rank).
-Tensor replicated(const Tensor &x);
+Tensor replicated(const Tensor& x);
 // Sum and mean of a batched tensor over the global batch (every rank's
 // examples), unbatched, the same on every rank. global_mean sends the local
 // count with the sum: one message.
-Tensor global_sum(const Tensor &x);
-Tensor global_mean(const Tensor &x);
+Tensor global_sum(const Tensor& x);
+Tensor global_mean(const Tensor& x);
 
 // What this process has sent into collectives since it started (or since
 // reset_counters).
 struct Counters {
-  std::int64_t collectives = 0; // every MPI call, status agreements included
-  std::int64_t bytes_sent = 0;  // the bytes this rank contributed to them
-  std::int64_t payload_bytes =
-      0; // of which tensors' data (the rest: status words, message lengths)
+  std::int64_t collectives = 0;    // every MPI call, status agreements included
+  std::int64_t bytes_sent = 0;     // the bytes this rank contributed to them
+  std::int64_t payload_bytes = 0;  // of which tensors' data (the rest: status words, message lengths)
 };
 Counters counters();
 void reset_counters();
@@ -129,15 +128,15 @@ void end_call();
 // Ends a call() that raised: agrees on the error and raises the one every rank
 // raises.
 [[noreturn]] void fail_call(std::exception_ptr error);
-} // namespace detail
+}  // namespace detail
 
 // f(args...) on every rank, raising the same error on every rank if any raised
 // (see above).
-template <class F, class... Args> decltype(auto) call(F &&f, Args &&...args) {
+template <class F, class... Args>
+decltype(auto) call(F&& f, Args&&... args) {
   detail::begin_call();
   try {
-    if constexpr (std::is_void_v<decltype(std::forward<F>(f)(
-                      std::forward<Args>(args)...))>) {
+    if constexpr (std::is_void_v<decltype(std::forward<F>(f)(std::forward<Args>(args)...))>) {
       std::forward<F>(f)(std::forward<Args>(args)...);
       detail::end_call();
     } else {
@@ -150,4 +149,4 @@ template <class F, class... Args> decltype(auto) call(F &&f, Args &&...args) {
   }
 }
 
-} // namespace vt::mpi
+}  // namespace vt::mpi
