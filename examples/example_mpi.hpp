@@ -4,6 +4,9 @@
 // srun), each rank takes a slice of the batch and the batch reductions span
 // every rank (vt::mpi). Otherwise every function here is the single-process
 // one, so the examples behave identically without MPI.
+#include <cstdint>
+#include <utility>
+#include <vector>
 #include <vtape/vtape.hpp>
 #ifdef VTAPE_WITH_MPI
 #include <memory>
@@ -39,6 +42,19 @@ decltype(auto) call(F&& f, Args&&... args) {
   return std::forward<F>(f)(std::forward<Args>(args)...);
 }
 inline long long bytes_sent() { return on() ? vt::mpi::counters().bytes_sent : 0; }
+// This rank's share [first, first + count) of n items (the even split, vt::mpi::slice).
+inline std::pair<std::int64_t, std::int64_t> my_share(std::int64_t n) {
+  if (!on()) return {0, n};
+  const vt::mpi::Slice s = vt::mpi::slice(n, vt::mpi::rank());
+  return {s.offset, s.count};
+}
+// The sum over ranks.
+inline double sum_over_ranks(double x) { return on() ? vt::mpi::allreduce(vt::Tensor::scalar(x)).item() : x; }
+// Every rank's row (each of one length), rank 0's first, on every rank.
+inline std::vector<double> rows_of_every_rank(const std::vector<double>& row) {
+  const vt::Tensor mine = vt::Tensor::from_vector(row, {1, static_cast<std::int64_t>(row.size())});
+  return on() ? vt::mpi::gather(mine).to_vector<double>() : row;
+}
 #else
 class Scope {
  public:
@@ -57,6 +73,9 @@ decltype(auto) call(F&& f, Args&&... args) {
   return std::forward<F>(f)(std::forward<Args>(args)...);
 }
 inline long long bytes_sent() { return 0; }
+inline std::pair<std::int64_t, std::int64_t> my_share(std::int64_t n) { return {0, n}; }
+inline double sum_over_ranks(double x) { return x; }
+inline std::vector<double> rows_of_every_rank(const std::vector<double>& row) { return row; }
 #endif
 
 }  // namespace example_mpi
