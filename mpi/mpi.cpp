@@ -60,10 +60,9 @@ void check(int code, const char* what) {
   fail("vt::mpi: {} failed: {}", what, std::string(text, static_cast<std::size_t>(length)));
 }
 
-// -------------------------------------------------------------------------
-// agreement on errors Every rank contributes a key to a MIN all-reduce: no
-// failure is the largest key; a failure's key orders failures by global example
-// (those that name none after every one that does), then rank.
+// ------------------------------------------------------------------------- agreement on errors
+// Every rank contributes a key to a MIN all-reduce: no failure is the largest key; a failure's key
+// orders failures by global example (those that name none after every one that does), then rank.
 constexpr std::int64_t no_failure = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t no_example = std::int64_t{1} << 40;
 
@@ -171,11 +170,10 @@ void sum_in_place(void* data, std::int64_t count, DType dtype) {
   tally(bytes, bytes);
 }
 
-// -------------------------------------------------------------------------------------
-// the ops allreduce: out = the sum over ranks of the input (unbatched: it runs
-// once per call, never per chunk of examples, see allreduce() below). Its
-// kernel first agrees on the status, so that a rank that failed earlier in the
-// call is met here rather than waited for.
+// ------------------------------------------------------------------------------------- the ops
+// allreduce: out = the sum over ranks of the input (unbatched: it runs once per call, never per
+// chunk of examples, see allreduce() below). Its kernel first agrees on the status, so that a rank
+// that failed earlier in the call is met here rather than waited for.
 void allreduce_forward(const KernelArgs& k) {
   k.backend.copy(k.in[0], k.out);
   if (!communicating()) return;
@@ -220,7 +218,8 @@ const OpDef replicated_op{
 Tensor divide_by_global_batch(const Tensor& x);
 
 void divide_by_global_batch_forward(const KernelArgs& k) {
-  const Slice s = state.last_shard;
+  // One rank holds the whole batch, sharded or not.
+  const Slice s = state.size == 1 ? Slice{0, k.whole_batch, k.whole_batch} : state.last_shard;
   if (k.whole_batch != s.count)
     fail(
         "vt::mpi::global_mean: this rank's batch has {} examples, but the slice vt::mpi::shard took last has {} (of "
@@ -253,8 +252,7 @@ Tensor check_batched(const Tensor& x, const char* op) {
 
 }  // namespace
 
-// ------------------------------------------------------------------------------------
-// sessions
+// ------------------------------------------------------------------------------------ sessions
 Session::Session(int& argc, char**& argv) { start(&argc, &argv); }
 Session::Session() { start(nullptr, nullptr); }
 
@@ -389,6 +387,7 @@ void fail_call(std::exception_ptr error) {
     throw;  // every rank raises it already
   } catch (...) {
   }
+  if (!communicating()) std::rethrow_exception(error);  // one rank: the error as it is
   const Failure mine = describe(error);
   agree(&mine);
   std::rethrow_exception(error);  // not reached: agree raised

@@ -40,6 +40,7 @@
 // bytes more. counters() counts them.
 #include <cstdint>
 #include <exception>
+#include <type_traits>
 #include <utility>
 
 #include "../core/device.hpp"

@@ -127,6 +127,21 @@ void test_sum_mean_gather() {
     check_close(vt::unbatch(gs), rows(wants, vt::mpi::slice(batch, vt::mpi::rank())), 1e-12,
                 fmt::format("gradient of global_sum, B = {}", batch));
   }
+  // A batch that is not this rank's shard: global_mean cannot know the global size, and says so
+  // (on every rank, through call). One rank holds the whole batch, whatever it is.
+  std::string message = "(none)";
+  try {
+    vt::mpi::call([] { return vt::mpi::global_mean(vt::as_batch(vt::ones({5, 2}))); });
+    message = "(no error)";
+  } catch (const vt::Error& e) {
+    message = e.what();
+  }
+  if (vt::mpi::size() > 1)
+    check(message.find("vt::mpi::global_mean: this rank's batch has 5 examples, but the slice vt::mpi::shard took last "
+                       "has") != std::string::npos,
+          "global_mean of a batch that is not the shard: " + message);
+  else
+    check(message == "(no error)", "global_mean with one rank: " + message);
   // allreduce of a tensor: the sum of every rank's; its gradient the cotangent.
   const vt::Tensor mine = vt::full({2, 2}, vt::mpi::rank() + 1.0);
   const double ranks = vt::mpi::size();
