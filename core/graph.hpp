@@ -175,6 +175,10 @@ struct OpDef {
   // the forward works on any sub-block of the output with the inputs' matching views (maps, where,
   // casts): jit may run a run of such steps tile by tile (autodiff/jit/fuse.cpp).
   bool elementwise = false;
+  // The forward talks to other processes (vt::mpi's all-reduce): it must run exactly once per
+  // call, on the calling thread, so a plan holding one is never recorded for replay. Its inputs
+  // are unbatched, so a chunked plan runs it before or after the chunks, never inside them.
+  bool collective = false;
 };
 
 // The shape rule of ops whose output has input 0's type.

@@ -5,6 +5,9 @@
 // Multi-start: K optimizers advance in lockstep through L-BFGS-B's reverse-communication
 // interface; each round, the likelihoods and gradients of every optimizer that asks for one are
 // computed as one vmapped, jitted batch (the batch shrinks as optimizers finish: same plan).
+// Under mpirun (vtape built with its MPI layer), the starts are spread across the ranks, each rank
+// evaluating its own in lockstep rounds; rank 0 prints the best fit over all ranks: the same fitted
+// kernel as one process.
 //
 //   gp_co2 [--data PATH] [--starts K] [--json]        fit, report the best start
 //   gp_co2 --theta t1,...,t11 --eval                  lml and its gradient at theta (JSON)
@@ -18,6 +21,7 @@
 #include <random>
 
 #include "example_cli.hpp"
+#include "example_mpi.hpp"
 #include "gp_model.hpp"
 
 extern "C" void setulb_(const int* n, const int* m, double* x, const double* l, const double* u, const int* nbd,
@@ -100,6 +104,7 @@ std::string json_list(const std::vector<double>& v) {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  const example_mpi::Scope mpi(argc, argv);
   std::string data = VTAPE_CO2_DATA, theta_text;
   int starts = 8;
   bool json = false, eval = false;
@@ -148,7 +153,8 @@ int main(int argc, char** argv) try {
     const auto [v, g] = evaluate(vt::as_batch(vt::Tensor::from_vector(theta, {1, gp::n_theta}, vt::DType::f64, device)));
     std::vector<double> grad = g.to_vector<double>();
     for (double& x : grad) x = -x;
-    fmt::print("{{\"n\": {}, \"theta\": {}, \"lml\": {:.10g}, \"grad\": {}}}\n", n, json_list(theta), -v.item(),
+    if (mpi.rank() == 0)
+      fmt::print("{{\"n\": {}, \"theta\": {}, \"lml\": {:.10g}, \"grad\": {}}}\n", n, json_list(theta), -v.item(),
                json_list(grad));
     return 0;
   }
@@ -157,12 +163,15 @@ int main(int argc, char** argv) try {
   const double lo = std::log(1e-5), hi = std::log(1e5);
   std::mt19937_64 rng(2026);
   std::normal_distribution<double> jitter(0.0, 1.0);
+  // Under mpirun each rank runs its share of the starts (the same x0 as one process); a round
+  // ends on every rank together (mpi::call), and the fit ends when no rank's starts ask.
+  const auto [first_start, my_starts] = example_mpi::my_share(starts);
   std::vector<Lbfgsb> runs;
   for (int k = 0; k < starts; ++k) {
     std::vector<double> x0 = gp::sklearn_initial;
     if (k > 0)
       for (double& v : x0) v = std::clamp(v + jitter(rng), lo, hi);
-    runs.emplace_back(x0, lo, hi);
+    if (k >= first_start && k < first_start + my_starts) runs.emplace_back(x0, lo, hi);
   }
   const auto t0 = std::chrono::steady_clock::now();
   std::int64_t evaluations = 0, rounds = 0;
@@ -175,46 +184,76 @@ int main(int argc, char** argv) try {
         asking.push_back(k);
         thetas.insert(thetas.end(), runs[k].x().begin(), runs[k].x().end());
       }
-    if (asking.empty()) break;
     const auto b = static_cast<std::int64_t>(asking.size());
-    const auto [values, grads] = evaluate(vt::as_batch(vt::Tensor::from_vector(thetas, {b, gp::n_theta}, vt::DType::f64, device)));
-    const std::vector<double> f = values.to_vector<double>(), g = grads.to_vector<double>();
-    for (std::size_t i = 0; i < asking.size(); ++i) {
-      best = std::max(best, -f[i]);
-      runs[asking[i]].evaluated(f[i], std::vector<double>(g.begin() + static_cast<long>(i * gp::n_theta),
-                                                          g.begin() + static_cast<long>((i + 1) * gp::n_theta)));
-    }
-    evaluations += b;
+    const std::int64_t all_asking = example_mpi::call([&] {
+      if (b > 0) {
+        const auto [values, grads] =
+            evaluate(vt::as_batch(vt::Tensor::from_vector(thetas, {b, gp::n_theta}, vt::DType::f64, device)));
+        const std::vector<double> f = values.to_vector<double>(), g = grads.to_vector<double>();
+        for (std::size_t i = 0; i < asking.size(); ++i) {
+          best = std::max(best, -f[i]);
+          runs[asking[i]].evaluated(f[i], std::vector<double>(g.begin() + static_cast<long>(i * gp::n_theta),
+                                                              g.begin() + static_cast<long>((i + 1) * gp::n_theta)));
+        }
+      }
+      return static_cast<std::int64_t>(example_mpi::sum_over_ranks(static_cast<double>(b)));
+    });
+    if (all_asking == 0) break;
+    evaluations += all_asking;
     ++rounds;
-    if (!json || rounds % 10 == 0)
-      fmt::print(stderr, "round {:4}: {} of {} starts evaluated, best log marginal likelihood so far {:.4f}\n", rounds, b,
-                 starts, best);
+    if ((!json || rounds % 10 == 0) && mpi.rank() == 0)
+      fmt::print(stderr, "round {:4}: {} of {} starts evaluated, best log marginal likelihood so far {:.4f}\n", rounds,
+                 all_asking, starts, best);
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // The best start, re-evaluated at its final point.
   std::size_t arg = 0;
   double lml = -1e300;
-  for (std::size_t k = 0; k < runs.size(); ++k) {
-    const auto [v, g] = evaluate(vt::as_batch(vt::Tensor::from_vector(runs[k].x(), {1, gp::n_theta}, vt::DType::f64, device)));
-    if (-v.item() > lml) {
-      lml = -v.item();
-      arg = k;
+  example_mpi::call([&] {
+    for (std::size_t k = 0; k < runs.size(); ++k) {
+      const auto [v, g] =
+          evaluate(vt::as_batch(vt::Tensor::from_vector(runs[k].x(), {1, gp::n_theta}, vt::DType::f64, device)));
+      if (-v.item() > lml) {
+        lml = -v.item();
+        arg = k;
+      }
     }
-  }
-  const std::vector<double>& theta = runs[arg].x();
+  });
+  // Under mpirun: every rank's best (lml, start, theta, status as character codes), and the best of
+  // them (the lowest start on ties, as one process picks).
+  constexpr std::size_t status_chars = 60;
+  std::vector<double> mine = {lml, static_cast<double>(first_start + static_cast<std::int64_t>(arg))};
+  std::vector<double> theta(gp::n_theta, 0.0);
+  std::string status;
+  if (!runs.empty()) theta = runs[arg].x(), status = runs[arg].status();
+  mine.insert(mine.end(), theta.begin(), theta.end());
+  for (std::size_t i = 0; i < status_chars; ++i) mine.push_back(i < status.size() ? status[i] : 0);
+  const std::vector<double> all = example_mpi::rows_of_every_rank(mine);
+  const std::size_t row = mine.size(), text = 2 + gp::n_theta;
+  std::size_t winner = 0;
+  for (std::size_t r = 1; r * row < all.size(); ++r)
+    if (all[r * row] > all[winner * row]) winner = r;
+  lml = all[winner * row];
+  const auto best_start = static_cast<std::int64_t>(all[winner * row + 1]);
+  theta.assign(all.begin() + static_cast<long>(winner * row + 2), all.begin() + static_cast<long>(winner * row + text));
+  status.clear();
+  for (std::size_t i = 0; i < status_chars && all[winner * row + text + i] != 0; ++i)
+    status.push_back(static_cast<char>(all[winner * row + text + i]));
+  if (mpi.rank() != 0) return 0;
   const vt::JitCounters c = evaluate.counters();
   if (json) {
     fmt::print("{{\"n\": {}, \"lml\": {:.10g}, \"theta\": {}, \"kernel\": \"{}\", \"starts\": {}, \"evaluations\": {}, "
                "\"rounds\": {}, \"fit_seconds\": {:.3f}, \"traces\": {}, \"best_start\": {}, \"status\": \"{}\", "
                "\"device\": \"{}\"}}\n",
                n, lml, json_list(theta), gp::sklearn_notation(theta), starts, evaluations, rounds, seconds, c.traces,
-               arg, runs[arg].status(), vt::to_string(device));
+               best_start, status, vt::to_string(device));
     return 0;
   }
   fmt::print("Mauna Loa CO2, {} months; {} starts, {} evaluations in {} batched rounds, {:.2f} s ({} trace) on {}\n", n,
              starts, evaluations, rounds, seconds, c.traces, vt::to_string(device));
-  fmt::print("best start {} ({}), log marginal likelihood {:.3f}\n", arg, runs[arg].status(), lml);
+  if (mpi.on()) fmt::print("starts spread over {} MPI ranks\n", mpi.size());
+  fmt::print("best start {} ({}), log marginal likelihood {:.3f}\n", best_start, status, lml);
   fmt::print("kernel: {}\n", gp::sklearn_notation(theta));
   return 0;
 } catch (...) {

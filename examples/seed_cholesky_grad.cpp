@@ -12,6 +12,11 @@
 // jitted callable is reused across all batch sizes; its counters are `shared_cache`. With --device
 // cuda, the data and parameters live on the GPU and every kernel of the plan runs there; run_ms
 // ends when the value has been copied back to the host, so it covers the whole GPU computation.
+//
+// Under mpirun (vtape built with its MPI layer), each rank takes its slice of every batch and the
+// mean spans all ranks (vt::mpi::global_mean): the value and gradient are the single-process ones.
+// Rank 0 prints, with the ranks and the bytes each rank sent per call; --grad-out gathers the
+// gradient. Without MPI or mpirun, nothing changes.
 #include <fmt/core.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -26,6 +31,7 @@
 #include <vtape/vtape.hpp>
 
 #include "example_cli.hpp"
+#include "example_mpi.hpp"
 
 namespace {
 
@@ -126,6 +132,7 @@ struct Run {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  const example_mpi::Scope mpi(argc, argv);
   const std::variant<Options, int> parsed = parse(argc, argv);
   if (const int* status = std::get_if<int>(&parsed)) return *status;
   const Options& o = std::get<Options>(parsed);
@@ -138,12 +145,13 @@ int main(int argc, char** argv) try {
     const vt::Tensor A = vt::matmul(F * vt::square(p), Ft) + identity;
     return vt::mean(vt::cho_solve(vt::cho_factor(A), ones));
   };
-  auto loss = [&](const vt::Tensor& P) { return vt::mean(vt::vmap(func)(P)); };  // P: a batch of p
+  auto loss = [&](const vt::Tensor& P) { return example_mpi::batch_mean(vt::vmap(func)(P)); };  // P: a batch of p
   auto make_step = [&] { return vt::jit(vt::value_and_grad(loss)); };
 
   std::vector<Run> runs;
+  long long bytes_per_call = 0;
   auto shared = make_step();
-  auto measure = [&](const vt::Tensor& P) {
+  auto measure = [&](const vt::Tensor& P, std::int64_t nbatch) {  // nbatch: the global batch
     auto step = make_step();
     const auto t0 = std::chrono::steady_clock::now();
     const vt::PlanSummary plan = step.compile(P);
@@ -153,17 +161,19 @@ int main(int argc, char** argv) try {
     for (int r = 0; r < o.reps; ++r) {
       const double c1 = process_cpu_ms();
       const auto t1 = std::chrono::steady_clock::now();
-      value = step(P).first.item();
+      value = example_mpi::call(step, P).first.item();
       times.push_back(ms_since(t1));
       cpu_times.push_back(process_cpu_ms() - c1);
     }
     std::sort(times.begin(), times.end());
     std::sort(cpu_times.begin(), cpu_times.end());
-    shared(P);
+    const long long sent = example_mpi::bytes_sent();
+    example_mpi::call(shared, P);
+    bytes_per_call = example_mpi::bytes_sent() - sent;
     const vt::MemoryStats device_memory = vt::memory_stats(P.device());
     const double device_mib = device_memory.known ? static_cast<double>(device_memory.peak) / (1 << 20) : -1.0;
     return Run{
-        P.batch_size(), compile_ms, times[times.size() / 2], cpu_times[cpu_times.size() / 2], value, peak_rss_mib(),
+        nbatch,         compile_ms, times[times.size() / 2], cpu_times[cpu_times.size() / 2], value, peak_rss_mib(),
         device_mib,     plan};
   };
 
@@ -171,18 +181,27 @@ int main(int argc, char** argv) try {
     const vt::Tensor P = vt::load_npy(o.pars);
     if (P.ndim() != 2 || P.shape(1) != 2 * o.ngp)
       throw vt::Error(fmt::format("--pars: expected parameters of shape [B, {}], got {}", 2 * o.ngp, vt::to_string(P.shape())));
-    const vt::Tensor batch = vt::as_batch(P.astype(vt::DType::f64)).to(o.device);
-    runs.push_back(measure(batch));
-    if (!o.grad_out.empty()) vt::save_npy(o.grad_out, vt::unbatch(shared(batch).second));
+    const vt::Tensor batch = example_mpi::shard(vt::as_batch(P.astype(vt::DType::f64)).to(o.device));
+    runs.push_back(measure(batch, P.shape(0)));
+    if (!o.grad_out.empty()) {
+      const vt::Tensor grad = vt::unbatch(example_mpi::gather(example_mpi::call(shared, batch).second));
+      if (mpi.rank() == 0) vt::save_npy(o.grad_out, grad);
+    }
   } else {
     for (std::size_t i = 0; i < o.nbatch.size(); ++i) {
       const std::int64_t b = o.nbatch[i];
-      if (!o.json) fmt::print(stderr, "batch {} ...\n", b);
-      runs.push_back(measure(vt::as_batch(vt::randn({b, 2 * o.ngp}, 1000 + i, vt::DType::f64, o.device))));
+      if (!o.json && mpi.rank() == 0) fmt::print(stderr, "batch {} ...\n", b);
+      runs.push_back(
+          measure(example_mpi::shard(vt::as_batch(vt::randn({b, 2 * o.ngp}, 1000 + i, vt::DType::f64, o.device))), b));
     }
   }
 
   const vt::JitCounters c = shared.counters();
+  if (mpi.rank() != 0) return 0;
+  // Under mpirun: the ranks, and the bytes each rank sent into collectives per call (the last
+  // batch size's, status words included).
+  const std::string ranks =
+      mpi.on() ? fmt::format("\"ranks\": {}, \"bytes_per_call\": {}, ", mpi.size(), bytes_per_call) : "";
   if (o.json) {
     std::string items;
     for (const Run& r : runs)
@@ -192,13 +211,16 @@ int main(int argc, char** argv) try {
           "\"plan_kernels\": {}, \"arena_bytes_per_example\": {}}}",
           items.empty() ? "" : ", ", r.nbatch, r.compile_ms, r.run_ms, r.run_cpu_ms, r.value, r.peak_rss_mib,
           r.peak_device_mib, r.plan.kernels, r.plan.arena_bytes_per_example);
-    fmt::print("{{\"device\": \"{}\", \"nobs\": {}, \"ngp\": {}, \"runs\": [{}], \"shared_cache\": {{\"traces\": {}, "
+    fmt::print("{{{}\"device\": \"{}\", \"nobs\": {}, \"ngp\": {}, \"runs\": [{}], \"shared_cache\": {{\"traces\": {}, "
                "\"cache_hits\": {}, \"recordings\": {}, \"replays\": {}}}}}\n",
-               vt::to_string(o.device), o.nobs, o.ngp, items, c.traces, c.cache_hits, c.recordings, c.replays);
+               ranks, vt::to_string(o.device), o.nobs, o.ngp, items, c.traces, c.cache_hits, c.recordings, c.replays);
     return 0;
   }
   fmt::print("jit(value_and_grad(mean(vmap(func)))) on {}: nobs = {}, ngp = {}, median of {} runs\n", vt::to_string(o.device), o.nobs,
              o.ngp, o.reps);
+  if (mpi.on())
+    fmt::print("sharded over {} MPI ranks (batch = the global batch); {} bytes sent per call and rank\n", mpi.size(),
+               bytes_per_call);
   fmt::print("{:>7} {:>12} {:>12} {:>16} {:>12}\n", "nbatch", "compile_ms", "run_ms", "value", "peak MiB");
   for (const Run& r : runs)
     fmt::print("{:>7} {:>12.3f} {:>12.2f} {:>16.10f} {:>12.1f}\n", r.nbatch, r.compile_ms, r.run_ms, r.value,

@@ -3,7 +3,7 @@
 # Sourced by tools/run-example and tools/run-tests; safe to run again (builds are incremental).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-packages=(cmake g++ make libeigen3-dev catch2 libfmt-dev liblbfgsb-dev libcli11-dev)
+packages=(cmake g++ make libeigen3-dev catch2 libfmt-dev liblbfgsb-dev libcli11-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
