@@ -245,45 +245,76 @@ bool disjoint(const Plan &plan, int w, int u) {
   return !rw.in_arena || !ru.in_arena || rw.batched != ru.batched || rw.end <= ru.begin || ru.end <= rw.begin;
 }
 
-// Whether run b can join run a, the steps between them then running after both runs' tiles (in the plan's order with
-// the sums' results): b reads nothing those steps or a's sums make; the buffers b's tiles write overlap nothing a's
-// tiles read or write later (safe_against), nor anything those steps or a's sums touch (they run, or are written, after
-// b's tiles, where the plan ran them before).
-bool can_merge(const Plan &plan, const FusedGroup &a, const FusedGroup &b, const std::vector<bool> &internal) {
+// Whether run b can join run a. Each step between them runs either before the tiles (it reads nothing that a or the
+// steps after the tiles make: a hyperparameter's exp, say) or after them (a contraction's scalar tail), in the plan's
+// order within each. b must read nothing made after the tiles (a's sums included). Buffers: a step moved before the
+// tiles shares none with what a's tiles, a's sums or the steps after the tiles write or read; the buffers b's tiles
+// write overlap nothing a's tiles read or write later (safe_against), nor anything that a's sums or the steps after the
+// tiles touch (they run, or are written, after b's tiles, where the plan ran them before). Values only a run's tiles
+// read live in scratch slots: their buffers are never touched.
+bool can_merge(const Plan &plan, const FusedGroup &a, const FusedGroup &b, const std::vector<bool> &internal,
+               std::vector<int> &before, std::vector<int> &after) {
+  before.clear();
+  after.clear();
   if (b.first - a.last > max_gap_steps || a.tiled.size() + b.tiled.size() > max_tiled_steps) return false;
   if (shape_of(plan, a) != shape_of(plan, b) || batched_of(plan, a) != batched_of(plan, b)) return false;
   if (a.has_sum && b.has_sum && a.sum_dtype != b.sum_dtype) return false;
   for (std::size_t c : {plan.chunk_begin, plan.chunk_end})
     if (static_cast<std::size_t>(a.first) < c && c < static_cast<std::size_t>(b.last)) return false;
-  std::vector<int> later_made, later_touched;  // by the steps run after the tiles, and a's sums
-  auto add_step = [&](int i) {
+  auto has = [](const std::vector<int> &values, int v) {
+    return std::find(values.begin(), values.end(), v) != values.end();
+  };
+  // later_made: made after the tiles (a's sums, the steps after); touched: read or written by a's tiles, a's sums or
+  // the steps after the tiles (internal values aside).
+  std::vector<int> later_made, later_touched, touched, a_used;
+  auto add_after = [&](int i) {
     const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
     later_made.push_back(s.out);
     later_touched.push_back(s.out);
-    for (int v : s.in) later_touched.push_back(v);
+    touched.push_back(s.out);
+    for (int v : s.in) {
+      later_touched.push_back(v);
+      touched.push_back(v);
+    }
   };
-  for (int i : a.after) add_step(i);
-  for (int i = a.last; i < b.first; ++i) {
-    if (plan.steps[static_cast<std::size_t>(i)].op->reduces_batch) return false;
-    add_step(i);
-  }
-  std::vector<int> a_used;
+  for (int i : a.after) add_after(i);
   for (int i : a.tiled) {
     const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
     if (!s.op->elementwise) {  // a sum: written after the tiles
       later_made.push_back(s.out);
       later_touched.push_back(s.out);
+      touched.push_back(s.out);
       continue;
     }
+    for (int v : s.in) {
+      a_used.push_back(v);
+      if (!internal[static_cast<std::size_t>(v)]) touched.push_back(v);
+    }
     a_used.push_back(s.out);
-    for (int v : s.in) a_used.push_back(v);
+    if (!internal[static_cast<std::size_t>(s.out)]) touched.push_back(s.out);
+  }
+  for (int i = a.last; i < b.first; ++i) {
+    const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
+    if (s.op->reduces_batch) return false;
+    bool early = true;
+    for (int v : s.in) early = early && !has(later_made, v) && !has(a_used, v);
+    early = early && !has(a_used, s.out);
+    std::vector<int> own = s.in;
+    own.push_back(s.out);
+    for (int w : own)
+      for (int u : touched) early = early && disjoint(plan, w, u);
+    if (early) {
+      before.push_back(i);
+    } else {
+      after.push_back(i);
+      add_after(i);
+    }
   }
   for (int i : b.tiled) {
     const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
     for (int v : s.in)
-      if (std::find(later_made.begin(), later_made.end(), v) != later_made.end()) return false;
-    // b's sums are written after the tiles, in the plan's order with those steps; values only b's tiles read go to
-    // scratch slots.
+      if (has(later_made, v)) return false;
+    // b's sums are written after the tiles, in the plan's order with those steps.
     if (!s.op->elementwise || internal[static_cast<std::size_t>(s.out)]) continue;
     for (int u : later_touched)
       if (!disjoint(plan, s.out, u)) return false;
@@ -373,10 +404,12 @@ void fuse_elementwise(Plan &plan) {
   };
   for (FusedGroup &r : runs) mark_internal(r, true);
   std::vector<FusedGroup> groups;
+  std::vector<int> early, late;
   for (FusedGroup &r : runs) {
-    if (!groups.empty() && can_merge(plan, groups.back(), r, internal)) {
+    if (!groups.empty() && can_merge(plan, groups.back(), r, internal, early, late)) {
       FusedGroup &g = groups.back();
-      for (int k = g.last; k < r.first; ++k) g.after.push_back(k);
+      g.before.insert(g.before.end(), early.begin(), early.end());
+      g.after.insert(g.after.end(), late.begin(), late.end());
       g.tiled.insert(g.tiled.end(), r.tiled.begin(), r.tiled.end());
       if (r.has_sum) {
         g.has_sum = true;
@@ -483,6 +516,8 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
     flat = flat && unit[e].back() == 1 && std::find(unit[e].begin(), unit[e].end(), -1) == unit[e].end();
   }
 
+  if (!flat && group.has_sum) return one_by_one();  // a sum's order needs flat tiles
+  run_steps(group.before);
   if (flat) {
     // Work units: segments of the reduce kernel over each example's elements, tiles within them.
     const std::int64_t examples = batched ? shape[0] : 1, per_example = total / examples;
@@ -542,8 +577,6 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
     }
     return;
   }
-  if (group.has_sum) return one_by_one();  // a sum's order needs flat tiles
-
   const Tiling tiling = tiling_of(shape);
   run_ranges(tiling.count(), total >= parallel_elements, [&](std::int64_t first, std::int64_t last) {
     std::vector<KernelViews> tile = full;
