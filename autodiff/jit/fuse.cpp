@@ -405,8 +405,17 @@ void fuse_elementwise(Plan &plan) {
   for (FusedGroup &r : runs) mark_internal(r, true);
   std::vector<FusedGroup> groups;
   std::vector<int> early, late;
+  // Runs too small to be tiled (a hyperparameter's few steps) between two runs of one shape do not keep them apart:
+  // they become steps between them, run before or after the tiles.
+  auto tiny = [&](const FusedGroup &g) { return numel(shape_of(plan, g)) < min_elements; };
   for (FusedGroup &r : runs) {
-    if (!groups.empty() && can_merge(plan, groups.back(), r, internal, early, late)) {
+    std::size_t t = groups.size();
+    while (
+        t > 0 && tiny(groups[t - 1]) &&
+        (shape_of(plan, groups[t - 1]) != shape_of(plan, r) || batched_of(plan, groups[t - 1]) != batched_of(plan, r)))
+      --t;
+    if (t > 0 && can_merge(plan, groups[t - 1], r, internal, early, late)) {
+      groups.resize(t);
       FusedGroup &g = groups.back();
       g.before.insert(g.before.end(), early.begin(), early.end());
       g.after.insert(g.after.end(), late.begin(), late.end());
