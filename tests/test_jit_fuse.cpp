@@ -222,3 +222,162 @@ TEST_CASE("a gradient through fused runs matches the unfused gradient", "[jit][f
   const std::vector<Tensor> got = g(x, row, col);
   for (std::size_t i = 0; i < 3; ++i) vt::testing::require_close(got[i], want[i], 1e-12);
 }
+
+// ------------------------------------------------------------------ runs that end in sums
+
+namespace {
+
+// Runs fn's jitted plan at 1 and 4 threads: both must be bitwise the eager result.
+template <class F, class... Args>
+void require_bitwise_at_any_thread_count(F &&fn, const Args &...args) {
+  auto f = jit(fn);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto one = f(args...);
+  omp_set_num_threads(4);
+  const auto four = f(args...);
+  omp_set_num_threads(threads);
+  const auto want = fn(args...);
+  require_bitwise(one, want);
+  require_bitwise(four, want);
+}
+
+}  // namespace
+
+TEST_CASE("a fused run that ends in a sum gives bitwise the eager sum, at any thread count", "[jit][fuse]") {
+  // Sizes around a tile (4096), a reduce segment (32768) and neither; a scalar and a row broadcast.
+  for (DType dtype : {DType::f64, DType::f32}) {
+    for (Shape s : {Shape{5, 7}, Shape{4097}, Shape{8193}, Shape{2 * 32768 + 77}, Shape{3, 40000}, Shape{521, 521}}) {
+      INFO(name_of(dtype) << " " << to_string(s));
+      const Tensor x = randn(s, 21, dtype), r = randn({s.back()}, 22, dtype), c = randn({1}, 23, dtype);
+      auto fn = [](const Tensor &a, const Tensor &row, const Tensor &k) {
+        return sum(exp(a * 0.1) * row - a / (1.0 + square(k)));
+      };
+      require_bitwise_at_any_thread_count(fn, x, r, c);
+      if (numel(s) >= 8192) CHECK(fused_steps(jit(fn).compile(x, r, c)) >= 6);  // the sum included
+    }
+  }
+  for (DType dtype : {DType::i64, DType::i32}) {
+    INFO(name_of(dtype));
+    const Tensor x = astype(randn({300, 170}, 24) * 1000.0, dtype), r = astype(randn({170}, 25) * 1000.0, dtype);
+    require_bitwise_at_any_thread_count([](const Tensor &a, const Tensor &b) { return sum(a * b - abs(a) + 3); }, x, r);
+  }
+}
+
+TEST_CASE("fused sums per example: vmap and as_batch", "[jit][fuse]") {
+  const Tensor xs = randn({3, 300, 200}, 26), w = randn({300, 200}, 27), p = randn({3}, 28);
+  auto body = [&](const Tensor &x, const Tensor &q) { return sum(square(x) * w * exp(q)) + sum(x * q); };
+  const Tensor want = vmap(body)(xs, p);
+  require_bitwise(jit(vmap(body))(xs, p), want);
+  for (std::int64_t b : {1, 3}) {
+    INFO("batch " << b);
+    const Tensor xb = as_batch(slice(xs, 0, 0, b)), pb = as_batch(slice(p, 0, 0, b));
+    require_bitwise_at_any_thread_count([&](const Tensor &x, const Tensor &q) { return body(x, q); }, xb, pb);
+  }
+}
+
+TEST_CASE("contractions of one matrix against several, with steps between them, merge and stay bitwise eager",
+          "[jit][fuse]") {
+  // The shape of a GP gradient: sum(G * dK_i) for several dK_i, each followed by scalar steps.
+  const Tensor g = randn({400, 300}, 29), a = randn({400, 300}, 30), t = randn({4}, 31);
+  auto fn = [](const Tensor &gm, const Tensor &am, const Tensor &th) {
+    auto p = [&](int i) { return exp(slice(th, 0, i, i + 1)); };
+    const Tensor k1 = exp(am * (-0.5) / square(p(0)));
+    Tensor out = concatenate({sum(gm * k1) * p(1), sum(gm * k1 * am / square(p(0))) * p(2)}, 0);
+    out = concatenate({out, reshape(sum(gm * pow(1.0 + square(am), neg(p(3)))), {1}) + 1.0}, 0);
+    return concatenate({out, reshape(sum(gm * am), {1}) * p(1)}, 0);
+  };
+  require_bitwise_at_any_thread_count(fn, g, a, t);
+  // Where a value the run makes is read after it (k1 here), it is still written.
+  auto both = [&](const Tensor &gm, const Tensor &am, const Tensor &th) {
+    const Tensor k1 = exp(am * slice(th, 0, 0, 1));
+    return std::vector<Tensor>{sum(gm * k1), k1 * 2.0, sum(gm * k1 * am)};
+  };
+  const std::vector<Tensor> got = jit(both)(g, a, t), want = both(g, a, t);
+  for (std::size_t i = 0; i < 3; ++i) require_bitwise(got[i], want[i]);
+}
+
+TEST_CASE("random chains of maps that end in sums: jit equals eager bitwise", "[jit][fuse]") {
+  std::mt19937 rng(2027);
+  const std::vector<Shape> operand_shapes = {{}, {1}, {60}, {90, 60}, {90, 1}};
+  for (int trial = 0; trial < 25; ++trial) {
+    const int steps = 2 + static_cast<int>(rng() % 8);
+    std::vector<int> ops;
+    for (int i = 0; i < 2 * steps; ++i) ops.push_back(static_cast<int>(rng() % 7));
+    const Tensor x = randn({2, 90, 60}, 200 + trial),
+                 y = randn(operand_shapes[rng() % operand_shapes.size()], 300 + trial);
+    auto fn = [&](const Tensor &a, const Tensor &b) {
+      std::vector<Tensor> sums;
+      Tensor v = a;
+      for (int i = 0; i < steps; ++i) {
+        switch (ops[static_cast<std::size_t>(i)]) {
+          case 0:
+            v = v * b;
+            break;
+          case 1:
+            v = exp(neg(square(v))) + b;
+            break;
+          case 2:
+            v = where(greater(v, b), v, b * 0.25);
+            break;
+          case 3:
+            v = v / (1.0 + abs(b));
+            break;
+          case 4:
+            v = pow(abs(v) + 0.5, Tensor::scalar(-0.7));
+            break;
+          case 5:
+            sums.push_back(sum(v * a));
+            break;  // a contraction in the middle of the chain
+          default:
+            v = tanh(v) - a;
+            break;
+        }
+      }
+      sums.push_back(sum(v));
+      Tensor total = sums[0];
+      for (std::size_t i = 1; i < sums.size(); ++i) total = total * 0.5 + sums[i];
+      return total;
+    };
+    INFO("trial " << trial);
+    require_bitwise_at_any_thread_count(fn, x, y);
+  }
+}
+
+TEST_CASE("gradients through fused contractions match central differences and the eager gradient",
+          "[jit][fuse][grad]") {
+  // A kernel of scalar hyperparameters over a large matrix, as in the GP example: each gradient
+  // entry is a fused contraction sum(K_bar * dK/dtheta_i).
+  const Tensor sq = square(randn({150, 120}, 32)), w = randn({150, 120}, 33);
+  const Tensor theta = Tensor::from_vector({0.3, -0.2, 0.5, 0.1}, {4});
+  auto loss = [&](const Tensor &th) {
+    auto p = [&](int i) { return exp(slice(th, 0, i, i + 1)); };
+    const Tensor k = p(0) * exp(sq * (-0.5) / square(p(1))) + p(2) * pow(1.0 + sq / (p(3) * 2.0), neg(p(3)));
+    return sum(k * w) + sum(square(k)) * 0.01;
+  };
+  auto g = jit(grad(loss));
+  const Tensor got = g(theta);
+  vt::testing::require_close(got, grad(loss)(theta), 1e-12);
+  const std::vector<double> fd =
+      vt::testing::numeric_gradient([&](const std::vector<Tensor> &a) { return loss(a[0]); }, {theta}, 0);
+  const std::vector<double> ad = got.to_vector<double>();
+  for (std::size_t j = 0; j < fd.size(); ++j) {
+    INFO("theta " << j << ": reverse " << ad[j] << ", finite differences " << fd[j]);
+    CHECK(std::abs(ad[j] - fd[j]) <= 1e-6 * std::max(1.0, std::abs(fd[j])));
+  }
+}
+
+TEST_CASE("a sum of many elements is the same at any thread count and close to an exact sum", "[fuse][reduce]") {
+  const Tensor x = randn({3, 70001}, 34);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Tensor one = sum(x), rows = sum(x, {1});
+  omp_set_num_threads(4);
+  require_bitwise(sum(x), one);
+  require_bitwise(sum(x, {1}), rows);
+  omp_set_num_threads(threads);
+  const std::vector<double> v = x.to_vector<double>();
+  long double exact = 0;
+  for (double e : v) exact += e;
+  CHECK(std::abs(one.item() - static_cast<double>(exact)) <= 1e-12 * static_cast<double>(v.size()));
+}

@@ -1,25 +1,34 @@
-// Fused elementwise passes, without a code generator: a run of consecutive elementwise steps whose
-// outputs share one shape runs tile by tile, every step of the run on one tile before the next
-// tile, so that a tile's inputs and intermediates stay in L1/L2 between the steps instead of each
-// step streaming whole buffers through memory. The steps keep their kernels and their buffers (the
-// memory plan is unchanged); only the order of the work changes. Every elementwise CPU kernel
-// computes an element from the same elements whatever the block around it, so results are bitwise
-// those of running the steps one after the other, at any thread count.
+// Fused elementwise passes, without a code generator: a run of consecutive elementwise steps whose outputs share one
+// shape runs tile by tile, every step of the run on one tile before the next tile, so that a tile's inputs and
+// intermediates stay in L1/L2 between the steps instead of each step streaming whole buffers through memory. The steps
+// keep their kernels; a step whose output only the run itself reads writes it to a tile-sized scratch slot, not to its
+// buffer, so that such intermediates never reach memory. Every elementwise CPU kernel computes an element from the same
+// elements whatever the block around it, so values are bitwise those of running the steps one after the other, at any
+// thread count.
+//
+// A run may end in a sum of its last value to one value per example (the contractions sum(a * b) of a gradient): the
+// sum is added tile by tile as the tiles are made, in the order of the CPU reduce kernel (backends/cpu/sum_order.hpp):
+// so it too is bitwise the unfused sum, at any thread count. That needs tiles that follow the kernel's segments of the
+// flattened example, so such a run is tiled by flat ranges of elements, which needs every view of the run to walk the
+// example's elements in order or to be one element broadcast over them (else its steps run one by one).
 #include <omp.h>
 
 #include <algorithm>
 #include <exception>
 #include <vector>
 
+#include "../../backends/cpu/sum_order.hpp"
 #include "plan.hpp"
 
 namespace vt::detail {
 
 namespace {
 
-// Elements per tile: a few buffers of 32 KB (float64) fit in L1/L2 while the per-kernel overhead
-// stays small against the tile's work.
+// Elements per tile: a few buffers of 32 KB (float64) fit in L1/L2 while the per-kernel overhead stays small against
+// the tile's work. A multiple of cpu::sum_lanes that divides cpu::sum_segment, so that flat tiles never straddle a
+// segment of the reduce kernel and keep its lanes aligned.
 constexpr std::int64_t tile_elements = 4096;
+static_assert(cpu::sum_segment % tile_elements == 0 && tile_elements % cpu::sum_lanes == 0);
 // Below this many elements a call runs its steps one by one (one tile would be the whole output).
 constexpr std::int64_t min_elements = 2 * tile_elements;
 // Longer runs are cut: the hazard check below is quadratic in a run's length.
@@ -32,9 +41,17 @@ bool fusible(const Plan &plan, const PlanStep &s) {
          plan.values[static_cast<std::size_t>(s.out)].kind == PlanValue::Kind::computed;
 }
 
-// A value's bytes in the arena, per example when batched: [begin, end). Values outside the arena
-// (arguments, constants, folded values, results' own buffers) never share memory with a step's
-// output, so they have none.
+// A sum of the run's last value (step `prev`'s output) to one value per example.
+bool ends_run(const Plan &plan, const PlanStep &s, const PlanStep &prev) {
+  if (s.op->name != "sum" || s.in.size() != 1 || s.in[0] != prev.out) return false;
+  const PlanValue &out = plan.values[static_cast<std::size_t>(s.out)];
+  const PlanValue &in = plan.values[static_cast<std::size_t>(prev.out)];
+  return out.kind == PlanValue::Kind::computed && numel(out.shape) == 1 && out.batched == in.batched &&
+         out.dtype == in.dtype && out.shape.size() <= 16;
+}
+
+// A value's bytes in the arena, per example when batched: [begin, end). Values outside the arena (arguments, constants,
+// folded values, results' own buffers) never share memory with a step's output, so they have none.
 struct Range {
   bool in_arena = false;
   bool batched = false;
@@ -47,10 +64,9 @@ Range range_of(const Plan &plan, int v) {
   return {true, root.batched, root.offset, root.offset + root.bytes()};
 }
 
-// Whether writing value w tile by tile is safe against value u, which the run reads or writes:
-// their buffers are disjoint, or they are the same elements of the same buffer (a step in place, or
-// a buffer reused once u is dead), so that tile t of w overwrites only tile t of u, which every
-// step of the run has finished with when tile t ends.
+// Whether writing value w tile by tile is safe against value u, which the run reads or writes: their buffers are
+// disjoint, or they are the same elements of the same buffer (a step in place, or a buffer reused once u is dead), so
+// that tile t of w overwrites only tile t of u, which every step of the run has finished with when tile t ends.
 bool safe_against(const Plan &plan, int w, int u) {
   const Range rw = range_of(plan, w), ru = range_of(plan, u);
   if (!rw.in_arena || !ru.in_arena || rw.batched != ru.batched) return true;
@@ -61,23 +77,52 @@ bool safe_against(const Plan &plan, int w, int u) {
          a.batched == b.batched;
 }
 
-// The step's views with this call's pointers and batch size, every input broadcast to the output's
-// shape (right-aligned, stride 0 where it is broadcast), so that slicing them alike gives a tile.
-void full_views(const Plan &plan, const PlanStep &s, const std::vector<void *> &data, std::int64_t batch,
+// The step's views with this call's pointers and batch size, as run_steps gives them.
+void call_views(const Plan &plan, const PlanStep &s, const std::vector<void *> &data, std::int64_t batch,
                 KernelViews &views) {
   views = s.views;
   views.out.data = data[static_cast<std::size_t>(s.out)];
   if (plan.values[static_cast<std::size_t>(s.out)].batched) views.out.shape[0] = batch;
   for (std::size_t k = 0; k < s.in.size(); ++k) {
-    View &view = views.in[k];
-    view.data = data[static_cast<std::size_t>(s.in[k])];
-    if (views.batched) view.shape[0] = batch;
-    view = expand_view(view, views.out, views.batched);
+    views.in[k].data = data[static_cast<std::size_t>(s.in[k])];
+    if (views.batched) views.in[k].shape[0] = batch;
   }
 }
 
-// How the output's shape is cut: axes before `axis` one index at a time, `axis` into `chunks`
-// nearly equal pieces, the axes after it whole.
+// The same with every input broadcast to the output's shape (right-aligned, stride 0 where it is broadcast), so that
+// slicing them alike gives a tile.
+void full_views(const Plan &plan, const PlanStep &s, const std::vector<void *> &data, std::int64_t batch,
+                KernelViews &views) {
+  call_views(plan, s, data, batch, views);
+  for (View &view : views.in) view = expand_view(view, views.out, views.batched);
+}
+
+void set_contiguous(View &v) {
+  v.strides.resize(v.shape.size());
+  std::int64_t stride = 1;
+  for (std::size_t d = v.shape.size(); d-- > 0;) {
+    v.strides[d] = stride;
+    stride *= v.shape[d];
+  }
+}
+
+// How a view walks an example's elements in row-major order (the axes after the `lead` batch axis): 1 in order
+// (contiguous), 0 one element broadcast over all of them, -1 neither.
+int flat_unit(const View &v, std::size_t lead) {
+  bool broadcast = true, contiguous = true;
+  std::int64_t expect = 1;
+  for (std::size_t d = v.shape.size(); d-- > lead;) {
+    if (v.shape[d] != 1) {
+      broadcast = broadcast && v.strides[d] == 0;
+      contiguous = contiguous && v.strides[d] == expect;
+    }
+    expect *= v.shape[d];
+  }
+  return broadcast ? 0 : contiguous ? 1 : -1;
+}
+
+// How the output's shape is cut: axes before `axis` one index at a time, `axis` into `chunks` nearly equal pieces, the
+// axes after it whole.
 struct Tiling {
   std::size_t axis = 0;
   std::int64_t outer = 1, chunks = 1, extent = 1;
@@ -99,9 +144,9 @@ Tiling tiling_of(const Shape &shape) {
   t.axis = axis;
   t.extent = shape[axis];
   const std::int64_t per_tile = std::max<std::int64_t>(1, tile_elements / inner);
-  // Nearly equal pieces: with per_tile >= 4, none is a single index where the axis is longer, so a
-  // tile never degenerates to one element where the whole output has more (a kernel may choose its
-  // path by the innermost stride, which a one-element view loses).
+  // Nearly equal pieces: with per_tile >= 4, none is a single index where the axis is longer, so a tile never
+  // degenerates to one element where the whole output has more (a kernel may choose its path by the innermost stride,
+  // which a one-element view loses).
   t.chunks = (t.extent + per_tile - 1) / per_tile;
   for (std::size_t d = 0; d < axis; ++d) t.outer *= shape[d];
   return t;
@@ -112,7 +157,8 @@ void slice(const Tiling &t, const Shape &shape, std::int64_t i, const KernelView
   std::int64_t o = i / t.chunks;
   const std::int64_t c = i % t.chunks;
   const std::int64_t begin = c * t.extent / t.chunks, end = (c + 1) * t.extent / t.chunks;
-  std::int64_t index[16];  // the outer multi-index (at most 16 axes: fuse_elementwise checks)
+  std::int64_t index[16];  // the outer multi-index (at most 16 axes:
+                           // fuse_elementwise checks)
   for (std::size_t d = t.axis; d-- > 0;) {
     index[d] = o % shape[d];
     o /= shape[d];
@@ -130,6 +176,154 @@ void slice(const Tiling &t, const Shape &shape, std::int64_t i, const KernelView
   cut(full.out, tile.out);
 }
 
+// Points `tile` at elements [begin, begin + len) of example `example` of `full`, walked with `unit` (flat_unit): shape
+// [1, len] with a batch axis, else [len].
+void flat_slice(const View &full, int unit, std::size_t lead, std::int64_t example, std::int64_t begin,
+                std::int64_t len, View &tile) {
+  std::int64_t offset = begin * unit;
+  if (lead) offset += example * full.strides[0];
+  tile.data = static_cast<char *>(full.data) + offset * static_cast<std::int64_t>(size_of(full.dtype));
+  tile.shape.resize(lead + 1);
+  tile.strides.resize(lead + 1);
+  if (lead) {
+    tile.shape[0] = 1;
+    tile.strides[0] = full.strides[0];
+  }
+  tile.shape[lead] = len;
+  tile.strides[lead] = unit;
+}
+
+// Per thread: the scratch slots of the run being tiled.
+char *scratch(std::size_t bytes) {
+  thread_local std::vector<double> buffer;
+  const std::size_t words = (bytes + sizeof(double) - 1) / sizeof(double);
+  if (buffer.size() < words) buffer.resize(words);
+  return reinterpret_cast<char *>(buffer.data());
+}
+
+// Runs body(first, last) over [0, count) on the OpenMP threads (contiguous ranges), or on this one when `parallel` is
+// false; a failure is raised after the threads join.
+template <class Body>
+void run_ranges(std::int64_t count, bool parallel, Body &&body) {
+  if (!parallel || count < 2 || omp_in_parallel() || omp_get_max_threads() == 1) {
+    body(std::int64_t{0}, count);
+    return;
+  }
+  std::exception_ptr failure;
+#pragma omp parallel
+  {
+    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    try {
+      body(count * t / threads, count * (t + 1) / threads);
+    } catch (...) {
+#pragma omp critical(vt_fused_failure)
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace
+
+namespace {
+
+// Runs of one shape are merged across at most this many steps between them.
+constexpr int max_gap_steps = 24;
+// A merged run's tiled steps, at most (the hazard checks are quadratic in it).
+constexpr std::size_t max_tiled_steps = 160;
+
+const Shape &shape_of(const Plan &plan, const FusedGroup &g) {
+  return plan.values[static_cast<std::size_t>(plan.steps[static_cast<std::size_t>(g.tiled[0])].out)].shape;
+}
+bool batched_of(const Plan &plan, const FusedGroup &g) {
+  return plan.values[static_cast<std::size_t>(plan.steps[static_cast<std::size_t>(g.tiled[0])].out)].batched;
+}
+
+// Whether two values' buffers share no byte.
+bool disjoint(const Plan &plan, int w, int u) {
+  const Range rw = range_of(plan, w), ru = range_of(plan, u);
+  return !rw.in_arena || !ru.in_arena || rw.batched != ru.batched || rw.end <= ru.begin || ru.end <= rw.begin;
+}
+
+// Whether run b can join run a. Each step between them runs either before the tiles (it reads nothing that a or the
+// steps after the tiles make: a hyperparameter's exp, say) or after them (a contraction's scalar tail), in the plan's
+// order within each. b must read nothing made after the tiles (a's sums included). Buffers: a step moved before the
+// tiles shares none with what a's tiles, a's sums or the steps after the tiles write or read; the buffers b's tiles
+// write overlap nothing a's tiles read or write later (safe_against), nor anything that a's sums or the steps after the
+// tiles touch (they run, or are written, after b's tiles, where the plan ran them before). Values only a run's tiles
+// read live in scratch slots: their buffers are never touched.
+bool can_merge(const Plan &plan, const FusedGroup &a, const FusedGroup &b, const std::vector<bool> &internal,
+               std::vector<int> &before, std::vector<int> &after) {
+  before.clear();
+  after.clear();
+  if (b.first - a.last > max_gap_steps || a.tiled.size() + b.tiled.size() > max_tiled_steps) return false;
+  if (shape_of(plan, a) != shape_of(plan, b) || batched_of(plan, a) != batched_of(plan, b)) return false;
+  if (a.has_sum && b.has_sum && a.sum_dtype != b.sum_dtype) return false;
+  for (std::size_t c : {plan.chunk_begin, plan.chunk_end})
+    if (static_cast<std::size_t>(a.first) < c && c < static_cast<std::size_t>(b.last)) return false;
+  auto has = [](const std::vector<int> &values, int v) {
+    return std::find(values.begin(), values.end(), v) != values.end();
+  };
+  // later_made: made after the tiles (a's sums, the steps after); touched: read or written by a's tiles, a's sums or
+  // the steps after the tiles (internal values aside).
+  std::vector<int> later_made, later_touched, touched, a_used;
+  auto add_after = [&](int i) {
+    const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
+    later_made.push_back(s.out);
+    later_touched.push_back(s.out);
+    touched.push_back(s.out);
+    for (int v : s.in) {
+      later_touched.push_back(v);
+      touched.push_back(v);
+    }
+  };
+  for (int i : a.after) add_after(i);
+  for (int i : a.tiled) {
+    const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
+    if (!s.op->elementwise) {  // a sum: written after the tiles
+      later_made.push_back(s.out);
+      later_touched.push_back(s.out);
+      touched.push_back(s.out);
+      continue;
+    }
+    for (int v : s.in) {
+      a_used.push_back(v);
+      if (!internal[static_cast<std::size_t>(v)]) touched.push_back(v);
+    }
+    a_used.push_back(s.out);
+    if (!internal[static_cast<std::size_t>(s.out)]) touched.push_back(s.out);
+  }
+  for (int i = a.last; i < b.first; ++i) {
+    const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
+    if (s.op->reduces_batch) return false;
+    bool early = true;
+    for (int v : s.in) early = early && !has(later_made, v) && !has(a_used, v);
+    early = early && !has(a_used, s.out);
+    std::vector<int> own = s.in;
+    own.push_back(s.out);
+    for (int w : own)
+      for (int u : touched) early = early && disjoint(plan, w, u);
+    if (early) {
+      before.push_back(i);
+    } else {
+      after.push_back(i);
+      add_after(i);
+    }
+  }
+  for (int i : b.tiled) {
+    const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
+    for (int v : s.in)
+      if (has(later_made, v)) return false;
+    // b's sums are written after the tiles, in the plan's order with those steps.
+    if (!s.op->elementwise || internal[static_cast<std::size_t>(s.out)]) continue;
+    for (int u : later_touched)
+      if (!disjoint(plan, s.out, u)) return false;
+    for (int u : a_used)
+      if (!safe_against(plan, s.out, u)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 void fuse_elementwise(Plan &plan) {
@@ -138,6 +332,22 @@ void fuse_elementwise(Plan &plan) {
   // On a GPU a tile is a kernel launch: fusing by tiles would only multiply them.
   if (plan.device != Device::cpu()) return;
   const auto n = static_cast<int>(plan.steps.size());
+  // Per value: how many steps read it, and whether anything but steps reads its buffer (a result, or a result's alias).
+  std::vector<int> reads(plan.values.size(), 0);
+  std::vector<bool> escapes(plan.values.size(), false);
+  auto distinct_inputs = [&](int k) {
+    std::vector<int> in = plan.steps[static_cast<std::size_t>(k)].in;
+    std::sort(in.begin(), in.end());
+    in.erase(std::unique(in.begin(), in.end()), in.end());
+    return in;
+  };
+  for (int k = 0; k < n; ++k)
+    for (int v : distinct_inputs(k)) ++reads[static_cast<std::size_t>(v)];
+  for (int v : plan.outputs) {
+    escapes[static_cast<std::size_t>(v)] = true;
+    escapes[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)] = true;
+  }
+  std::vector<FusedGroup> runs;
   std::vector<int> used;  // values the run reads or writes so far
   for (int i = 0; i < n;) {
     const PlanStep &head = plan.steps[static_cast<std::size_t>(i)];
@@ -162,55 +372,251 @@ void fuse_elementwise(Plan &plan) {
       if (!safe) break;
       used.push_back(s.out);
     }
-    if (j - i >= 2) {
-      if (plan.fused_at.empty()) plan.fused_at.assign(plan.steps.size(), -1);
-      plan.fused_at[static_cast<std::size_t>(i)] = static_cast<int>(plan.fused.size());
-      plan.fused.push_back({i, j});
+    FusedGroup group;
+    group.first = i;
+    // The sum writes its result after the last tile, when the run has read everything.
+    if (j < n && static_cast<std::size_t>(j) != plan.chunk_begin && static_cast<std::size_t>(j) != plan.chunk_end &&
+        ends_run(plan, plan.steps[static_cast<std::size_t>(j)], plan.steps[static_cast<std::size_t>(j - 1)])) {
+      group.has_sum = true;
+      group.sum_dtype = plan.values[static_cast<std::size_t>(plan.steps[static_cast<std::size_t>(j)].out)].dtype;
+      ++j;
     }
+    group.last = j;
+    for (int k = i; k < j; ++k) group.tiled.push_back(k);
+    if (j - i >= 2) runs.push_back(std::move(group));
     i = std::max(j, i + 1);
+  }
+  // Values that only the tiled steps of one run read: never written to memory once they are tiled.
+  std::vector<bool> internal(plan.values.size(), false);
+  std::vector<int> tiled_reads(plan.values.size(), 0);
+  auto mark_internal = [&](FusedGroup &g, bool set) {
+    for (int k : g.tiled)
+      for (int v : distinct_inputs(k)) ++tiled_reads[static_cast<std::size_t>(v)];
+    for (int k : g.tiled) {
+      const PlanStep &s = plan.steps[static_cast<std::size_t>(k)];
+      const auto v = static_cast<std::size_t>(s.out);
+      const PlanValue &pv = plan.values[v];
+      internal[v] = set && s.op->elementwise && pv.root == s.out && !pv.output_buffer && !escapes[v] && reads[v] > 0 &&
+                    tiled_reads[v] == reads[v];
+    }
+    for (int k : g.tiled)
+      for (int v : plan.steps[static_cast<std::size_t>(k)].in) tiled_reads[static_cast<std::size_t>(v)] = 0;
+  };
+  for (FusedGroup &r : runs) mark_internal(r, true);
+  std::vector<FusedGroup> groups;
+  std::vector<int> early, late;
+  // Runs too small to be tiled (a hyperparameter's few steps) between two runs of one shape do not keep them apart:
+  // they become steps between them, run before or after the tiles.
+  auto tiny = [&](const FusedGroup &g) { return numel(shape_of(plan, g)) < min_elements; };
+  for (FusedGroup &r : runs) {
+    std::size_t t = groups.size();
+    while (
+        t > 0 && tiny(groups[t - 1]) &&
+        (shape_of(plan, groups[t - 1]) != shape_of(plan, r) || batched_of(plan, groups[t - 1]) != batched_of(plan, r)))
+      --t;
+    if (t > 0 && can_merge(plan, groups[t - 1], r, internal, early, late)) {
+      groups.resize(t);
+      FusedGroup &g = groups.back();
+      g.before.insert(g.before.end(), early.begin(), early.end());
+      g.after.insert(g.after.end(), late.begin(), late.end());
+      g.tiled.insert(g.tiled.end(), r.tiled.begin(), r.tiled.end());
+      if (r.has_sum) {
+        g.has_sum = true;
+        g.sum_dtype = r.sum_dtype;
+      }
+      g.last = r.last;
+    } else {
+      groups.push_back(std::move(r));
+    }
+  }
+  std::vector<int> slot_of(plan.values.size(), -1), pending(plan.values.size(), 0);
+  for (FusedGroup &group : groups) {
+    // Scratch slots for the outputs that only the tiled steps read, reused once their last reader ran.
+    mark_internal(group, true);
+    std::vector<int> free_slots;
+    group.slot.assign(group.tiled.size(), -1);
+    for (std::size_t e = 0; e < group.tiled.size(); ++e) {
+      const PlanStep &s = plan.steps[static_cast<std::size_t>(group.tiled[e])];
+      const auto v = static_cast<std::size_t>(s.out);
+      if (internal[v]) {
+        int slot = group.slots;
+        if (free_slots.empty()) {
+          ++group.slots;
+        } else {
+          slot = free_slots.back();
+          free_slots.pop_back();
+        }
+        group.slot[e] = slot_of[v] = slot;
+        pending[v] = reads[v];
+      }
+      for (int u : distinct_inputs(group.tiled[e]))
+        if (slot_of[static_cast<std::size_t>(u)] >= 0 && --pending[static_cast<std::size_t>(u)] == 0) {
+          free_slots.push_back(slot_of[static_cast<std::size_t>(u)]);
+          slot_of[static_cast<std::size_t>(u)] = -1;
+        }
+    }
+    group.slot_bytes = static_cast<std::size_t>(tile_elements) * sizeof(double);
+    if (plan.fused_at.empty()) plan.fused_at.assign(plan.steps.size(), -1);
+    plan.fused_at[static_cast<std::size_t>(group.first)] = static_cast<int>(plan.fused.size());
+    plan.fused.push_back(std::move(group));
   }
 }
 
-void run_fused_group(const Plan &plan, const FusedGroup &group, const std::vector<void *> &data, std::int64_t batch,
-                     Backend &be) {
-  const auto count = static_cast<std::size_t>(group.last - group.first);
+namespace {
+
+template <class T>
+void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void *> &data, std::int64_t batch,
+               Backend &be) {
+  const std::size_t count = group.tiled.size();
+  auto step = [&](std::size_t e) -> const PlanStep & { return plan.steps[static_cast<std::size_t>(group.tiled[e])]; };
+  auto run_steps = [&](auto &&indices) {
+    KernelViews views;
+    for (int i : indices) {
+      const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
+      if (s.op->aliases_input) continue;
+      call_views(plan, s, data, batch, views);
+      run_kernel(*s.op, s.attrs, views, batch, be);
+    }
+  };
+  auto one_by_one = [&] {  // the plan's own order
+    std::vector<int> all;
+    for (int i = group.first; i < group.last; ++i) all.push_back(i);
+    run_steps(all);
+  };
+  // The maps' views over the whole output; sums have none (is_map false).
   std::vector<KernelViews> full(count);
-  for (std::size_t k = 0; k < count; ++k)
-    full_views(plan, plan.steps[static_cast<std::size_t>(group.first) + k], data, batch, full[k]);
-  const Shape &shape = full[0].out.shape;
+  std::vector<bool> is_map(count);
+  for (std::size_t e = 0; e < count; ++e) {
+    is_map[e] = step(e).op->elementwise;
+    if (is_map[e]) full_views(plan, step(e), data, batch, full[e]);
+  }
+  const Shape shape = full[0].out.shape;
   const std::int64_t total = numel(shape);
-  auto step = [&](std::size_t k) -> const PlanStep & { return plan.steps[static_cast<std::size_t>(group.first) + k]; };
-  if (total < min_elements) {
-    for (std::size_t k = 0; k < count; ++k) run_kernel(*step(k).op, step(k).attrs, full[k], batch, be);
+  if (total < min_elements) return one_by_one();
+
+  // Where each view's tile comes from: a scratch slot (>= 0) or its own buffer (-1); and for a sum, the entry whose
+  // output it adds.
+  std::vector<int> slot_of_value(plan.values.size(), -1), entry_of_value(plan.values.size(), -1);
+  std::vector<std::vector<int>> in_slot(count);
+  std::vector<int> source(count, -1);
+  for (std::size_t e = 0; e < count; ++e) {
+    for (int v : step(e).in) in_slot[e].push_back(slot_of_value[static_cast<std::size_t>(v)]);
+    if (!is_map[e]) source[e] = entry_of_value[static_cast<std::size_t>(step(e).in[0])];
+    if (group.slot[e] >= 0) slot_of_value[static_cast<std::size_t>(step(e).out)] = group.slot[e];
+    entry_of_value[static_cast<std::size_t>(step(e).out)] = static_cast<int>(e);
+  }
+  const std::size_t scratch_bytes = static_cast<std::size_t>(group.slots) * group.slot_bytes;
+  auto to_slot = [&](View &v, char *base, int slot) {
+    v.data = base + static_cast<std::size_t>(slot) * group.slot_bytes;
+    set_contiguous(v);
+  };
+
+  const bool batched = plan.values[static_cast<std::size_t>(step(0).out)].batched;
+  const std::size_t lead = batched ? 1 : 0;
+  std::vector<std::vector<int>> unit(count);  // by map: each input's flat_unit, then the output's
+  bool flat = true;
+  for (std::size_t e = 0; e < count; ++e) {
+    if (!is_map[e]) {
+      flat = flat && source[e] >= 0;
+      continue;
+    }
+    for (const View &v : full[e].in) unit[e].push_back(flat_unit(v, lead));
+    unit[e].push_back(flat_unit(full[e].out, lead));
+    flat = flat && unit[e].back() == 1 && std::find(unit[e].begin(), unit[e].end(), -1) == unit[e].end();
+  }
+
+  if (!flat && group.has_sum) return one_by_one();  // a sum's order needs flat tiles
+  run_steps(group.before);
+  if (flat) {
+    // Work units: segments of the reduce kernel over each example's elements, tiles within them.
+    const std::int64_t examples = batched ? shape[0] : 1, per_example = total / examples;
+    const std::int64_t segments = (per_example + cpu::sum_segment - 1) / cpu::sum_segment;
+    const std::int64_t units = examples * segments;
+    std::vector<std::size_t> sums;  // the entries that are sums
+    for (std::size_t e = 0; e < count; ++e)
+      if (!is_map[e]) sums.push_back(e);
+    std::vector<T> partial(sums.size() * static_cast<std::size_t>(units));
+    run_ranges(units, total >= parallel_elements, [&](std::int64_t first, std::int64_t last) {
+      std::vector<KernelViews> tile = full;
+      std::vector<cpu::LaneSum<T>> lanes(sums.size());
+      char *const base = scratch(scratch_bytes);
+      for (std::int64_t u = first; u < last; ++u) {
+        const std::int64_t ex = u / segments, begin = u % segments * cpu::sum_segment;
+        const std::int64_t end = std::min(per_example, begin + cpu::sum_segment);
+        for (auto &l : lanes) l = {};
+        for (std::int64_t b = begin; b < end; b += tile_elements) {
+          const std::int64_t len = std::min(tile_elements, end - b);
+          for (std::size_t e = 0, k = 0; e < count; ++e) {
+            if (!is_map[e]) {
+              lanes[k++].add(static_cast<const T *>(tile[static_cast<std::size_t>(source[e])].out.data), len, 1);
+              continue;
+            }
+            KernelViews &t = tile[e];
+            for (std::size_t m = 0; m < t.in.size(); ++m) {
+              flat_slice(full[e].in[m], unit[e][m], lead, ex, b, len, t.in[m]);
+              if (in_slot[e][m] >= 0) to_slot(t.in[m], base, in_slot[e][m]);
+            }
+            flat_slice(full[e].out, 1, lead, ex, b, len, t.out);
+            if (group.slot[e] >= 0) to_slot(t.out, base, group.slot[e]);
+            run_kernel(*step(e).op, step(e).attrs, t, batch, be);
+          }
+        }
+        for (std::size_t k = 0; k < sums.size(); ++k)
+          partial[k * static_cast<std::size_t>(units) + static_cast<std::size_t>(u)] = lanes[k].total();
+      }
+    });
+    // The sums' results (the segments' totals in order, as the kernel adds them) and the steps after the tiles, in the
+    // plan's order.
+    std::size_t k = 0, a = 0;
+    for (int i = group.first; i < group.last; ++i) {
+      if (a < group.after.size() && group.after[a] == i) {
+        run_steps(std::vector<int>{group.after[a++]});
+        continue;
+      }
+      if (k == sums.size() || group.tiled[sums[k]] != i) continue;
+      T *const out = static_cast<T *>(data[static_cast<std::size_t>(step(sums[k]).out)]);
+      for (std::int64_t ex = 0; ex < examples; ++ex) {
+        T acc = 0;
+        for (std::int64_t g = 0; g < segments; ++g)
+          acc = element::add(
+              acc, partial[k * static_cast<std::size_t>(units) + static_cast<std::size_t>(ex * segments + g)]);
+        out[ex] = acc;
+      }
+      ++k;
+    }
     return;
   }
   const Tiling tiling = tiling_of(shape);
-  auto run_tiles = [&](std::int64_t first, std::int64_t last) {
+  run_ranges(tiling.count(), total >= parallel_elements, [&](std::int64_t first, std::int64_t last) {
     std::vector<KernelViews> tile = full;
+    char *const base = scratch(scratch_bytes);
     for (std::int64_t i = first; i < last; ++i)
-      for (std::size_t k = 0; k < count; ++k) {
-        slice(tiling, shape, i, full[k], tile[k]);
-        run_kernel(*step(k).op, step(k).attrs, tile[k], batch, be);
+      for (std::size_t e = 0; e < count; ++e) {
+        slice(tiling, shape, i, full[e], tile[e]);
+        for (std::size_t m = 0; m < tile[e].in.size(); ++m)
+          if (in_slot[e][m] >= 0) to_slot(tile[e].in[m], base, in_slot[e][m]);
+        if (group.slot[e] >= 0) to_slot(tile[e].out, base, group.slot[e]);
+        run_kernel(*step(e).op, step(e).attrs, tile[e], batch, be);
       }
-  };
-  const std::int64_t tiles = tiling.count();
-  if (total < parallel_elements || omp_in_parallel() || omp_get_max_threads() == 1) {
-    run_tiles(0, tiles);
-    return;
+  });
+  run_steps(group.after);
+}
+
+}  // namespace
+
+void run_fused_group(const Plan &plan, const FusedGroup &group, const std::vector<void *> &data, std::int64_t batch,
+                     Backend &be) {
+  // The sums' type; runs without sums tile the same whatever T is.
+  switch (group.has_sum ? group.sum_dtype : DType::f64) {
+    case DType::f32:
+      return run_group<float>(plan, group, data, batch, be);
+    case DType::i32:
+      return run_group<std::int32_t>(plan, group, data, batch, be);
+    case DType::i64:
+      return run_group<std::int64_t>(plan, group, data, batch, be);
+    default:
+      return run_group<double>(plan, group, data, batch, be);
   }
-  // Each thread runs a contiguous range of tiles; a failure is raised after the threads join.
-  std::exception_ptr failure;
-#pragma omp parallel
-  {
-    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-    try {
-      run_tiles(tiles * t / threads, tiles * (t + 1) / threads);
-    } catch (...) {
-#pragma omp critical(vt_fused_failure)
-      if (!failure) failure = std::current_exception();
-    }
-  }
-  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace vt::detail

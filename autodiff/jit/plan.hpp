@@ -49,8 +49,21 @@ struct PlanStep {
 // A run of consecutive elementwise steps [first, last) whose outputs have one shape and batching,
 // run tile by tile (autodiff/jit/fuse.cpp) so that each tile's inputs and intermediates stay in
 // cache between the steps.
+// A run may include sums of its values to one value per example, added tile by tile in the CPU
+// reduce kernel's order, and runs of one shape separated by a few unrelated steps are merged into
+// one (those steps run before the tiles or after them), so that the values they share are read
+// from memory once per tile. A step whose output only the tiled steps read (`slot` >= 0) writes it to a
+// tile-sized scratch slot instead of its buffer, so that it never reaches memory.
 struct FusedGroup {
   int first = 0, last = 0;
+  std::vector<int> tiled;  // steps run tile by tile, in order: elementwise steps, and sums of their values
+  std::vector<int> before;  // steps of [first, last) that no tiled step feeds, run before the tiles, in order
+  std::vector<int> after;   // the other steps of [first, last), run after the tiles, in order
+  std::vector<int> slot;   // by entry of `tiled`: its output's scratch slot, or -1
+  int slots = 0;
+  std::size_t slot_bytes = 0;  // per slot
+  DType sum_dtype = DType::f64;  // the sums' (one for all)
+  bool has_sum = false;
 };
 
 // One batch size's recorded call (autodiff/jit/execute.cpp).

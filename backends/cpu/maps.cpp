@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
@@ -13,6 +14,7 @@
 #include "../view_checks.hpp"
 #include "cpu_backend.hpp"
 #include "strided.hpp"
+#include "sum_order.hpp"
 
 namespace vt::cpu {
 
@@ -362,8 +364,23 @@ void CpuBackend::select(const View& cond, const View& a, const View& b, const Vi
     const T* x = ptr<T>(a);
     const T* z = ptr<T>(b);
     T* y = ptr<T>(out);
+    // Rows whose operands are contiguous or one broadcast element take a loop with those strides
+    // known to the compiler, which vectorises it (a blend); the values are the same either way.
+    auto known = [&](auto sc, auto sa, auto sb, const auto& off, std::int64_t len) {
+      const T *cr = c + off[0], *xr = x + off[1], *zr = z + off[2];
+      T* yr = y + off[3];
+      for (std::int64_t i = 0; i < len; ++i) yr[i] = cr[i * sc] != T(0) ? xr[i * sa] : zr[i * sb];
+    };
+    using One = std::integral_constant<std::int64_t, 1>;
+    using Zero = std::integral_constant<std::int64_t, 0>;
     for_each_row<4>(out.shape, {&cond.strides, &a.strides, &b.strides, &out.strides},
                     [&](auto off, std::int64_t len, auto inner) {
+                      if (inner[3] == 1 && inner[0] == 1 && (inner[1] | 1) == 1 && (inner[2] | 1) == 1) {
+                        if (inner[1] == 1 && inner[2] == 1) return known(One{}, One{}, One{}, off, len);
+                        if (inner[1] == 0 && inner[2] == 1) return known(One{}, Zero{}, One{}, off, len);
+                        if (inner[1] == 1 && inner[2] == 0) return known(One{}, One{}, Zero{}, off, len);
+                        return known(One{}, Zero{}, Zero{}, off, len);
+                      }
                       for (std::int64_t i = 0; i < len; ++i)
                         y[off[3] + i * inner[3]] =
                             c[off[0] + i * inner[0]] != T(0) ? x[off[1] + i * inner[1]] : z[off[2] + i * inner[2]];
@@ -433,10 +450,10 @@ void CpuBackend::reduce(ReduceKind kind, const View& in, const View& out) {
       const T* xr = x + off[0];
       T* yr = y + off[1];
       if (kind == ReduceKind::sum) {
-        if (inner[1] == 0) {
-          T s = 0;
-          for (std::int64_t i = 0; i < len; ++i) s = element::add(s, xr[i * inner[0]]);
-          *yr = element::add(*yr, s);
+        if (inner[1] == 0) {  // a segment into one value, in sum_order.hpp's order
+          LaneSum<T> s;
+          s.add(xr, len, inner[0]);
+          *yr = element::add(*yr, s.total());
         } else {
           for (std::int64_t i = 0; i < len; ++i) yr[i * inner[1]] = element::add(yr[i * inner[1]], xr[i * inner[0]]);
         }
