@@ -143,6 +143,26 @@ void matmul_forward(const KernelArgs& k) {
   k.backend.gemm(fold_shared_operand(matmul_gemm(k, scratch)));
 }
 
+// The product, then D's diagonal added to the output's, in place: n entries a matrix, while they
+// are still in cache.
+void matmul_add_diagonal_forward(const KernelArgs& k) {
+  matmul_forward(k);
+  const View diagonal = diagonal_view(k.out);
+  k.backend.binary(BinaryKind::add, diagonal, expand_view(diagonal_view(k.in[2]), diagonal, k.batched), diagonal);
+}
+
+ExampleType matmul_add_diagonal_type(const std::vector<ExampleType>& in, const Attrs& attrs) {
+  const ExampleType out = matmul_type_named("matmul_add_diagonal", {in[0], in[1]}, attrs);
+  const Shape& d = in[2].shape;
+  const std::size_t r = out.shape.size();
+  if (r < 2 || out.shape[r - 1] != out.shape[r - 2] || d.size() < 2 || d.size() > r ||
+      d[d.size() - 1] != out.shape[r - 1] || d[d.size() - 2] != out.shape[r - 1] ||
+      broadcast_shapes(d, out.shape, "matmul_add_diagonal") != out.shape)
+    fail("matmul_add_diagonal: the product of shape {} needs a square matrix (or stack) of its shape to add, got {}",
+         to_string(out.shape), to_string(d));
+  return out;
+}
+
 // matmul_batch_sum: sum over the vmap batch of op(a_i) op(b_i), unbatched. Both operands' examples
 // back to back make one GEMM over an inner dimension of B*k: [op(A_1) ... op(A_B)] [op(B_1); ...;
 // op(B_B)], when op(A_i) is stored transposed ([k, m] blocks stacked) and op(B_i) is not ([k, n]
@@ -241,6 +261,10 @@ std::vector<Tensor> matmul_adjoint(const Node& node, const Tensor&, const Tensor
 }  // namespace
 
 const OpDef matmul_op{.name = "matmul", .infer = matmul_type, .forward = matmul_forward, .adjoint = matmul_adjoint};
+const OpDef matmul_add_diagonal_op{.name = "matmul_add_diagonal",
+                                   .infer = matmul_add_diagonal_type,
+                                   .forward = matmul_add_diagonal_forward,
+                                   .adjoint = nullptr};
 
 namespace {
 

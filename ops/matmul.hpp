@@ -27,4 +27,11 @@ MatmulTransposes matmul_transposes(const Attrs& attrs);
 bool matmul_symmetric(const Attrs& attrs);
 Attrs matmul_attrs(MatmulTransposes transposes, bool symmetric = false);
 
+// op(a) op(b) + diag(d), d the diagonal of a square matrix input D ([.., n, n], broadcast like the
+// product's batch axes), with matmul's attributes: the plan's rewrite of matmul(a, b) + D for a
+// captured D whose other entries are all zeros (fold_diagonal_adds), which adds n entries where
+// the add it replaces read and wrote n^2. Only D's diagonal is read. Made by plans only, never
+// differentiated.
+extern const OpDef matmul_add_diagonal_op;
+
 }  // namespace vt
