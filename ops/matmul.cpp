@@ -15,11 +15,12 @@ namespace vt {
 namespace {
 
 // op(a) op(b), where op swaps the last two axes of an operand whose flag is set.
-// `symmetric`: op(a) op(b) is known to be symmetric (matmul_symmetric).
+// `symmetric`: op(a) op(b) is known to be symmetric (matmul_symmetric); `lower_only`: and only its
+// lower triangle is ever read (matmul_lower_only).
 struct MatmulAttrs {
   bool transpose_a = false, transpose_b = false;
-  bool symmetric = false;
-  auto fields() { return std::tie(transpose_a, transpose_b, symmetric); }
+  bool symmetric = false, lower_only = false;
+  auto fields() { return std::tie(transpose_a, transpose_b, symmetric, lower_only); }
 };
 
 // Per-example shapes as matrices: a vector is a row on the left, a column on the right; a flagged
@@ -38,7 +39,7 @@ Shape as_right(Shape s, bool t = false) {
 }
 
 ExampleType matmul_type_named(std::string_view op, const std::vector<ExampleType>& in, const Attrs& attrs) {
-  const auto [ta, tb, symmetric] = unpack_attrs<MatmulAttrs>(attrs);
+  const auto [ta, tb, symmetric, lower_only] = unpack_attrs<MatmulAttrs>(attrs);
   const Shape& a = in[0].shape;
   const Shape& b = in[1].shape;
   if (a.empty() || b.empty())
@@ -77,7 +78,7 @@ void free_flag(bool& flag, std::int64_t rows, std::int64_t cols, bool wanted) {
 // (tools/bench/bench_symmetric), and the folded product is not square.
 GemmArgs fold_shared_operand(GemmArgs g) {
   if (g.count <= 1 || g.stride_c != g.m * g.n || (g.symmetric && g.m > 1)) return g;
-  g.symmetric = false;
+  g.symmetric = g.lower_only = false;
   const bool a_shared = g.stride_a == 0 && g.stride_b == g.k * g.n;
   if (a_shared && (g.m == 1 || g.n == 1)) {
     std::swap(g.a, g.b);
@@ -100,7 +101,7 @@ GemmArgs fold_shared_operand(GemmArgs g) {
 // The GEMM of one matmul over the kernel's views: count products of the broadcast batch axes (the
 // vmap axis first). Scratch copies, for operands that broadcast only partly, stay alive in `keep`.
 GemmArgs matmul_gemm(const KernelArgs& k, std::shared_ptr<Storage> (&keep)[2]) {
-  const auto [ta, tb, symmetric] = unpack_attrs<MatmulAttrs>(k.attrs);
+  const auto [ta, tb, symmetric, lower_only] = unpack_attrs<MatmulAttrs>(k.attrs);
   const std::size_t lead = k.lead();
   // Physical (stored) matrix shapes; the vmap batch axis is one more leading batch axis.
   Shape a = k.in[0].shape, b = k.in[1].shape;
@@ -135,7 +136,8 @@ GemmArgs matmul_gemm(const KernelArgs& k, std::shared_ptr<Storage> (&keep)[2]) {
                   .stride_b = pb.stride,
                   .c = k.out.data,
                   .stride_c = m * n,
-                  .symmetric = symmetric};
+                  .symmetric = symmetric,
+                  .lower_only = symmetric && lower_only};
 }
 
 void matmul_forward(const KernelArgs& k) {
@@ -207,7 +209,7 @@ Tensor matmul_batch_sum(const Tensor& a, const Tensor& b, bool transpose_a, bool
 // An operand shared by a batched one gets the sum over the batch, as one GEMM over the folded
 // batch (matmul_batch_sum), when the loss sums over the batch (context.sums_over_batch).
 std::vector<Tensor> matmul_adjoint(const Node& node, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
-  const auto [ta, tb, symmetric] = unpack_attrs<MatmulAttrs>(node.attrs);
+  const auto [ta, tb, symmetric, lower_only] = unpack_attrs<MatmulAttrs>(node.attrs);
   const Tensor& a = node.inputs[0];
   const Tensor& b = node.inputs[1];
   // Work on the stored matrix forms, then sum over broadcast batch axes and restore vector shapes.
@@ -296,12 +298,16 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
 }
 
 MatmulTransposes matmul_transposes(const Attrs& attrs) {
-  const auto [ta, tb, symmetric] = unpack_attrs<MatmulAttrs>(attrs);
-  return {ta, tb};
+  const MatmulAttrs m = unpack_attrs<MatmulAttrs>(attrs);
+  return {m.transpose_a, m.transpose_b};
 }
 
 bool matmul_symmetric(const Attrs& attrs) { return unpack_attrs<MatmulAttrs>(attrs).symmetric; }
 
-Attrs matmul_attrs(MatmulTransposes t, bool symmetric) { return pack_attrs(MatmulAttrs{t.a, t.b, symmetric}); }
+bool matmul_lower_only(const Attrs& attrs) { return unpack_attrs<MatmulAttrs>(attrs).lower_only; }
+
+Attrs matmul_attrs(MatmulTransposes t, bool symmetric, bool lower_only) {
+  return pack_attrs(MatmulAttrs{t.a, t.b, symmetric, lower_only});
+}
 
 }  // namespace vt

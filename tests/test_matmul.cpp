@@ -685,3 +685,58 @@ TEST_CASE("gradients through a product with a diagonal added under jit match fin
     }
   }
 }
+
+TEST_CASE("jit leaves a symmetric product's upper triangle unwritten only when Cholesky alone reads it",
+          "[matmul][jit][linalg]") {
+  GemmCounter device(counted);
+  const std::int64_t m = 200, k = 6;  // the CPU's triangle, whose mirror lower_only skips
+  const Tensor x = randn({m, k}, 100).to(counted), d = randn({k}, 101).to(counted);
+  const Tensor identity = eye(m).to(counted), ones_m = ones({m}).to(counted);
+  const auto a_of = [&](const Tensor& xa, const Tensor& da) { return matmul(xa * square(da), xa.t()) + identity; };
+  struct Case {
+    std::string name;
+    std::function<Tensor(const Tensor& xa, const Tensor& da)> f;
+    bool lower_only;
+  };
+  const std::vector<Case> cases = {
+      {"cho_solve(cho_factor(A))",
+       [&](auto& xa, auto& da) { return mean(cho_solve(cho_factor(a_of(xa, da)), ones_m)); }, true},
+      {"cholesky(A)", [&](auto& xa, auto& da) { return cholesky(a_of(xa, da)); }, true},
+      {"A read by an add before cholesky",
+       [&](auto& xa, auto& da) { return cholesky(matmul(xa * square(da), xa.t()) + 0.0 * identity + identity); },
+       false},  // 0 I is computed in the plan: the add is not folded
+      {"A also summed",
+       [&](auto& xa, auto& da) {
+         const Tensor a = a_of(xa, da);
+         return mean(cho_solve(cho_factor(a), ones_m)) + sum(a);
+       },
+       false},
+      {"A also a result's part", [&](auto& xa, auto& da) { return cholesky(a_of(xa, da)) + a_of(xa, da); }, false},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    auto f = c.f;
+    device.gemms.clear();
+    const Tensor got = jit(f)(x, d);
+    bool marked = false, symmetric = false;
+    for (const GemmArgs& g : device.gemms) {
+      marked = marked || g.lower_only;
+      symmetric = symmetric || g.symmetric;
+    }
+    CHECK(symmetric);
+    CHECK(marked == c.lower_only);
+    const Tensor eager = f(x, d);
+    CHECK(max_relative_error(got.to(Device::cpu()), eager.to(Device::cpu())) <= 1e-10);
+  }
+  // Gradients of the seed's form, through the unmirrored product, against the eager ones.
+  auto loss = [&](const Tensor& xa, const Tensor& da) { return mean(cho_solve(cho_factor(a_of(xa, da)), ones_m)); };
+  device.gemms.clear();
+  const auto [vj, gj] = jit(value_and_grad(loss, {0, 1}))(x, d);
+  bool marked = false;
+  for (const GemmArgs& g : device.gemms) marked = marked || g.lower_only;
+  CHECK(marked);
+  const auto [ve, ge] = value_and_grad(loss, {0, 1})(x, d);
+  CHECK(vj.item() == Approx(ve.item()).epsilon(1e-12));
+  for (std::size_t i = 0; i < 2; ++i)
+    CHECK(max_relative_error(gj[i].to(Device::cpu()), ge[i].to(Device::cpu())) <= 1e-8);
+}

@@ -391,4 +391,27 @@ void fold_diagonal_adds(Plan& plan) {
   }
 }
 
+// A symmetric product (mark_symmetric_products) read only by Cholesky factorizations, which read
+// the lower triangle alone, and by ops that only hold it as a handle (cho_solve's A), is marked
+// lower_only: the backend may skip mirroring it. Any other reader, or the product being a result
+// (or aliased by a reshape), keeps it whole. Runs after eliminate_dead_steps, so that the readers
+// are the plan's own.
+void mark_lower_only_products(Plan& plan) {
+  std::vector<bool> whole(plan.values.size(), false);  // some reader needs more than the lower triangle
+  for (int v : plan.outputs) whole[static_cast<std::size_t>(v)] = true;
+  for (const PlanStep& s : plan.steps)
+    for (std::size_t k = 0; k < s.in.size(); ++k) {
+      const bool handle = (s.op->handle_inputs >> k & 1u) && !s.op->aliases_input;
+      const bool lower =
+          k == 0 && (s.op->name == "cho_factor" || s.op->name == "cholesky" || s.op->name == "cholesky_checked");
+      if (!handle && !lower) whole[static_cast<std::size_t>(s.in[k])] = true;
+    }
+  for (PlanStep& s : plan.steps) {
+    if ((s.op != &matmul_op && s.op != &matmul_add_diagonal_op) || !matmul_symmetric(s.attrs) ||
+        whole[static_cast<std::size_t>(s.out)])
+      continue;
+    s.attrs = matmul_attrs(matmul_transposes(s.attrs), true, true);
+  }
+}
+
 }  // namespace vt::detail

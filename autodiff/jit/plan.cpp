@@ -145,6 +145,7 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
   mark_symmetric_products(*plan);
   fold_diagonal_adds(*plan);
   eliminate_dead_steps(*plan);
+  mark_lower_only_products(*plan);
   for (const PlanStep& step : plan->steps) {
     const std::int64_t b = fixed_batch(*step.op, step.attrs);
     if (b < 0) continue;
