@@ -54,6 +54,9 @@ struct GemmArgs {
   // a backend may compute one triangle and mirror it (so C_i comes out exactly symmetric), or ignore
   // the flag.
   bool symmetric = false;
+  // With symmetric: the caller reads only the lower triangle of each C_i, so a backend may leave the
+  // strict upper triangle as it was (unwritten), or ignore the flag.
+  bool lower_only = false;
 };
 
 // Solves op(T_i) X_i = B_i in place for count row-major systems; T_i is n x n, B_i is n x nrhs.

@@ -15,11 +15,12 @@ namespace vt {
 namespace {
 
 // op(a) op(b), where op swaps the last two axes of an operand whose flag is set.
-// `symmetric`: op(a) op(b) is known to be symmetric (matmul_symmetric).
+// `symmetric`: op(a) op(b) is known to be symmetric (matmul_symmetric); `lower_only`: and only its
+// lower triangle is ever read (matmul_lower_only).
 struct MatmulAttrs {
   bool transpose_a = false, transpose_b = false;
-  bool symmetric = false;
-  auto fields() { return std::tie(transpose_a, transpose_b, symmetric); }
+  bool symmetric = false, lower_only = false;
+  auto fields() { return std::tie(transpose_a, transpose_b, symmetric, lower_only); }
 };
 
 // Per-example shapes as matrices: a vector is a row on the left, a column on the right; a flagged
@@ -38,7 +39,7 @@ Shape as_right(Shape s, bool t = false) {
 }
 
 ExampleType matmul_type_named(std::string_view op, const std::vector<ExampleType>& in, const Attrs& attrs) {
-  const auto [ta, tb, symmetric] = unpack_attrs<MatmulAttrs>(attrs);
+  const auto [ta, tb, symmetric, lower_only] = unpack_attrs<MatmulAttrs>(attrs);
   const Shape& a = in[0].shape;
   const Shape& b = in[1].shape;
   if (a.empty() || b.empty())
@@ -77,7 +78,7 @@ void free_flag(bool& flag, std::int64_t rows, std::int64_t cols, bool wanted) {
 // (tools/bench/bench_symmetric), and the folded product is not square.
 GemmArgs fold_shared_operand(GemmArgs g) {
   if (g.count <= 1 || g.stride_c != g.m * g.n || (g.symmetric && g.m > 1)) return g;
-  g.symmetric = false;
+  g.symmetric = g.lower_only = false;
   const bool a_shared = g.stride_a == 0 && g.stride_b == g.k * g.n;
   if (a_shared && (g.m == 1 || g.n == 1)) {
     std::swap(g.a, g.b);
@@ -100,7 +101,7 @@ GemmArgs fold_shared_operand(GemmArgs g) {
 // The GEMM of one matmul over the kernel's views: count products of the broadcast batch axes (the
 // vmap axis first). Scratch copies, for operands that broadcast only partly, stay alive in `keep`.
 GemmArgs matmul_gemm(const KernelArgs& k, std::shared_ptr<Storage> (&keep)[2]) {
-  const auto [ta, tb, symmetric] = unpack_attrs<MatmulAttrs>(k.attrs);
+  const auto [ta, tb, symmetric, lower_only] = unpack_attrs<MatmulAttrs>(k.attrs);
   const std::size_t lead = k.lead();
   // Physical (stored) matrix shapes; the vmap batch axis is one more leading batch axis.
   Shape a = k.in[0].shape, b = k.in[1].shape;
@@ -135,12 +136,33 @@ GemmArgs matmul_gemm(const KernelArgs& k, std::shared_ptr<Storage> (&keep)[2]) {
                   .stride_b = pb.stride,
                   .c = k.out.data,
                   .stride_c = m * n,
-                  .symmetric = symmetric};
+                  .symmetric = symmetric,
+                  .lower_only = symmetric && lower_only};
 }
 
 void matmul_forward(const KernelArgs& k) {
   std::shared_ptr<Storage> scratch[2];
   k.backend.gemm(fold_shared_operand(matmul_gemm(k, scratch)));
+}
+
+// The product, then D's diagonal added to the output's, in place: n entries a matrix, while they
+// are still in cache.
+void matmul_add_diagonal_forward(const KernelArgs& k) {
+  matmul_forward(k);
+  const View diagonal = diagonal_view(k.out);
+  k.backend.binary(BinaryKind::add, diagonal, expand_view(diagonal_view(k.in[2]), diagonal, k.batched), diagonal);
+}
+
+ExampleType matmul_add_diagonal_type(const std::vector<ExampleType>& in, const Attrs& attrs) {
+  const ExampleType out = matmul_type_named("matmul_add_diagonal", {in[0], in[1]}, attrs);
+  const Shape& d = in[2].shape;
+  const std::size_t r = out.shape.size();
+  if (r < 2 || out.shape[r - 1] != out.shape[r - 2] || d.size() < 2 || d.size() > r ||
+      d[d.size() - 1] != out.shape[r - 1] || d[d.size() - 2] != out.shape[r - 1] ||
+      broadcast_shapes(d, out.shape, "matmul_add_diagonal") != out.shape)
+    fail("matmul_add_diagonal: the product of shape {} needs a square matrix (or stack) of its shape to add, got {}",
+         to_string(out.shape), to_string(d));
+  return out;
 }
 
 // matmul_batch_sum: sum over the vmap batch of op(a_i) op(b_i), unbatched. Both operands' examples
@@ -187,7 +209,7 @@ Tensor matmul_batch_sum(const Tensor& a, const Tensor& b, bool transpose_a, bool
 // An operand shared by a batched one gets the sum over the batch, as one GEMM over the folded
 // batch (matmul_batch_sum), when the loss sums over the batch (context.sums_over_batch).
 std::vector<Tensor> matmul_adjoint(const Node& node, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
-  const auto [ta, tb, symmetric] = unpack_attrs<MatmulAttrs>(node.attrs);
+  const auto [ta, tb, symmetric, lower_only] = unpack_attrs<MatmulAttrs>(node.attrs);
   const Tensor& a = node.inputs[0];
   const Tensor& b = node.inputs[1];
   // Work on the stored matrix forms, then sum over broadcast batch axes and restore vector shapes.
@@ -241,6 +263,10 @@ std::vector<Tensor> matmul_adjoint(const Node& node, const Tensor&, const Tensor
 }  // namespace
 
 const OpDef matmul_op{.name = "matmul", .infer = matmul_type, .forward = matmul_forward, .adjoint = matmul_adjoint};
+const OpDef matmul_add_diagonal_op{.name = "matmul_add_diagonal",
+                                   .infer = matmul_add_diagonal_type,
+                                   .forward = matmul_add_diagonal_forward,
+                                   .adjoint = nullptr};
 
 namespace {
 
@@ -272,12 +298,16 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
 }
 
 MatmulTransposes matmul_transposes(const Attrs& attrs) {
-  const auto [ta, tb, symmetric] = unpack_attrs<MatmulAttrs>(attrs);
-  return {ta, tb};
+  const MatmulAttrs m = unpack_attrs<MatmulAttrs>(attrs);
+  return {m.transpose_a, m.transpose_b};
 }
 
 bool matmul_symmetric(const Attrs& attrs) { return unpack_attrs<MatmulAttrs>(attrs).symmetric; }
 
-Attrs matmul_attrs(MatmulTransposes t, bool symmetric) { return pack_attrs(MatmulAttrs{t.a, t.b, symmetric}); }
+bool matmul_lower_only(const Attrs& attrs) { return unpack_attrs<MatmulAttrs>(attrs).lower_only; }
+
+Attrs matmul_attrs(MatmulTransposes t, bool symmetric, bool lower_only) {
+  return pack_attrs(MatmulAttrs{t.a, t.b, symmetric, lower_only});
+}
 
 }  // namespace vt

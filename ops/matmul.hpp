@@ -25,6 +25,17 @@ MatmulTransposes matmul_transposes(const Attrs& attrs);
 // forward then lets the backend compute one triangle and mirror it (GemmArgs::symmetric). Never set
 // by user code, so the mark changes neither eager results nor the attributes CSE compares.
 bool matmul_symmetric(const Attrs& attrs);
-Attrs matmul_attrs(MatmulTransposes transposes, bool symmetric = false);
+// And a pass (mark_lower_only_products) marks a symmetric product whose readers all read only its
+// lower triangle (a Cholesky factorization): the backend may leave the strict upper triangle
+// unwritten (GemmArgs::lower_only).
+bool matmul_lower_only(const Attrs& attrs);
+Attrs matmul_attrs(MatmulTransposes transposes, bool symmetric = false, bool lower_only = false);
+
+// op(a) op(b) + diag(d), d the diagonal of a square matrix input D ([.., n, n], broadcast like the
+// product's batch axes), with matmul's attributes: the plan's rewrite of matmul(a, b) + D for a
+// captured D whose other entries are all zeros (fold_diagonal_adds), which adds n entries where
+// the add it replaces read and wrote n^2. Only D's diagonal is read. Made by plans only, never
+// differentiated.
+extern const OpDef matmul_add_diagonal_op;
 
 }  // namespace vt

@@ -572,3 +572,171 @@ TEST_CASE("gradients through a symmetric product under jit match finite differen
   CHECK(vj.item() == Approx(ve.item()).epsilon(1e-12));
   for (std::size_t i = 0; i < 2; ++i) CHECK(max_relative_error(gj[i], ge[i]) <= 1e-10);
 }
+
+// ------------------------------------------------- a diagonal added to a product, X D X^T + c I
+namespace {
+
+// Kernels of f's plan for these arguments.
+template <class F, class... Args>
+std::int64_t plan_kernels(F f, const Args&... args) {
+  return jit(f).compile(args...).kernels;
+}
+
+}  // namespace
+
+TEST_CASE("jit adds a captured diagonal matrix into the product it is added to, and nothing else", "[matmul][jit]") {
+  for (DType dtype : {DType::f64, DType::f32}) {
+    for (std::int64_t m : {7, 200}) {  // 200: the CPU's triangle and mirror
+      INFO(name_of(dtype) << ", m = " << m);
+      const std::int64_t k = 5;
+      const Tensor x = randn({m, k}, 80, dtype), d = randn({k}, 81, dtype), xt = x.t();
+      const Tensor y = randn({m, k}, 82, dtype), v = randn({m}, 83, dtype);
+      const Tensor identity = eye(m, dtype), scaled = eye(m, dtype) * 2.5, diagonal = diag(v);
+      std::vector<double> near_values = diagonal.to_vector<double>();
+      near_values[static_cast<std::size_t>(m * (m - 1))] = 0.25;  // off the diagonal, symmetric
+      near_values[static_cast<std::size_t>(m - 1)] = 0.25;
+      const Tensor near = Tensor::from_vector(near_values, {m, m}, dtype);
+      std::vector<double> negative_zeros(static_cast<std::size_t>(m * m), -0.0);
+      for (std::int64_t i = 0; i < m; ++i) negative_zeros[static_cast<std::size_t>(i * (m + 1))] = 3.0;
+      const Tensor zeros_off = Tensor::from_vector(negative_zeros, {m, m}, dtype);
+      const Tensor stack = eye(m, dtype).reshape({1, m, m}) + zeros(Shape{2, 1, 1}, dtype);  // [2, m, m]
+      struct Case {
+        std::string name;
+        std::function<Tensor(const Tensor& xa, const Tensor& da)> f;
+        bool folded;
+        bool symmetric;
+      };
+      const auto sym = [&](const Tensor& xa, const Tensor& da) { return matmul(xa * square(da), xa.t()); };
+      const std::vector<Case> cases = {
+          {"x diag(d^2) x^T + I", [&](auto& xa, auto& da) { return sym(xa, da) + identity; }, true, true},
+          {"I + x diag(d^2) x^T", [&](auto& xa, auto& da) { return identity + sym(xa, da); }, true, true},
+          {"+ 2.5 I", [&](auto& xa, auto& da) { return sym(xa, da) + scaled; }, true, true},
+          {"+ diag(v), an unsymmetric product",
+           [&](auto& xa, auto& da) { return matmul(xa * da, y, false, true) + diagonal; }, true, false},
+          {"-0 off the diagonal", [&](auto& xa, auto& da) { return sym(xa, da) + zeros_off; }, true, true},
+          {"two entries off the diagonal", [&](auto& xa, auto& da) { return sym(xa, da) + near; }, false, true},
+          {"a stack that broadcasts the product", [&](auto& xa, auto& da) { return sym(xa, da) + stack; }, false, true},
+          {"the product read again",
+           [&](auto& xa, auto& da) {
+             const Tensor p = sym(xa, da);
+             return (p + identity) * sum(p);
+           },
+           false, true},
+          {"a diagonal computed in the function", [&](auto& xa, auto& da) { return sym(xa, da) + diag(sum(da) + v); },
+           false, true},
+      };
+      for (const Case& c : cases) {
+        INFO(c.name);
+        auto f = c.f;
+        const auto product_only = [&](const Tensor& xa, const Tensor& da) {
+          return c.symmetric ? sym(xa, da) : matmul(xa * da, y, false, true);
+        };
+        const std::int64_t with_add = plan_kernels(f, x, d);
+        const std::int64_t without = plan_kernels(product_only, x, d);
+        const std::int64_t extra =
+            plan_kernels([&](const Tensor& xa, const Tensor& da) { return f(xa, da) * 1.0; }, x, d);
+        CHECK(extra == with_add + 1);  // the count is sensitive to one more kernel
+        if (c.folded)
+          CHECK(with_add == without);
+        else
+          CHECK(with_add > without);
+        const Tensor got = jit(f)(x, d), eager = f(x, d);
+        CHECK(max_relative_error(got, eager) <= tolerance(dtype));
+        if (c.symmetric && m >= 192 && got.ndim() == 2) CHECK(exactly_symmetric(got));
+      }
+      // Over a batch, vmapped as the seed program is: folded, with the eager values per example.
+      const Tensor ds = randn({3, k}, 84, dtype);
+      auto seed = [&](const Tensor& da) { return matmul(x * square(da), xt) + identity; };
+      auto seed_product = [&](const Tensor& da) { return matmul(x * square(da), xt); };
+      CHECK(jit(vmap(seed)).compile(as_batch(ds)).kernels == jit(vmap(seed_product)).compile(as_batch(ds)).kernels);
+      const Tensor batched = jit(vmap(seed))(as_batch(ds));
+      for (std::int64_t i = 0; i < 3; ++i)
+        CHECK(max_relative_error(example(batched, i), seed(row(ds, i))) <= tolerance(dtype));
+    }
+  }
+}
+
+TEST_CASE("gradients through a product with a diagonal added under jit match finite differences",
+          "[matmul][jit][grad]") {
+  for (std::int64_t m : {6, 200}) {
+    INFO("m = " << m);
+    const std::int64_t k = 4;
+    const Tensor w = randn({m, m}, 90), v = randn({m}, 91), identity = eye(m), diagonal = diag(v);
+    auto loss = [&](const Tensor& x, const Tensor& d) {
+      return sum(sin(matmul(x * square(d), x.t()) + identity) * w) + sum(cos(matmul(x, x * d, false, true) + diagonal));
+    };
+    auto unfolded = [&](const Tensor& x, const Tensor& d) {  // the same kernels less the two adds
+      return sum(sin(matmul(x * square(d), x.t())) * w) + sum(cos(matmul(x, x * d, false, true)));
+    };
+    const Tensor x = randn({m, k}, 92), d = randn({k}, 93);
+    auto step = jit(value_and_grad(loss, {0, 1}));
+    CHECK(step.compile(x, d).kernels == jit(value_and_grad(unfolded, {0, 1})).compile(x, d).kernels);
+    const auto [value, grads] = step(x, d);
+    const vt::testing::Fn eager = [&](const std::vector<Tensor>& a) { return loss(a[0], a[1]); };
+    CHECK(value.item() == Approx(eager({x, d}).item()).epsilon(1e-12));
+    if (m > 10) {  // finite differences at the small order; at the large one, the eager gradients
+      const auto [ve, ge] = value_and_grad(loss, {0, 1})(x, d);
+      for (std::size_t i = 0; i < 2; ++i) CHECK(max_relative_error(grads[i], ge[i]) <= 1e-10);
+      continue;
+    }
+    for (std::size_t i = 0; i < 2; ++i) {
+      INFO("argument " << i);
+      require_close(grads[i], vt::testing::numeric_gradient(eager, {x, d}, i), 1e-6);
+    }
+  }
+}
+
+TEST_CASE("jit leaves a symmetric product's upper triangle unwritten only when Cholesky alone reads it",
+          "[matmul][jit][linalg]") {
+  GemmCounter device(counted);
+  const std::int64_t m = 200, k = 6;  // the CPU's triangle, whose mirror lower_only skips
+  const Tensor x = randn({m, k}, 100).to(counted), d = randn({k}, 101).to(counted);
+  const Tensor identity = eye(m).to(counted), ones_m = ones({m}).to(counted);
+  const auto a_of = [&](const Tensor& xa, const Tensor& da) { return matmul(xa * square(da), xa.t()) + identity; };
+  struct Case {
+    std::string name;
+    std::function<Tensor(const Tensor& xa, const Tensor& da)> f;
+    bool lower_only;
+  };
+  const std::vector<Case> cases = {
+      {"cho_solve(cho_factor(A))",
+       [&](auto& xa, auto& da) { return mean(cho_solve(cho_factor(a_of(xa, da)), ones_m)); }, true},
+      {"cholesky(A)", [&](auto& xa, auto& da) { return cholesky(a_of(xa, da)); }, true},
+      {"A read by an add before cholesky",
+       [&](auto& xa, auto& da) { return cholesky(matmul(xa * square(da), xa.t()) + 0.0 * identity + identity); },
+       false},  // 0 I is computed in the plan: the add is not folded
+      {"A also summed",
+       [&](auto& xa, auto& da) {
+         const Tensor a = a_of(xa, da);
+         return mean(cho_solve(cho_factor(a), ones_m)) + sum(a);
+       },
+       false},
+      {"A also a result's part", [&](auto& xa, auto& da) { return cholesky(a_of(xa, da)) + a_of(xa, da); }, false},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    auto f = c.f;
+    device.gemms.clear();
+    const Tensor got = jit(f)(x, d);
+    bool marked = false, symmetric = false;
+    for (const GemmArgs& g : device.gemms) {
+      marked = marked || g.lower_only;
+      symmetric = symmetric || g.symmetric;
+    }
+    CHECK(symmetric);
+    CHECK(marked == c.lower_only);
+    const Tensor eager = f(x, d);
+    CHECK(max_relative_error(got.to(Device::cpu()), eager.to(Device::cpu())) <= 1e-10);
+  }
+  // Gradients of the seed's form, through the unmirrored product, against the eager ones.
+  auto loss = [&](const Tensor& xa, const Tensor& da) { return mean(cho_solve(cho_factor(a_of(xa, da)), ones_m)); };
+  device.gemms.clear();
+  const auto [vj, gj] = jit(value_and_grad(loss, {0, 1}))(x, d);
+  bool marked = false;
+  for (const GemmArgs& g : device.gemms) marked = marked || g.lower_only;
+  CHECK(marked);
+  const auto [ve, ge] = value_and_grad(loss, {0, 1})(x, d);
+  CHECK(vj.item() == Approx(ve.item()).epsilon(1e-12));
+  for (std::size_t i = 0; i < 2; ++i)
+    CHECK(max_relative_error(gj[i].to(Device::cpu()), ge[i].to(Device::cpu())) <= 1e-8);
+}

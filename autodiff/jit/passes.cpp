@@ -330,4 +330,88 @@ void mark_symmetric_products(Plan& plan) {
   }
 }
 
+namespace {
+
+// Whether a captured tensor is a square matrix (or a stack of them) whose entries off the diagonal
+// are all zeros (+0 or -0), read in place on the host like same_constant_values (up to 2^18
+// elements, so compile time stays bounded).
+bool diagonal_constant(const PlanValue& v) {
+  if (v.kind != PlanValue::Kind::constant || v.shape.size() < 2) return false;
+  const std::size_t r = v.shape.size();
+  const std::int64_t n = v.shape[r - 1];
+  constexpr std::int64_t max_read = std::int64_t{1} << 18;
+  if (v.shape[r - 2] != n || numel(v.shape) > max_read || (v.dtype != DType::f64 && v.dtype != DType::f32))
+    return false;
+  const auto zero_off_diagonal = [&](auto zero) {
+    using T = decltype(zero);
+    const auto count = static_cast<std::size_t>(numel(v.shape));
+    const T* h = static_cast<const T*>(v.constant.raw_data());
+    std::vector<T> copy;
+    if (v.constant.device() != Device::cpu()) {
+      copy.resize(count);
+      backend_for(v.constant.device()).to_host(copy.data(), h, count * sizeof(T));
+      h = copy.data();
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::int64_t within = static_cast<std::int64_t>(i) % (n * n);  // row-major in its matrix
+      if (within / n != within % n && h[i] != T(0)) return false;
+    }
+    return true;
+  };
+  return v.dtype == DType::f64 ? zero_off_diagonal(0.0) : zero_off_diagonal(0.0f);
+}
+
+}  // namespace
+
+// matmul(a, b) + D -> matmul_add_diagonal(a, b, D) when D is a captured diagonal matrix (eye(n),
+// c I, diag(v)) and the add is the product's only reader: the diagonal goes into the product's
+// output in place, n entries instead of an add that reads and writes n^2. D's off-diagonal zeros
+// change nothing (x + -0 is x; x + +0 is x but for x = -0, which becomes +0 unfolded and stays -0
+// here). The product's symmetry mark is kept: a diagonal keeps it symmetric. Runs after
+// mark_symmetric_products, before eliminate_dead_steps (which drops the product's step).
+void fold_diagonal_adds(Plan& plan) {
+  const std::vector<int> readers = reader_counts(plan);
+  for (PlanStep& s : plan.steps) {
+    if (s.op->name != "add" || s.in.size() != 2) continue;
+    const PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
+    for (std::size_t side = 0; side < 2; ++side) {
+      const int p = s.in[side], d = s.in[1 - side];
+      const PlanValue& pv = plan.values[static_cast<std::size_t>(p)];
+      const PlanValue& dv = plan.values[static_cast<std::size_t>(d)];
+      if (pv.kind != PlanValue::Kind::computed || readers[static_cast<std::size_t>(p)] != 1 || p == d) continue;
+      const PlanStep& product = plan.steps[static_cast<std::size_t>(pv.producer)];
+      if (product.op != &matmul_op || pv.shape != out.shape || pv.batched != out.batched || pv.dtype != dv.dtype ||
+          dv.batched || dv.shape.size() > out.shape.size() || !diagonal_constant(dv))
+        continue;
+      s.in = {product.in[0], product.in[1], d};
+      s.attrs = product.attrs;
+      s.op = &matmul_add_diagonal_op;
+      break;
+    }
+  }
+}
+
+// A symmetric product (mark_symmetric_products) read only by Cholesky factorizations, which read
+// the lower triangle alone, and by ops that only hold it as a handle (cho_solve's A), is marked
+// lower_only: the backend may skip mirroring it. Any other reader, or the product being a result
+// (or aliased by a reshape), keeps it whole. Runs after eliminate_dead_steps, so that the readers
+// are the plan's own.
+void mark_lower_only_products(Plan& plan) {
+  std::vector<bool> whole(plan.values.size(), false);  // some reader needs more than the lower triangle
+  for (int v : plan.outputs) whole[static_cast<std::size_t>(v)] = true;
+  for (const PlanStep& s : plan.steps)
+    for (std::size_t k = 0; k < s.in.size(); ++k) {
+      const bool handle = (s.op->handle_inputs >> k & 1u) && !s.op->aliases_input;
+      const bool lower =
+          k == 0 && (s.op->name == "cho_factor" || s.op->name == "cholesky" || s.op->name == "cholesky_checked");
+      if (!handle && !lower) whole[static_cast<std::size_t>(s.in[k])] = true;
+    }
+  for (PlanStep& s : plan.steps) {
+    if ((s.op != &matmul_op && s.op != &matmul_add_diagonal_op) || !matmul_symmetric(s.attrs) ||
+        whole[static_cast<std::size_t>(s.out)])
+      continue;
+    s.attrs = matmul_attrs(matmul_transposes(s.attrs), true, true);
+  }
+}
+
 }  // namespace vt::detail

@@ -143,7 +143,9 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
   fold_transposes_into_matmuls(*plan);
   reassociate_matmuls(*plan);
   mark_symmetric_products(*plan);
+  fold_diagonal_adds(*plan);
   eliminate_dead_steps(*plan);
+  mark_lower_only_products(*plan);
   for (const PlanStep& step : plan->steps) {
     const std::int64_t b = fixed_batch(*step.op, step.attrs);
     if (b < 0) continue;

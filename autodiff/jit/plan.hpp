@@ -139,7 +139,9 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
 void fold_transposes_into_matmuls(Plan& plan);
 void reassociate_matmuls(Plan& plan);
 void mark_symmetric_products(Plan& plan);
+void fold_diagonal_adds(Plan& plan);
 void eliminate_dead_steps(Plan& plan);
+void mark_lower_only_products(Plan& plan);
 void fold_constants(Plan& plan);
 // Orders the steps as running by chunks needs them and sets Plan::chunkable and its phases; after
 // fold_constants, before the memory plan (whose lifetimes follow the step order).

@@ -32,9 +32,10 @@ constexpr Eigen::Index symmetric_block = 64, symmetric_min_order = 3 * symmetric
 // C = alpha a b + beta C for a product a b (a: m x k, b: k x m, Eigen expressions of op(A), op(B))
 // known to be symmetric, by row blocks of the lower triangle: block i is a's rows i times b's
 // columns up to the diagonal's end, about half the flops of the full product. Each block's part
-// left of the diagonal is then mirrored above it, so C is exactly symmetric.
+// left of the diagonal is then mirrored above it, so C is exactly symmetric; unless `lower_only`
+// (GemmArgs::lower_only): nobody reads above the diagonal blocks, which are left as they were.
 template <class MA, class MB, class MC, class T>
-void symmetric_product(const MA& a, const MB& b, MC& c, T alpha, T beta) {
+void symmetric_product(const MA& a, const MB& b, MC& c, T alpha, T beta, bool lower_only) {
   const Eigen::Index m = c.rows();
   for (Eigen::Index r = 0; r < m; r += symmetric_block) {
     const Eigen::Index rows = std::min(symmetric_block, m - r), cols = r + rows;
@@ -45,6 +46,7 @@ void symmetric_product(const MA& a, const MB& b, MC& c, T alpha, T beta) {
       if (beta != T(1)) lower *= beta;
       lower.noalias() += alpha * a.middleRows(r, rows) * b.leftCols(cols);
     }
+    if (lower_only) continue;
     c.block(0, r, r, rows) = c.block(r, 0, rows, r).transpose();
     auto diagonal = c.block(r, r, rows, rows);
     diagonal.template triangularView<Eigen::StrictlyUpper>() = diagonal.transpose();
@@ -63,7 +65,7 @@ void CpuBackend::gemm(const GemmArgs& g) {
     // Both operands as op(A), op(B), so that each product below is written once for every flag.
     const auto product = [&](const auto& A, const auto& B, auto& C) {
       if (g.symmetric && g.m == g.n && g.m >= symmetric_min_order) {
-        symmetric_product(A, B, C, alpha, beta);
+        symmetric_product(A, B, C, alpha, beta, g.lower_only);
       } else if (beta == T(0)) {
         C.noalias() = alpha * A * B;
       } else {

@@ -21,10 +21,11 @@
 //       vtape's gp::Inputs does. Single-threaded.
 //
 // Timing: one warm-up call, then `reps` calls; wall_ms is their median, cpu_ms the process CPU
-// time (CLOCK_PROCESS_CPUTIME_ID, every thread) over the timed calls divided by `reps`. Peak RSS
-// is the process's peak so far (the limit runs before vtape at each size; --no-vtape for the
-// limit alone). --check compares the limit with central finite differences of its own function
-// and with vtape's value and gradient (seed 1e-10, co2 1e-8 relative), and exits 1 past them.
+// time (CLOCK_PROCESS_CPUTIME_ID, every thread) over the timed calls divided by `reps`. For seed,
+// the limit's and vtape's calls alternate (time_alternately), so their ratio is taken under the
+// same conditions. Peak RSS is the process's peak so far (--no-vtape for the limit alone). --check compares the limit
+// with central finite differences of its own function and with vtape's value and gradient (seed 1e-10, co2 1e-8
+// relative), and exits 1 past them.
 #include <fmt/core.h>
 #include <omp.h>
 #include <sys/resource.h>
@@ -78,6 +79,33 @@ Timing time_calls(int reps, F&& f) {
   const double cpu_ms = (cpu_seconds() - c0) * 1e3 / reps;
   std::sort(wall.begin(), wall.end());
   return {wall[wall.size() / 2], cpu_ms};
+}
+
+// Two functions timed alternately, call by call (after one warm-up call each), so that both medians
+// are taken under the same conditions on a shared machine: a load that comes and goes between two
+// back-to-back series would skew their ratio.
+template <class F, class G>
+std::pair<Timing, Timing> time_alternately(int reps, F&& f, G&& g) {
+  f();
+  g();
+  std::vector<double> wall[2];
+  double cpu[2] = {0, 0};
+  const auto one = [&](int which, auto&& call) {
+    const double c0 = cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    wall[which].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    cpu[which] += (cpu_seconds() - c0) * 1e3;
+  };
+  for (int r = 0; r < reps; ++r) {
+    one(0, f);
+    one(1, g);
+  }
+  const auto median = [](std::vector<double>& w) {
+    std::sort(w.begin(), w.end());
+    return w[w.size() / 2];
+  };
+  return {Timing{median(wall[0]), cpu[0] / reps}, Timing{median(wall[1]), cpu[1] / reps}};
 }
 
 double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
@@ -202,14 +230,17 @@ int run_seed(const Options& o) {
     const std::vector<double> P = Pt.to_vector<double>();
     const vt::Tensor batch = vt::as_batch(Pt);
     std::vector<double> grad, values;
-    double value = 0;
-    const Timing lt = time_calls(o.reps, [&] { value = limit.value_and_grad(P, grad, values); });
+    double value = 0, vvalue = 0;
+    const auto limit_call = [&] { value = limit.value_and_grad(P, grad, values); };
+    const auto vtape_call = [&] { vvalue = step(batch).first.item(); };
+    // With vtape, the two alternate call by call; peak RSS is then the process's (the limit's own
+    // is reported with --no-vtape).
+    const auto [lt, vtt] = o.vtape ? time_alternately(o.reps, limit_call, vtape_call)
+                                   : std::pair{time_calls(o.reps, limit_call), Timing{}};
     const double rss_limit = peak_rss_mib();
 
     std::string vt_fields;
     if (o.vtape) {
-      double vvalue = 0;
-      const Timing vtt = time_calls(o.reps, [&] { vvalue = step(batch).first.item(); });
       const auto [v, g] = step(batch);
       const std::vector<double> vgrad = vt::unbatch(g).to_vector<double>();
       const double dv = std::abs(v.item() - value) / std::abs(value), dg = max_rel_diff(grad, vgrad);
