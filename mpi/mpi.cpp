@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -120,19 +121,58 @@ Failure describe(std::exception_ptr error) {
   throw AgreedError(f.message);
 }
 
-// One status all-reduce; when some rank failed, the failure with the smallest
-// key is broadcast from its rank and raised on every rank. `mine`: this rank's
-// failure, if any.
-void agree(const Failure* mine) {
+// Doubles as int64 keys of the same order (-0 as +0), so that a cotangent's range rides in the
+// status all-reduce (MIN of int64 words) and ~key gives the maximum.
+std::int64_t order_key(double v) {
+  v += 0.0;
+  std::int64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits < 0 ? bits ^ std::numeric_limits<std::int64_t>::max() : bits;
+}
+double from_order_key(std::int64_t key) {
+  const std::int64_t bits = key < 0 ? key ^ std::numeric_limits<std::int64_t>::max() : key;
+  double v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+// One status all-reduce; when some rank failed, the failure with the smallest key is broadcast
+// from its rank and raised on every rank. `mine`: this rank's failure, if any. `range`: this
+// rank's {min, max} of a cotangent that must be the same on every rank (allreduce's backward); a
+// difference raises on every rank.
+void agree(const Failure* mine, const double* range = nullptr) {
   if (!communicating()) {
     if (mine) raise(*mine);
     return;
   }
   const std::int64_t local = mine ? std::min(mine->example, no_example) * state.size + state.rank : no_failure;
-  std::int64_t key = no_failure;
-  check(MPI_Allreduce(&local, &key, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce (status)");
-  tally(sizeof key, 0);
-  if (key == no_failure) return;
+  // Always five words, so that any two agreements match (a rank failing before a check meets the
+  // others' check); a rank without a range sends the neutral no_failure in its words.
+  std::int64_t words[5] = {local, no_failure, no_failure, no_failure, no_failure};
+  if (range)
+    words[1] = order_key(range[0]), words[2] = ~order_key(range[0]), words[3] = order_key(range[1]),
+    words[4] = ~order_key(range[1]);
+  std::int64_t agreed[5];
+  check(MPI_Allreduce(words, agreed, 5, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce (status)");
+  tally(sizeof words, 0);
+  const std::int64_t key = agreed[0];
+  if (key == no_failure) {
+    if (agreed[1] == no_failure) return;  // no rank checked a range
+    const double lo[2] = {from_order_key(agreed[1]), from_order_key(~agreed[2])};
+    const double hi[2] = {from_order_key(agreed[3]), from_order_key(~agreed[4])};
+    const double scale = std::max({std::abs(lo[0]), std::abs(lo[1]), std::abs(hi[0]), std::abs(hi[1])});
+    const double tol = std::isfinite(scale) ? 1e-12 * scale : 0.0;
+    // Equal ranges (NaN or infinite alike on every rank included) pass.
+    const auto same = [&](const double* v) { return v[0] == v[1] || std::abs(v[1] - v[0]) <= tol; };
+    if (same(lo) && same(hi)) return;
+    // Every rank holds the same words: every rank raises, with no further message.
+    throw AgreedError(fmt::format(
+        "vt::mpi::allreduce (backward): the cotangent of the all-reduced tensor differs across ranks (its minimum "
+        "ranges over [{:.6g}, {:.6g}], its maximum over [{:.6g}, {:.6g}]): the result of a collective "
+        "(allreduce, global_sum, global_mean) meets per-example values again without vt::mpi::replicated(); "
+        "write e.g. x - vt::mpi::replicated(vt::mpi::global_mean(x)), so that the gradient sums the ranks' parts",
+        lo[0], lo[1], hi[0], hi[1]));
+  }
   const int winner = static_cast<int>(key % state.size);
   // Only on the error path: the failure's kind, example, minor and message
   // length, then the text.
@@ -193,13 +233,43 @@ void allreduce_forward(const KernelArgs& k) {
 
 ExampleType float_type(const std::vector<ExampleType>& in, const Attrs&) { return in[0]; }
 
+// allreduce's backward: the cotangent itself, once the ranks agreed that it is the same on every
+// rank (its minimum and maximum, in the status all-reduce). The identity adjoint is right only
+// then; a cotangent that differs means that the collective's result met per-example values again
+// without replicated(), and the gradient would be silently wrong.
+void same_cotangent_forward(const KernelArgs& k) {
+  k.backend.copy(k.in[0], k.out);
+  if (!communicating()) return;
+  const std::int64_t n = numel(k.out.shape);
+  std::vector<char> host(static_cast<std::size_t>(n) * size_of(k.out.dtype));
+  k.backend.to_host(host.data(), k.out.data, host.size());
+  double range[2] = {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()};
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double v = k.out.dtype == DType::f64 ? reinterpret_cast<const double*>(host.data())[i]
+                                               : reinterpret_cast<const float*>(host.data())[i];
+    range[0] = std::min(range[0], v), range[1] = std::max(range[1], v);
+  }
+  agree(nullptr, range);
+}
+
+Tensor same_cotangent(const Tensor& g);
+
+const OpDef same_cotangent_op{.name = "mpi_same_cotangent",
+                              .infer = float_type,
+                              .forward = same_cotangent_forward,
+                              .adjoint = [](const Node&, const Tensor&, const Tensor& g,
+                                            const AdjointContext&) { return std::vector<Tensor>{same_cotangent(g)}; },
+                              .collective = true};
+
+Tensor same_cotangent(const Tensor& g) { return apply(same_cotangent_op, {g}); }
+
 const OpDef allreduce_op{.name = "mpi_allreduce",
                          .infer = float_type,
                          .forward = allreduce_forward,
                          // The loss is replicated: every rank seeds the same cotangent, which is
-                         // each rank's part's.
+                         // each rank's part's (checked: same_cotangent).
                          .adjoint = [](const Node&, const Tensor&, const Tensor& g,
-                                       const AdjointContext&) { return std::vector<Tensor>{g}; },
+                                       const AdjointContext&) { return std::vector<Tensor>{same_cotangent(g)}; },
                          .collective = true};
 
 const OpDef replicated_op{

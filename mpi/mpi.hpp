@@ -27,7 +27,7 @@
 //     ranks' parts).
 //
 // Errors: an exception on one rank while others wait in a collective would hang
-// them. Every collective first agrees on a status word (8 bytes), and call(f,
+// them. Every collective first agrees on a status (5 words, 40 bytes), and call(f,
 // ...) ends with one more; a rank that throws joins that agreement from call's
 // handler, and every rank then raises the same error: the one of the lowest
 // failing example of the global batch (NotPositiveDefinite keeps its type, with
@@ -36,7 +36,7 @@
 // yourself so that every rank reaches the same collectives).
 //
 // Traffic per collective: its payload (the reduced tensor's bytes, for
-// global_mean one word more, the count) plus the 8-byte status; per call() 8
+// global_mean one word more, the count) plus the 40-byte status; per call() 40
 // bytes more. counters() counts them.
 #include <cstdint>
 #include <exception>
@@ -97,8 +97,15 @@ Tensor shard(const Tensor& x);
 // leading axis), on every rank. Concrete tensors only (not inside jit).
 Tensor gather(const Tensor& x);
 
-// The sum across ranks of an unbatched tensor (float32 or float64). Adjoint:
-// the identity, since every rank seeds the same cotangent of a replicated loss.
+// The sum across ranks of an unbatched tensor (float32 or float64). Adjoint: the identity, right only when the
+// cotangent reaching it is the same on every rank, as it is when the result feeds only replicated values (the loss).
+// The rule: a collective's result (allreduce, global_sum, global_mean) that meets per-example values again must pass
+// through replicated(), so that its gradient sums the ranks' parts:
+//
+//     x - vt::mpi::replicated(vt::mpi::global_mean(x))    // not x - vt::mpi::global_mean(x)
+//
+// The backward pass checks it: the ranks agree on the cotangent's minimum and maximum (4 words of the status
+// all-reduce, whatever the batch), and every rank raises a vt::Error naming this rule if they differ.
 Tensor allreduce(const Tensor& x);
 // x itself; its adjoint sums the cotangent across ranks: the gate through which
 // a parameter shared by every rank enters the sharded computation (use theta

@@ -155,6 +155,48 @@ void test_sum_mean_gather() {
   }
 }
 
+// Centring by the global mean: the collective's result meets the per-example values again. Through
+// replicated() the gradient is the single-process one; without it, allreduce's backward sees a
+// cotangent that differs across ranks and every rank raises, naming the rule (no hang).
+void test_centring() {
+  for (std::int64_t batch : {10, 7, 2}) {
+    const vt::Tensor X = vt::randn({batch, 3}, 40 + batch);
+    const vt::Tensor mine = vt::mpi::shard(vt::as_batch(X));
+    const auto right = [](const vt::Tensor& x) {
+      return vt::sum(vt::mpi::global_mean(vt::square(x - vt::mpi::replicated(vt::mpi::global_mean(x)))));
+    };
+    const auto wrong = [](const vt::Tensor& x) {
+      return vt::sum(vt::mpi::global_mean(vt::square(x - vt::mpi::global_mean(x))));
+    };
+    const vt::Tensor want =
+        vt::grad([](const vt::Tensor& x) { return vt::sum(vt::mean(vt::square(x - vt::mean(x, {0})), {0})); })(X);
+    const std::string how = fmt::format("B = {}", batch);
+    for (bool jitted : {false, true}) {
+      const vt::Tensor g =
+          jitted ? vt::mpi::call(vt::jit(vt::grad(right)), mine) : vt::mpi::call(vt::grad(right), mine);
+      check_close(
+          vt::unbatch(g), rows(want, vt::mpi::slice(batch, vt::mpi::rank())), 1e-12,
+          fmt::format("gradient of the centred variance through replicated, {}, {}", jitted ? "jit" : "eager", how));
+      std::string message = "(no error)";
+      try {
+        if (jitted)
+          vt::mpi::call(vt::jit(vt::grad(wrong)), mine);
+        else
+          vt::mpi::call(vt::grad(wrong), mine);
+      } catch (const vt::Error& e) {
+        message = e.what();
+      }
+      if (vt::mpi::size() > 1) {
+        check(message.find("without vt::mpi::replicated()") != std::string::npos,
+              fmt::format("the centring without replicated raises, {}: {}", how, message));
+        check(same_on_every_rank(message), "every rank raises the same message for the centring, " + how);
+      } else {
+        check(message == "(no error)", "one rank: the centring without replicated is right: " + message);
+      }
+    }
+  }
+}
+
 void test_model(bool jitted) {
   const Model m;
   const vt::Tensor theta = vt::Tensor::from_vector({0.3, 1.7}, {2});
@@ -285,6 +327,7 @@ int main(int argc, char** argv) {
     test_sum_mean_gather();
     test_model(false);
     test_model(true);
+    test_centring();
     test_traffic();
     test_errors(false);
     test_errors(true);
