@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -386,13 +387,29 @@ Tensor gather(const Tensor& x) {
   const Tensor plain = batched ? unbatch(x) : x;
   if (plain.ndim() == 0) fail("vt::mpi::gather: a scalar has no leading axis to join across ranks");
   if (!communicating()) return x;
+  // A rank that failed earlier in the call meets the others here rather than leaving them waiting.
+  agree(nullptr);
   const Tensor host = plain.to(Device::cpu());
-  const std::int64_t row_bytes =
-      numel(Shape(plain.shape().begin() + 1, plain.shape().end())) * static_cast<std::int64_t>(size_of(plain.dtype()));
+  const Shape row_shape(plain.shape().begin() + 1, plain.shape().end());
+  const std::int64_t row_bytes = numel(row_shape) * static_cast<std::int64_t>(size_of(plain.dtype()));
   std::int64_t rows = plain.shape(0);
+  // Each rank's rows, dtype and row shape (as a hash): every rank sees every rank's, so that a
+  // mismatch raises alike on every rank.
+  const std::int64_t mine[3] = {rows, static_cast<std::int64_t>(plain.dtype()),
+                                static_cast<std::int64_t>(std::hash<std::string>{}(to_string(row_shape)))};
+  std::vector<std::int64_t> all(3 * static_cast<std::size_t>(state.size));
+  check(MPI_Allgather(mine, 3, MPI_INT64_T, all.data(), 3, MPI_INT64_T, MPI_COMM_WORLD), "MPI_Allgather");
+  tally(sizeof mine, 0);
   std::vector<std::int64_t> all_rows(static_cast<std::size_t>(state.size));
-  check(MPI_Allgather(&rows, 1, MPI_INT64_T, all_rows.data(), 1, MPI_INT64_T, MPI_COMM_WORLD), "MPI_Allgather");
-  tally(sizeof rows, 0);
+  for (std::size_t r = 0; r < all_rows.size(); ++r) {
+    all_rows[r] = all[3 * r];
+    if (all[3 * r + 1] != all[1] || all[3 * r + 2] != all[2])
+      throw AgreedError(fmt::format(
+          "vt::mpi::gather: rank {} holds rows of {} and rank 0 rows of {}{}; every rank must gather rows of the same "
+          "shape and dtype",
+          r, name_of(static_cast<DType>(all[3 * r + 1])), name_of(static_cast<DType>(all[1])),
+          all[3 * r + 2] != all[2] ? ", of another shape" : ""));
+  }
   std::vector<int> counts(all_rows.size()), displs(all_rows.size());
   std::int64_t total = 0;
   for (std::size_t r = 0; r < all_rows.size(); ++r) {

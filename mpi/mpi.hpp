@@ -95,7 +95,7 @@ Slice slice(std::int64_t batch, int rank);
 Tensor shard(const Tensor& x);
 // The global tensor from every rank's slice (batched if x is, else along the
 // leading axis), on every rank. Concrete tensors only (not inside jit).
-Tensor gather(const Tensor& x);
+Tensor gather(const Tensor& x);  // agrees on the status first, and on the rows' shape and dtype
 
 // The sum across ranks of an unbatched tensor (float32 or float64). Adjoint: the identity, right only when the
 // cotangent reaching it is the same on every rank, as it is when the result feeds only replicated values (the loss).

@@ -315,6 +315,32 @@ void test_errors(bool jitted) {
   }
   check(message.find("the last rank's own failure (on rank") != std::string::npos, "a user exception: " + message);
   check(same_on_every_rank(message), "every rank raises the user exception");
+  // A failure on rank 0 before a gather: the others meet it in the gather's status agreement.
+  message = "(none)";
+  try {
+    vt::mpi::call([&] {
+      if (vt::mpi::rank() == 0) throw std::runtime_error("rank 0 fails before the gather");
+      return vt::mpi::gather(good);
+    });
+  } catch (const vt::Error& e) {
+    message = e.what();
+  }
+  check(message.find("rank 0 fails before the gather (on rank 0") != std::string::npos,
+        "a failure before a gather: " + message);
+  check(same_on_every_rank(message), "every rank raises the failure before the gather");
+  // Rows of another shape on the last rank: every rank raises.
+  message = "(no error)";
+  try {
+    vt::mpi::call([&] { return vt::mpi::gather(vt::ones({2, vt::mpi::rank() == vt::mpi::size() - 1 ? 4 : 3})); });
+  } catch (const vt::Error& e) {
+    message = e.what();
+  }
+  if (vt::mpi::size() > 1) {
+    check(message.find("vt::mpi::gather: rank") != std::string::npos &&
+              message.find("of another shape") != std::string::npos,
+          "gather of rows of another shape: " + message);
+    check(same_on_every_rank(message), "every rank raises the gather's shape mismatch");
+  }
 }
 
 }  // namespace
