@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <limits>
 #include <string>
@@ -347,6 +348,10 @@ void Session::start(int* argc, char*** argv) {
 }
 
 Session::~Session() {
+  // Unwinding from an error on this rank alone (outside call()): MPI_Finalize would wait for the
+  // other ranks, which wait in their next collective for this one, and the job would hang. Abort
+  // the job instead, so that the launcher ends every rank and reports the failure.
+  if (owns_ && initialized() && std::uncaught_exceptions() > 0 && size() > 1) MPI_Abort(MPI_COMM_WORLD, 1);
   if (owns_ && initialized()) MPI_Finalize();
   if (owns_) state = State{};
 }
