@@ -80,8 +80,9 @@ struct AgreedNotPositiveDefinite : NotPositiveDefinite, Agreed {
 };
 
 struct Failure {
-  std::int64_t kind = 0;              // 0: vt::Error (or anything else), 1: vt::NotPositiveDefinite
-  std::int64_t example = no_example;  // in the global batch
+  std::int64_t kind = 0;            // 0: vt::Error (or anything else), 1: vt::NotPositiveDefinite
+  std::int64_t example = -1;        // reported as batch_index: in the global batch when renamed
+  std::int64_t order = no_example;  // the sort key: the global example, no_example when none is known
   std::int64_t minor = 0;
   std::string message;
 };
@@ -96,17 +97,22 @@ Failure describe(std::exception_ptr error) {
   } catch (const NotPositiveDefinite& e) {
     f.kind = 1;
     f.minor = e.minor;
+    f.example = e.batch_index;
     f.message = e.what();
+    // Renamed only when the batch the message names is the slice shard() took last: the global
+    // batch and this rank's offset in it are then known (a batch split by the user is not renamed).
     const std::string local = fmt::format("example {} of the batch of ", e.batch_index);
-    if (const std::size_t at = f.message.find(local); at != std::string::npos && e.batch_index >= 0) {
-      std::size_t end = at + local.size();
+    const std::size_t at = e.batch_index >= 0 ? f.message.find(local) : std::string::npos;
+    std::size_t end = at == std::string::npos ? at : at + local.size();
+    if (at != std::string::npos)
       while (end < f.message.size() && std::isdigit(static_cast<unsigned char>(f.message[end]))) ++end;
-      const std::string local_batch = f.message.substr(at + local.size(), end - at - local.size());
-      f.example = state.last_shard.offset + e.batch_index;
+    const std::string local_batch =
+        at == std::string::npos ? std::string() : f.message.substr(at + local.size(), end - at - local.size());
+    if (!local_batch.empty() && state.last_shard.global > 0 && local_batch == std::to_string(state.last_shard.count)) {
+      f.example = f.order = state.last_shard.offset + e.batch_index;
       f.message.replace(at, end - at,
-                        fmt::format("example {} of the global batch of {} "
-                                    "(rank {}: example {} of its {})",
-                                    f.example, state.last_shard.global, state.rank, e.batch_index, local_batch));
+                        fmt::format("example {} of the global batch of {} (rank {}: example {} of its {})", f.example,
+                                    state.last_shard.global, state.rank, e.batch_index, local_batch));
     } else {
       f.message += fmt::format(" (on rank {} of {})", state.rank, state.size);
     }
@@ -147,7 +153,7 @@ void agree(const Failure* mine, const double* range = nullptr) {
     if (mine) raise(*mine);
     return;
   }
-  const std::int64_t local = mine ? std::min(mine->example, no_example) * state.size + state.rank : no_failure;
+  const std::int64_t local = mine ? std::min(mine->order, no_example) * state.size + state.rank : no_failure;
   // Always five words, so that any two agreements match (a rank failing before a check meets the
   // others' check); a rank without a range sends the neutral no_failure in its words.
   std::int64_t words[5] = {local, no_failure, no_failure, no_failure, no_failure};
@@ -183,7 +189,7 @@ void agree(const Failure* mine, const double* range = nullptr) {
     head[0] = mine->kind, head[1] = mine->example, head[2] = mine->minor,
     head[3] = static_cast<std::int64_t>(mine->message.size());
   check(MPI_Bcast(head, 4, MPI_INT64_T, winner, MPI_COMM_WORLD), "MPI_Bcast (error)");
-  Failure f{head[0], head[1], head[2], std::string(static_cast<std::size_t>(head[3]), '\0')};
+  Failure f{head[0], head[1], no_example, head[2], std::string(static_cast<std::size_t>(head[3]), '\0')};
   if (state.rank == winner) f.message = mine->message;
   check(MPI_Bcast(f.message.data(), static_cast<int>(head[3]), MPI_CHAR, winner, MPI_COMM_WORLD), "MPI_Bcast (error)");
   tally(static_cast<std::int64_t>(sizeof head) + head[3], 0);
@@ -461,6 +467,13 @@ Tensor global_sum(const Tensor& x) { return allreduce(batch_sum(check_batched(x,
 // only the sums cross the network.
 Tensor global_mean(const Tensor& x) {
   return allreduce(batch_sum(divide_by_global_batch(check_batched(x, "vt::mpi::global_mean"))));
+}
+
+// The global batch given: no dependence on shard(), and the sum crosses the network before the
+// division.
+Tensor global_mean(const Tensor& x, std::int64_t global_batch) {
+  if (global_batch <= 0) fail("vt::mpi::global_mean: the global batch size must be positive, got {}", global_batch);
+  return allreduce(batch_sum(check_batched(x, "vt::mpi::global_mean"))) * (1.0 / static_cast<double>(global_batch));
 }
 
 Counters counters() { return state.counters; }

@@ -31,7 +31,10 @@
 // ...) ends with one more; a rank that throws joins that agreement from call's
 // handler, and every rank then raises the same error: the one of the lowest
 // failing example of the global batch (NotPositiveDefinite keeps its type, with
-// batch_index the global example index), or else of the lowest failing rank. So
+// batch_index the global example index), or else of the lowest failing rank.
+// The global example is known from the slice shard() took last: a message is
+// renamed only when the batch it names has that slice's count; otherwise (data
+// split by the user) it keeps the local index and names the rank. So
 // run every function that uses collectives through call() (or handle errors
 // yourself so that every rank reaches the same collectives).
 //
@@ -116,8 +119,13 @@ Tensor replicated(const Tensor& x);
 // Sum and mean of a batched tensor over the global batch (every rank's
 // examples), unbatched, the same on every rank. global_mean sends the local
 // count with the sum: one message.
+// global_mean(x) divides by the global batch of the slice shard() took last (no message; its
+// kernel raises if this rank's batch is not that slice's count): data split by the user, without
+// shard(), needs global_mean(x, global_batch), which divides by the given global batch size (a
+// constant of a jitted plan, like any captured value).
 Tensor global_sum(const Tensor& x);
 Tensor global_mean(const Tensor& x);
+Tensor global_mean(const Tensor& x, std::int64_t global_batch);
 
 // What this process has sent into collectives since it started (or since
 // reset_counters).

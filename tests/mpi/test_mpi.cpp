@@ -197,6 +197,51 @@ void test_centring() {
   }
 }
 
+// Data split by the user (no shard, and a stale shard of another batch): global_mean(x, B) and its
+// gradient are the single-process ones; a NotPositiveDefinite keeps its local index and names the rank.
+void test_user_split() {
+  vt::mpi::shard(vt::ones({4, 1}));  // last_shard: another batch
+  const std::int64_t batch = 9;
+  const vt::Tensor X = vt::randn({batch, 3}, 77);
+  const vt::mpi::Slice s = vt::mpi::slice(batch, vt::mpi::rank());
+  const vt::Tensor mine = vt::as_batch(rows(X, s));
+  const auto loss = [&](const vt::Tensor& x) { return vt::sum(vt::square(vt::mpi::global_mean(x, batch))); };
+  check_close(vt::mpi::call([&] { return vt::mpi::global_mean(mine, batch); }), vt::mean(X, {0}), 1e-12,
+              "global_mean(x, B) of a user split");
+  const vt::Tensor want = vt::grad([](const vt::Tensor& x) { return vt::sum(vt::square(vt::mean(x, {0}))); })(X);
+  check_close(vt::unbatch(vt::mpi::call(vt::jit(vt::grad(loss)), mine)), rows(want, s), 1e-12,
+              "gradient of global_mean(x, B) of a user split");
+  try {
+    vt::mpi::global_mean(mine, 0);
+    check(false, "global_mean(x, 0) raises");
+  } catch (const vt::Error& e) {
+    check(std::string(e.what()).find("must be positive, got 0") != std::string::npos, e.what());
+  }
+  // A non-SPD example 0 on the last rank's own batch: not renamed (the batch is not the last shard's).
+  std::vector<double> p(static_cast<std::size_t>(s.count), 1.0);
+  if (vt::mpi::rank() == vt::mpi::size() - 1 && s.count > 0) p[0] = -1.0;
+  const vt::Tensor P = vt::as_batch(vt::Tensor::from_vector(p, {s.count, 1}));
+  std::string message = "(none)";
+  long index = -2;
+  try {
+    vt::mpi::call([&] {
+      return vt::mpi::global_mean(vt::vmap([](const vt::Tensor& q) {
+                                    return vt::sum(vt::cho_solve(vt::cho_factor(q * vt::eye(2)), vt::ones({2})));
+                                  })(P),
+                                  batch);
+    });
+  } catch (const vt::NotPositiveDefinite& e) {
+    message = e.what();
+    index = e.batch_index;
+  }
+  if (vt::mpi::size() > 1) {
+    check(index == 0 && message.find("global batch") == std::string::npos &&
+              message.find(fmt::format("(on rank {} of", vt::mpi::size() - 1)) != std::string::npos,
+          fmt::format("a user split's error keeps its local index 0 (got {}) and names the rank: {}", index, message));
+    check(same_on_every_rank(message), "every rank raises the user split's error");
+  }
+}
+
 void test_model(bool jitted) {
   const Model m;
   const vt::Tensor theta = vt::Tensor::from_vector({0.3, 1.7}, {2});
@@ -354,6 +399,7 @@ int main(int argc, char** argv) {
     test_model(false);
     test_model(true);
     test_centring();
+    test_user_split();
     test_traffic();
     test_errors(false);
     test_errors(true);
