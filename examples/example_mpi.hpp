@@ -1,9 +1,7 @@
 #pragma once
-// The examples under mpirun: when vtape was built with its MPI layer
-// (VTAPE_WITH_MPI) and the process was started by an MPI launcher (mpirun,
-// srun), each rank takes a slice of the batch and the batch reductions span
-// every rank (vt::mpi). Otherwise every function here is the single-process
-// one, so the examples behave identically without MPI.
+// The examples under mpirun: when vtape was built with its MPI layer (VTAPE_WITH_MPI) and the process was started by an
+// MPI launcher (mpirun, srun), each rank takes a slice of the batch and the batch reductions span every rank (vt::mpi).
+// Otherwise every function here is the single-process one, so the examples behave identically without MPI.
 #include <cstdint>
 #include <utility>
 #include <vector>

@@ -1,6 +1,5 @@
-// vtape over MPI: the collectives as ops (shape rule, forward, adjoint),
-// sharding, and the agreement on errors that keeps a failing rank from leaving
-// the others waiting.
+// vtape over MPI: the collectives as ops (shape rule, forward, adjoint), sharding, and the agreement on errors that
+// keeps a failing rank from leaving the others waiting.
 #include "mpi.hpp"
 
 #include <mpi.h>
@@ -45,8 +44,7 @@ bool initialized() {
   return init && !fin;
 }
 
-// Collectives need every rank; with one rank (or no MPI) they are the identity
-// and send nothing.
+// Collectives need every rank; with one rank (or no MPI) they are the identity and send nothing.
 bool communicating() { return state.size > 1 && initialized(); }
 
 void tally(std::int64_t bytes, std::int64_t payload) {
@@ -69,8 +67,7 @@ void check(int code, const char* what) {
 constexpr std::int64_t no_failure = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t no_example = std::int64_t{1} << 40;
 
-// Raised on every rank once the ranks agreed on a failure, so that no handler
-// agrees again.
+// Raised on every rank once the ranks agreed on a failure, so that no handler agrees again.
 struct Agreed {};
 struct AgreedError : Error, Agreed {
   using Error::Error;
@@ -87,9 +84,8 @@ struct Failure {
   std::string message;
 };
 
-// The local example of a batched call that NotPositiveDefinite names, as its
-// message words it (ops/matrix_batch.cpp), renamed as an example of the global
-// batch.
+// The local example of a batched call that NotPositiveDefinite names, as its message words it (ops/matrix_batch.cpp),
+// renamed as an example of the global batch.
 Failure describe(std::exception_ptr error) {
   Failure f;
   try {
@@ -99,8 +95,8 @@ Failure describe(std::exception_ptr error) {
     f.minor = e.minor;
     f.example = e.batch_index;
     f.message = e.what();
-    // Renamed only when the batch the message names is the slice shard() took last: the global
-    // batch and this rank's offset in it are then known (a batch split by the user is not renamed).
+    // Renamed only when the batch the message names is the slice shard() took last: the global batch and this rank's
+    // offset in it are then known (a batch split by the user is not renamed).
     const std::string local = fmt::format("example {} of the batch of ", e.batch_index);
     const std::size_t at = e.batch_index >= 0 ? f.message.find(local) : std::string::npos;
     std::size_t end = at == std::string::npos ? at : at + local.size();
@@ -129,8 +125,8 @@ Failure describe(std::exception_ptr error) {
   throw AgreedError(f.message);
 }
 
-// Doubles as int64 keys of the same order (-0 as +0), so that a cotangent's range rides in the
-// status all-reduce (MIN of int64 words) and ~key gives the maximum.
+// Doubles as int64 keys of the same order (-0 as +0), so that a cotangent's range rides in the status all-reduce (MIN
+// of int64 words) and ~key gives the maximum.
 std::int64_t order_key(double v) {
   v += 0.0;
   std::int64_t bits;
@@ -144,18 +140,17 @@ double from_order_key(std::int64_t key) {
   return v;
 }
 
-// One status all-reduce; when some rank failed, the failure with the smallest key is broadcast
-// from its rank and raised on every rank. `mine`: this rank's failure, if any. `range`: this
-// rank's {min, max} of a cotangent that must be the same on every rank (allreduce's backward); a
-// difference raises on every rank.
+// One status all-reduce; when some rank failed, the failure with the smallest key is broadcast from its rank and raised
+// on every rank. `mine`: this rank's failure, if any. `range`: this rank's {min, max} of a cotangent that must be the
+// same on every rank (allreduce's backward); a difference raises on every rank.
 void agree(const Failure* mine, const double* range = nullptr) {
   if (!communicating()) {
     if (mine) raise(*mine);
     return;
   }
   const std::int64_t local = mine ? std::min(mine->order, no_example) * state.size + state.rank : no_failure;
-  // Always five words, so that any two agreements match (a rank failing before a check meets the
-  // others' check); a rank without a range sends the neutral no_failure in its words.
+  // Always five words, so that any two agreements match (a rank failing before a check meets the others' check); a rank
+  // without a range sends the neutral no_failure in its words.
   std::int64_t words[5] = {local, no_failure, no_failure, no_failure, no_failure};
   if (range)
     words[1] = order_key(range[0]), words[2] = ~order_key(range[0]), words[3] = order_key(range[1]),
@@ -182,8 +177,7 @@ void agree(const Failure* mine, const double* range = nullptr) {
         lo[0], lo[1], hi[0], hi[1]));
   }
   const int winner = static_cast<int>(key % state.size);
-  // Only on the error path: the failure's kind, example, minor and message
-  // length, then the text.
+  // Only on the error path: the failure's kind, example, minor and message length, then the text.
   std::int64_t head[4] = {0, 0, 0, 0};
   if (state.rank == winner)
     head[0] = mine->kind, head[1] = mine->example, head[2] = mine->minor,
@@ -231,8 +225,7 @@ void allreduce_forward(const KernelArgs& k) {
     sum_in_place(k.out.data, n, k.out.dtype);
     return;
   }
-  // On a GPU: through the host, simple and obviously right (the payload is a
-  // few words).
+  // On a GPU: through the host, simple and obviously right (the payload is a few words).
   std::vector<char> host(static_cast<std::size_t>(n) * size_of(k.out.dtype));
   k.backend.to_host(host.data(), k.out.data, host.size());
   sum_in_place(host.data(), n, k.out.dtype);
@@ -241,10 +234,9 @@ void allreduce_forward(const KernelArgs& k) {
 
 ExampleType float_type(const std::vector<ExampleType>& in, const Attrs&) { return in[0]; }
 
-// allreduce's backward: the cotangent itself, once the ranks agreed that it is the same on every
-// rank (its minimum and maximum, in the status all-reduce). The identity adjoint is right only
-// then; a cotangent that differs means that the collective's result met per-example values again
-// without replicated(), and the gradient would be silently wrong.
+// allreduce's backward: the cotangent itself, once the ranks agreed that it is the same on every rank (its minimum and
+// maximum, in the status all-reduce). The identity adjoint is right only then; a cotangent that differs means that the
+// collective's result met per-example values again without replicated(), and the gradient would be silently wrong.
 void same_cotangent_forward(const KernelArgs& k) {
   k.backend.copy(k.in[0], k.out);
   if (!communicating()) return;
@@ -274,8 +266,8 @@ Tensor same_cotangent(const Tensor& g) { return apply(same_cotangent_op, {g}); }
 const OpDef allreduce_op{.name = "mpi_allreduce",
                          .infer = float_type,
                          .forward = allreduce_forward,
-                         // The loss is replicated: every rank seeds the same cotangent, which is
-                         // each rank's part's (checked: same_cotangent).
+                         // The loss is replicated: every rank seeds the same cotangent, which is each rank's part's
+                         // (checked: same_cotangent).
                          .adjoint = [](const Node&, const Tensor&, const Tensor& g,
                                        const AdjointContext&) { return std::vector<Tensor>{same_cotangent(g)}; },
                          .collective = true};
@@ -284,15 +276,13 @@ const OpDef replicated_op{
     .name = "mpi_replicated",
     .infer = float_type,
     .forward = [](const KernelArgs& k) { k.backend.copy(k.in[0], k.out); },
-    // Each rank holds the part of the cotangent its slice contributes: their
-    // sum is the whole.
+    // Each rank holds the part of the cotangent its slice contributes: their sum is the whole.
     .adjoint = [](const Node&, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{allreduce(g.is_batched() ? batch_sum(g) : g)}; }};
 
-// x / N per example, N the global batch of the slice shard() took last (every rank knows it
-// without a message). Batched in and out, so that under jit it runs with the examples (by chunks)
-// and the gradient of global_mean never waits for a collective: the backward pass of a call runs
-// by chunks too. Its kernel checks that this rank's batch is that slice's.
+// x / N per example, N the global batch of the slice shard() took last (every rank knows it without a message). Batched
+// in and out, so that under jit it runs with the examples (by chunks) and the gradient of global_mean never waits for a
+// collective: the backward pass of a call runs by chunks too. Its kernel checks that this rank's batch is that slice's.
 Tensor divide_by_global_batch(const Tensor& x);
 
 void divide_by_global_batch_forward(const KernelArgs& k) {
@@ -354,9 +344,9 @@ void Session::start(int* argc, char*** argv) {
 }
 
 Session::~Session() {
-  // Unwinding from an error on this rank alone (outside call()): MPI_Finalize would wait for the
-  // other ranks, which wait in their next collective for this one, and the job would hang. Abort
-  // the job instead, so that the launcher ends every rank and reports the failure.
+  // Unwinding from an error on this rank alone (outside call()): MPI_Finalize would wait for the other ranks, which
+  // wait in their next collective for this one, and the job would hang. Abort the job instead, so that the launcher
+  // ends every rank and reports the failure.
   if (owns_ && initialized() && std::uncaught_exceptions() > 0 && size() > 1) MPI_Abort(MPI_COMM_WORLD, 1);
   if (owns_ && initialized()) MPI_Finalize();
   if (owns_) state = State{};
@@ -404,8 +394,8 @@ Tensor gather(const Tensor& x) {
   const Shape row_shape(plain.shape().begin() + 1, plain.shape().end());
   const std::int64_t row_bytes = numel(row_shape) * static_cast<std::int64_t>(size_of(plain.dtype()));
   std::int64_t rows = plain.shape(0);
-  // Each rank's rows, dtype and row shape (as a hash): every rank sees every rank's, so that a
-  // mismatch raises alike on every rank.
+  // Each rank's rows, dtype and row shape (as a hash): every rank sees every rank's, so that a mismatch raises alike on
+  // every rank.
   const std::int64_t mine[3] = {rows, static_cast<std::int64_t>(plain.dtype()),
                                 static_cast<std::int64_t>(std::hash<std::string>{}(to_string(row_shape)))};
   std::vector<std::int64_t> all(3 * static_cast<std::size_t>(state.size));
@@ -463,14 +453,13 @@ Tensor replicated(const Tensor& x) {
 
 Tensor global_sum(const Tensor& x) { return allreduce(batch_sum(check_batched(x, "vt::mpi::global_sum"))); }
 
-// The examples divided by the global batch size (known from shard, no message), then summed:
-// only the sums cross the network.
+// The examples divided by the global batch size (known from shard, no message), then summed: only the sums cross the
+// network.
 Tensor global_mean(const Tensor& x) {
   return allreduce(batch_sum(divide_by_global_batch(check_batched(x, "vt::mpi::global_mean"))));
 }
 
-// The global batch given: no dependence on shard(), and the sum crosses the network before the
-// division.
+// The global batch given: no dependence on shard(), and the sum crosses the network before the division.
 Tensor global_mean(const Tensor& x, std::int64_t global_batch) {
   if (global_batch <= 0) fail("vt::mpi::global_mean: the global batch size must be positive, got {}", global_batch);
   return allreduce(batch_sum(check_batched(x, "vt::mpi::global_mean"))) * (1.0 / static_cast<double>(global_batch));

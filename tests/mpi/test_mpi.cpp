@@ -1,9 +1,7 @@
-// vt::mpi under mpirun (ctest runs it with 2 and 3 ranks): every rank computes
-// the single-process result itself, on the whole batch and without collectives,
-// and checks that the sharded run gives its rows of it (values and gradients to
-// 1e-12 relative), for batches that split unevenly and leave ranks empty; the
-// shared parameter's gradient against finite differences; errors raised alike
-// on every rank, naming the global example, without a hang (ctest's timeout).
+// vt::mpi under mpirun (ctest runs it with 2 and 3 ranks): every rank computes the single-process result itself, on the
+// whole batch and without collectives, and checks that the sharded run gives its rows of it (values and gradients to
+// 1e-12 relative), for batches that split unevenly and leave ranks empty; the shared parameter's gradient against
+// finite differences; errors raised alike on every rank, naming the global example, without a hang (ctest's timeout).
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 #include <mpi.h>
@@ -58,9 +56,8 @@ bool same_on_every_rank(const std::string& text) {
 
 constexpr std::int64_t nobs = 8, ngp = 2;
 
-// The seed's example with a shared parameter: A = F diag(p^2) F^T +
-// exp(theta_0) I, scaled by theta_1; per example the mean of cho_solve(A,
-// ones).
+// The seed's example with a shared parameter: A = F diag(p^2) F^T + exp(theta_0) I, scaled by theta_1; per example the
+// mean of cho_solve(A, ones).
 struct Model {
   vt::Tensor F, ones = vt::ones({nobs}), eye = vt::eye(nobs);
   Model() {
@@ -82,8 +79,7 @@ struct Model {
   vt::Tensor reference(const vt::Tensor& P, const vt::Tensor& theta) const {
     return vt::mean(vt::vmap([&](const vt::Tensor& p) { return example(p, theta); })(P)) + prior(theta);
   }
-  // Sharded: P is this rank's slice; theta enters the sharded part through
-  // replicated().
+  // Sharded: P is this rank's slice; theta enters the sharded part through replicated().
   vt::Tensor sharded(const vt::Tensor& P, const vt::Tensor& theta) const {
     const vt::Tensor shared = vt::mpi::replicated(theta);
     return vt::mpi::global_mean(vt::vmap([&](const vt::Tensor& p) { return example(p, shared); })(P)) + prior(theta);
@@ -113,8 +109,7 @@ void test_sum_mean_gather() {
     check_close(vt::mpi::global_mean(mine), vt::mean(X, {0}), 1e-12, fmt::format("global_mean, B = {}", batch));
     check_close(vt::unbatch(vt::mpi::gather(mine)), X, 0, fmt::format("gather(shard(X)), B = {}", batch));
     check_close(vt::mpi::gather(vt::mpi::shard(X)), X, 0, fmt::format("gather(shard(X)) of a plain X, B = {}", batch));
-    // d/dx of sum(w * global_mean(x)^2): this rank's rows of the single-process
-    // gradient.
+    // d/dx of sum(w * global_mean(x)^2): this rank's rows of the single-process gradient.
     const vt::Tensor W = vt::randn({3, 2}, 3);
     const vt::Tensor g =
         vt::grad([&](const vt::Tensor& x) { return vt::sum(W * vt::square(vt::mpi::global_mean(x))); })(mine);
@@ -127,8 +122,8 @@ void test_sum_mean_gather() {
     check_close(vt::unbatch(gs), rows(wants, vt::mpi::slice(batch, vt::mpi::rank())), 1e-12,
                 fmt::format("gradient of global_sum, B = {}", batch));
   }
-  // A batch that is not this rank's shard: global_mean cannot know the global size, and says so
-  // (on every rank, through call). One rank holds the whole batch, whatever it is.
+  // A batch that is not this rank's shard: global_mean cannot know the global size, and says so (on every rank, through
+  // call). One rank holds the whole batch, whatever it is.
   std::string message = "(none)";
   try {
     vt::mpi::call([] { return vt::mpi::global_mean(vt::as_batch(vt::ones({5, 2}))); });
@@ -155,9 +150,9 @@ void test_sum_mean_gather() {
   }
 }
 
-// Centring by the global mean: the collective's result meets the per-example values again. Through
-// replicated() the gradient is the single-process one; without it, allreduce's backward sees a
-// cotangent that differs across ranks and every rank raises, naming the rule (no hang).
+// Centring by the global mean: the collective's result meets the per-example values again. Through replicated() the
+// gradient is the single-process one; without it, allreduce's backward sees a cotangent that differs across ranks and
+// every rank raises, naming the rule (no hang).
 void test_centring() {
   for (std::int64_t batch : {10, 7, 2}) {
     const vt::Tensor X = vt::randn({batch, 3}, 40 + batch);
@@ -197,8 +192,8 @@ void test_centring() {
   }
 }
 
-// Data split by the user (no shard, and a stale shard of another batch): global_mean(x, B) and its
-// gradient are the single-process ones; a NotPositiveDefinite keeps its local index and names the rank.
+// Data split by the user (no shard, and a stale shard of another batch): global_mean(x, B) and its gradient are the
+// single-process ones; a NotPositiveDefinite keeps its local index and names the rank.
 void test_user_split() {
   vt::mpi::shard(vt::ones({4, 1}));  // last_shard: another batch
   const std::int64_t batch = 9;
@@ -306,9 +301,8 @@ void test_traffic() {
   if (vt::mpi::rank() == 0) fmt::print("bytes sent per call and rank: {} (B = 6), {} (B = 600)\n", bytes[0], bytes[1]);
 }
 
-// A non-SPD matrix on one rank: every rank raises NotPositiveDefinite naming
-// the lowest failing example of the global batch, with the same message; then
-// the ranks go on together.
+// A non-SPD matrix on one rank: every rank raises NotPositiveDefinite naming the lowest failing example of the global
+// batch, with the same message; then the ranks go on together.
 void test_errors(bool jitted) {
   const auto func = [](const vt::Tensor& p) {  // p[0] I: not positive definite where p[0] <= 0
     return vt::sum(vt::cho_solve(vt::cho_factor(vt::slice(p, 0, 0, 1) * vt::eye(3)), vt::ones({3})));
@@ -346,8 +340,7 @@ void test_errors(bool jitted) {
     const double v = (jitted ? vt::mpi::call(step, good) : vt::mpi::call(eager, good)).first.item();
     check(std::abs(v - 3.0) < 1e-14, fmt::format("a good call after the error: {} (want 3), {}", v, how));
   }
-  // An exception of user code on the last rank only: every rank raises it as
-  // vt::Error.
+  // An exception of user code on the last rank only: every rank raises it as vt::Error.
   const vt::Tensor good = vt::mpi::shard(vt::as_batch(vt::ones({4, 2})));
   std::string message = "(none)";
   try {
