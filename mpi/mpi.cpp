@@ -338,8 +338,11 @@ void Session::start(int* argc, char*** argv) {
   MPI_Comm_size(local, &state.local_size);
   MPI_Comm_free(&local);
   if (!std::getenv("OMP_NUM_THREADS") && state.local_size > 1) {
+    // The launcher may bind each rank to some cores (Open MPI binds to one core by default with
+    // few ranks): more threads than the rank's affinity mask allows would share those cores.
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    omp_set_num_threads(std::max(1, cores / state.local_size));
+    const int bound = std::max(1, omp_get_num_procs());  // the cores of this process's affinity mask
+    omp_set_num_threads(std::max(1, std::min(bound, cores / state.local_size)));
   }
 }
 

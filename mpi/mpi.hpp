@@ -41,7 +41,7 @@ namespace vt::mpi {
 // Initialises MPI (funneled threads: collectives run on the calling thread
 // only) unless it already is, and finalises it at scope exit if it initialised
 // it. Without OMP_NUM_THREADS in the environment, it sets the OpenMP threads of
-// each rank to the cores over the ranks on this node, so ranks sharing a
+// each rank to the cores over the ranks on this node (at most the cores its affinity mask allows), so ranks sharing a
 // machine do not oversubscribe it. Destroyed while an exception unwinds with more than one rank (an error on this
 // rank alone, outside call()), it aborts the job (MPI_Abort) rather than hang in MPI_Finalize.
 class Session {
