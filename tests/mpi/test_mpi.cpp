@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 #include <mpi.h>
+#include <omp.h>
 
 #include <cmath>
 #include <functional>
@@ -84,6 +85,19 @@ struct Model {
     const vt::Tensor shared = vt::mpi::replicated(theta);
     return vt::mpi::global_mean(vt::vmap([&](const vt::Tensor& p) { return example(p, shared); })(P)) + prior(theta);
   }
+};
+
+// While it lives, with chunk > 0: jitted plans run by chunks of `chunk` examples, on 2 OpenMP threads.
+class ChunkedRun {
+ public:
+  explicit ChunkedRun(std::int64_t chunk) : threads_(omp_get_max_threads()), scope_(chunk) {
+    if (chunk > 0) omp_set_num_threads(2);
+  }
+  ~ChunkedRun() { omp_set_num_threads(threads_); }
+
+ private:
+  int threads_;
+  vt::JitChunkExamples scope_;
 };
 
 void test_slices() {
@@ -237,7 +251,9 @@ void test_user_split() {
   }
 }
 
-void test_model(bool jitted) {
+// With `chunk`, the jitted plan runs by chunks of that many examples on 2 threads: the collectives stay once per call.
+void test_model(bool jitted, std::int64_t chunk = 0) {
+  const ChunkedRun chunked(chunk);
   const Model m;
   const vt::Tensor theta = vt::Tensor::from_vector({0.3, 1.7}, {2});
   auto step =
@@ -274,6 +290,9 @@ void test_model(bool jitted) {
       }
     }
   }
+  if (chunk > 0)
+    check(step.counters().chunked_calls > 0,
+          fmt::format("the calls ran by chunks of {}: {} chunked calls", chunk, step.counters().chunked_calls));
   if (jitted) {
     const vt::JitCounters c = step.counters();
     check(c.traces == 1, fmt::format("one trace for every local batch size "
@@ -303,7 +322,8 @@ void test_traffic() {
 
 // A non-SPD matrix on one rank: every rank raises NotPositiveDefinite naming the lowest failing example of the global
 // batch, with the same message; then the ranks go on together.
-void test_errors(bool jitted) {
+void test_errors(bool jitted, std::int64_t chunk = 0) {
+  const ChunkedRun chunked(chunk);
   const auto func = [](const vt::Tensor& p) {  // p[0] I: not positive definite where p[0] <= 0
     return vt::sum(vt::cho_solve(vt::cho_factor(vt::slice(p, 0, 0, 1) * vt::eye(3)), vt::ones({3})));
   };
@@ -340,6 +360,9 @@ void test_errors(bool jitted) {
     const double v = (jitted ? vt::mpi::call(step, good) : vt::mpi::call(eager, good)).first.item();
     check(std::abs(v - 3.0) < 1e-14, fmt::format("a good call after the error: {} (want 3), {}", v, how));
   }
+  if (chunk > 0)
+    check(step.counters().chunked_calls > 0,
+          fmt::format("the erring calls ran by chunks of {}: {} chunked calls", chunk, step.counters().chunked_calls));
   // An exception of user code on the last rank only: every rank raises it as vt::Error.
   const vt::Tensor good = vt::mpi::shard(vt::as_batch(vt::ones({4, 2})));
   std::string message = "(none)";
@@ -396,6 +419,8 @@ int main(int argc, char** argv) {
     test_traffic();
     test_errors(false);
     test_errors(true);
+    test_model(true, 2);
+    test_errors(true, 2);
   } catch (const std::exception& e) {
     check(false, std::string("unexpected exception: ") + e.what());
   }
