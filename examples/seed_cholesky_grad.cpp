@@ -78,7 +78,8 @@ std::variant<Options, int> parse(int argc, char** argv) {
   app.add_option("--grad-out", o.grad_out, "write the gradient for --pars to this .npy file")
       ->type_name("FILE.npy")
       ->needs(pars);
-  app.add_option("--device", device, "where the data live and the plan runs: cpu, cuda (under mpirun: cuda:local_rank) or cuda:N")
+  app.add_option("--device", device,
+                 "where the data live and the plan runs: cpu, cuda (under mpirun: cuda:local_rank) or cuda:N")
       ->type_name("DEVICE")
       ->check(cli::device())
       ->capture_default_str();
