@@ -1,10 +1,9 @@
 #pragma once
-// The examples under mpirun: when vtape was built with its MPI layer
-// (VTAPE_WITH_MPI) and the process was started by an MPI launcher (mpirun,
-// srun), each rank takes a slice of the batch and the batch reductions span
-// every rank (vt::mpi). Otherwise every function here is the single-process
-// one, so the examples behave identically without MPI.
+// The examples under mpirun: when vtape was built with its MPI layer (VTAPE_WITH_MPI) and the process was started by an
+// MPI launcher (mpirun, srun), each rank takes a slice of the batch and the batch reductions span every rank (vt::mpi).
+// Otherwise every function here is the single-process one, so the examples behave identically without MPI.
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 #include <vtape/vtape.hpp>
@@ -42,6 +41,12 @@ decltype(auto) call(F&& f, Args&&... args) {
   return std::forward<F>(f)(std::forward<Args>(args)...);
 }
 inline long long bytes_sent() { return on() ? vt::mpi::counters().bytes_sent : 0; }
+// The device that --device names; under mpirun, `cuda` without an ordinal is this rank's GPU (vt::mpi::device(): one
+// rank per GPU), so that the ranks on a node do not all share cuda:0.
+inline vt::Device device(const std::string& name) {
+  if (on() && name == "cuda" && vt::mpi::device().kind == vt::DeviceKind::cuda) return vt::mpi::device();
+  return vt::parse_device(name);
+}
 // This rank's share [first, first + count) of n items (the even split, vt::mpi::slice).
 inline std::pair<std::int64_t, std::int64_t> my_share(std::int64_t n) {
   if (!on()) return {0, n};
@@ -73,6 +78,7 @@ decltype(auto) call(F&& f, Args&&... args) {
   return std::forward<F>(f)(std::forward<Args>(args)...);
 }
 inline long long bytes_sent() { return 0; }
+inline vt::Device device(const std::string& name) { return vt::parse_device(name); }
 inline std::pair<std::int64_t, std::int64_t> my_share(std::int64_t n) { return {0, n}; }
 inline double sum_over_ranks(double x) { return x; }
 inline std::vector<double> rows_of_every_rank(const std::vector<double>& row) { return row; }

@@ -128,12 +128,13 @@ int main(int argc, char** argv) try {
           ->type_name("t1,...,t11")
           ->check(cli::number_list(gp::n_theta));
   app.add_flag("--eval", eval, "print lml and its gradient at --theta as JSON instead of fitting")->needs(theta_option);
-  app.add_option("--device", device_name, "where the likelihoods are computed: cpu, cuda or cuda:N")
+  app.add_option("--device", device_name,
+                 "where the likelihoods are computed: cpu, cuda (under mpirun: cuda:local_rank) or cuda:N")
       ->type_name("DEVICE")
       ->check(cli::device())
       ->capture_default_str();
   if (const std::optional<int> status = cli::parse(app, argc, argv)) return *status;
-  device = vt::parse_device(device_name);
+  device = example_mpi::device(device_name);
 
   const gp::Series series = gp::read_csv(data);
   const auto n = static_cast<std::int64_t>(series.t.size());

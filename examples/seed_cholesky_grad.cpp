@@ -78,7 +78,8 @@ std::variant<Options, int> parse(int argc, char** argv) {
   app.add_option("--grad-out", o.grad_out, "write the gradient for --pars to this .npy file")
       ->type_name("FILE.npy")
       ->needs(pars);
-  app.add_option("--device", device, "where the data live and the plan runs: cpu, cuda or cuda:N")
+  app.add_option("--device", device,
+                 "where the data live and the plan runs: cpu, cuda (under mpirun: cuda:local_rank) or cuda:N")
       ->type_name("DEVICE")
       ->check(cli::device())
       ->capture_default_str();
@@ -87,7 +88,7 @@ std::variant<Options, int> parse(int argc, char** argv) {
   if (std::string problem = cli::read_int_list(nbatch, 1, max_nbatch, max_batch_sizes, sizes); !problem.empty())
     throw vt::Error("--nbatch: " + problem);
   o.nbatch = sizes;
-  o.device = vt::parse_device(device);
+  o.device = example_mpi::device(device);
   return o;
 }
 

@@ -1,14 +1,16 @@
-// vtape over MPI: the collectives as ops (shape rule, forward, adjoint),
-// sharding, and the agreement on errors that keeps a failing rank from leaving
-// the others waiting.
+// vtape over MPI: the collectives as ops (shape rule, forward, adjoint), sharding, and the agreement on errors that
+// keeps a failing rank from leaving the others waiting.
 #include "mpi.hpp"
 
 #include <mpi.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <limits>
 #include <string>
 #include <thread>
@@ -42,8 +44,7 @@ bool initialized() {
   return init && !fin;
 }
 
-// Collectives need every rank; with one rank (or no MPI) they are the identity
-// and send nothing.
+// Collectives need every rank; with one rank (or no MPI) they are the identity and send nothing.
 bool communicating() { return state.size > 1 && initialized(); }
 
 void tally(std::int64_t bytes, std::int64_t payload) {
@@ -66,8 +67,7 @@ void check(int code, const char* what) {
 constexpr std::int64_t no_failure = std::numeric_limits<std::int64_t>::max();
 constexpr std::int64_t no_example = std::int64_t{1} << 40;
 
-// Raised on every rank once the ranks agreed on a failure, so that no handler
-// agrees again.
+// Raised on every rank once the ranks agreed on a failure, so that no handler agrees again.
 struct Agreed {};
 struct AgreedError : Error, Agreed {
   using Error::Error;
@@ -77,15 +77,15 @@ struct AgreedNotPositiveDefinite : NotPositiveDefinite, Agreed {
 };
 
 struct Failure {
-  std::int64_t kind = 0;              // 0: vt::Error (or anything else), 1: vt::NotPositiveDefinite
-  std::int64_t example = no_example;  // in the global batch
+  std::int64_t kind = 0;            // 0: vt::Error (or anything else), 1: vt::NotPositiveDefinite
+  std::int64_t example = -1;        // reported as batch_index: in the global batch when renamed
+  std::int64_t order = no_example;  // the sort key: the global example, no_example when none is known
   std::int64_t minor = 0;
   std::string message;
 };
 
-// The local example of a batched call that NotPositiveDefinite names, as its
-// message words it (ops/matrix_batch.cpp), renamed as an example of the global
-// batch.
+// The local example of a batched call that NotPositiveDefinite names, as its message words it (ops/matrix_batch.cpp),
+// renamed as an example of the global batch.
 Failure describe(std::exception_ptr error) {
   Failure f;
   try {
@@ -93,17 +93,22 @@ Failure describe(std::exception_ptr error) {
   } catch (const NotPositiveDefinite& e) {
     f.kind = 1;
     f.minor = e.minor;
+    f.example = e.batch_index;
     f.message = e.what();
+    // Renamed only when the batch the message names is the slice shard() took last: the global batch and this rank's
+    // offset in it are then known (a batch split by the user is not renamed).
     const std::string local = fmt::format("example {} of the batch of ", e.batch_index);
-    if (const std::size_t at = f.message.find(local); at != std::string::npos && e.batch_index >= 0) {
-      std::size_t end = at + local.size();
+    const std::size_t at = e.batch_index >= 0 ? f.message.find(local) : std::string::npos;
+    std::size_t end = at == std::string::npos ? at : at + local.size();
+    if (at != std::string::npos)
       while (end < f.message.size() && std::isdigit(static_cast<unsigned char>(f.message[end]))) ++end;
-      const std::string local_batch = f.message.substr(at + local.size(), end - at - local.size());
-      f.example = state.last_shard.offset + e.batch_index;
+    const std::string local_batch =
+        at == std::string::npos ? std::string() : f.message.substr(at + local.size(), end - at - local.size());
+    if (!local_batch.empty() && state.last_shard.global > 0 && local_batch == std::to_string(state.last_shard.count)) {
+      f.example = f.order = state.last_shard.offset + e.batch_index;
       f.message.replace(at, end - at,
-                        fmt::format("example {} of the global batch of {} "
-                                    "(rank {}: example {} of its {})",
-                                    f.example, state.last_shard.global, state.rank, e.batch_index, local_batch));
+                        fmt::format("example {} of the global batch of {} (rank {}: example {} of its {})", f.example,
+                                    state.last_shard.global, state.rank, e.batch_index, local_batch));
     } else {
       f.message += fmt::format(" (on rank {} of {})", state.rank, state.size);
     }
@@ -120,28 +125,65 @@ Failure describe(std::exception_ptr error) {
   throw AgreedError(f.message);
 }
 
-// One status all-reduce; when some rank failed, the failure with the smallest
-// key is broadcast from its rank and raised on every rank. `mine`: this rank's
-// failure, if any.
-void agree(const Failure* mine) {
+// Doubles as int64 keys of the same order (-0 as +0), so that a cotangent's range rides in the status all-reduce (MIN
+// of int64 words) and ~key gives the maximum.
+std::int64_t order_key(double v) {
+  v += 0.0;
+  std::int64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits < 0 ? bits ^ std::numeric_limits<std::int64_t>::max() : bits;
+}
+double from_order_key(std::int64_t key) {
+  const std::int64_t bits = key < 0 ? key ^ std::numeric_limits<std::int64_t>::max() : key;
+  double v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+// One status all-reduce; when some rank failed, the failure with the smallest key is broadcast from its rank and raised
+// on every rank. `mine`: this rank's failure, if any. `range`: this rank's {min, max} of a cotangent that must be the
+// same on every rank (allreduce's backward); a difference raises on every rank.
+void agree(const Failure* mine, const double* range = nullptr) {
   if (!communicating()) {
     if (mine) raise(*mine);
     return;
   }
-  const std::int64_t local = mine ? std::min(mine->example, no_example) * state.size + state.rank : no_failure;
-  std::int64_t key = no_failure;
-  check(MPI_Allreduce(&local, &key, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce (status)");
-  tally(sizeof key, 0);
-  if (key == no_failure) return;
+  const std::int64_t local = mine ? std::min(mine->order, no_example) * state.size + state.rank : no_failure;
+  // Always five words, so that any two agreements match (a rank failing before a check meets the others' check); a rank
+  // without a range sends the neutral no_failure in its words.
+  std::int64_t words[5] = {local, no_failure, no_failure, no_failure, no_failure};
+  if (range)
+    words[1] = order_key(range[0]), words[2] = ~order_key(range[0]), words[3] = order_key(range[1]),
+    words[4] = ~order_key(range[1]);
+  std::int64_t agreed[5];
+  check(MPI_Allreduce(words, agreed, 5, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce (status)");
+  tally(sizeof words, 0);
+  const std::int64_t key = agreed[0];
+  if (key == no_failure) {
+    if (agreed[1] == no_failure) return;  // no rank checked a range
+    const double lo[2] = {from_order_key(agreed[1]), from_order_key(~agreed[2])};
+    const double hi[2] = {from_order_key(agreed[3]), from_order_key(~agreed[4])};
+    const double scale = std::max({std::abs(lo[0]), std::abs(lo[1]), std::abs(hi[0]), std::abs(hi[1])});
+    const double tol = std::isfinite(scale) ? 1e-12 * scale : 0.0;
+    // Equal ranges (NaN or infinite alike on every rank included) pass.
+    const auto same = [&](const double* v) { return v[0] == v[1] || std::abs(v[1] - v[0]) <= tol; };
+    if (same(lo) && same(hi)) return;
+    // Every rank holds the same words: every rank raises, with no further message.
+    throw AgreedError(fmt::format(
+        "vt::mpi::allreduce (backward): the cotangent of the all-reduced tensor differs across ranks (its minimum "
+        "ranges over [{:.6g}, {:.6g}], its maximum over [{:.6g}, {:.6g}]): the result of a collective "
+        "(allreduce, global_sum, global_mean) meets per-example values again without vt::mpi::replicated(); "
+        "write e.g. x - vt::mpi::replicated(vt::mpi::global_mean(x)), so that the gradient sums the ranks' parts",
+        lo[0], lo[1], hi[0], hi[1]));
+  }
   const int winner = static_cast<int>(key % state.size);
-  // Only on the error path: the failure's kind, example, minor and message
-  // length, then the text.
+  // Only on the error path: the failure's kind, example, minor and message length, then the text.
   std::int64_t head[4] = {0, 0, 0, 0};
   if (state.rank == winner)
     head[0] = mine->kind, head[1] = mine->example, head[2] = mine->minor,
     head[3] = static_cast<std::int64_t>(mine->message.size());
   check(MPI_Bcast(head, 4, MPI_INT64_T, winner, MPI_COMM_WORLD), "MPI_Bcast (error)");
-  Failure f{head[0], head[1], head[2], std::string(static_cast<std::size_t>(head[3]), '\0')};
+  Failure f{head[0], head[1], no_example, head[2], std::string(static_cast<std::size_t>(head[3]), '\0')};
   if (state.rank == winner) f.message = mine->message;
   check(MPI_Bcast(f.message.data(), static_cast<int>(head[3]), MPI_CHAR, winner, MPI_COMM_WORLD), "MPI_Bcast (error)");
   tally(static_cast<std::int64_t>(sizeof head) + head[3], 0);
@@ -183,8 +225,7 @@ void allreduce_forward(const KernelArgs& k) {
     sum_in_place(k.out.data, n, k.out.dtype);
     return;
   }
-  // On a GPU: through the host, simple and obviously right (the payload is a
-  // few words).
+  // On a GPU: through the host, simple and obviously right (the payload is a few words).
   std::vector<char> host(static_cast<std::size_t>(n) * size_of(k.out.dtype));
   k.backend.to_host(host.data(), k.out.data, host.size());
   sum_in_place(host.data(), n, k.out.dtype);
@@ -193,28 +234,55 @@ void allreduce_forward(const KernelArgs& k) {
 
 ExampleType float_type(const std::vector<ExampleType>& in, const Attrs&) { return in[0]; }
 
+// allreduce's backward: the cotangent itself, once the ranks agreed that it is the same on every rank (its minimum and
+// maximum, in the status all-reduce). The identity adjoint is right only then; a cotangent that differs means that the
+// collective's result met per-example values again without replicated(), and the gradient would be silently wrong.
+void same_cotangent_forward(const KernelArgs& k) {
+  k.backend.copy(k.in[0], k.out);
+  if (!communicating()) return;
+  const std::int64_t n = numel(k.out.shape);
+  std::vector<char> host(static_cast<std::size_t>(n) * size_of(k.out.dtype));
+  k.backend.to_host(host.data(), k.out.data, host.size());
+  double range[2] = {std::numeric_limits<double>::infinity(), -std::numeric_limits<double>::infinity()};
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double v = k.out.dtype == DType::f64 ? reinterpret_cast<const double*>(host.data())[i]
+                                               : reinterpret_cast<const float*>(host.data())[i];
+    range[0] = std::min(range[0], v), range[1] = std::max(range[1], v);
+  }
+  agree(nullptr, range);
+}
+
+Tensor same_cotangent(const Tensor& g);
+
+const OpDef same_cotangent_op{.name = "mpi_same_cotangent",
+                              .infer = float_type,
+                              .forward = same_cotangent_forward,
+                              .adjoint = [](const Node&, const Tensor&, const Tensor& g,
+                                            const AdjointContext&) { return std::vector<Tensor>{same_cotangent(g)}; },
+                              .collective = true};
+
+Tensor same_cotangent(const Tensor& g) { return apply(same_cotangent_op, {g}); }
+
 const OpDef allreduce_op{.name = "mpi_allreduce",
                          .infer = float_type,
                          .forward = allreduce_forward,
-                         // The loss is replicated: every rank seeds the same cotangent, which is
-                         // each rank's part's.
+                         // The loss is replicated: every rank seeds the same cotangent, which is each rank's part's
+                         // (checked: same_cotangent).
                          .adjoint = [](const Node&, const Tensor&, const Tensor& g,
-                                       const AdjointContext&) { return std::vector<Tensor>{g}; },
+                                       const AdjointContext&) { return std::vector<Tensor>{same_cotangent(g)}; },
                          .collective = true};
 
 const OpDef replicated_op{
     .name = "mpi_replicated",
     .infer = float_type,
     .forward = [](const KernelArgs& k) { k.backend.copy(k.in[0], k.out); },
-    // Each rank holds the part of the cotangent its slice contributes: their
-    // sum is the whole.
+    // Each rank holds the part of the cotangent its slice contributes: their sum is the whole.
     .adjoint = [](const Node&, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{allreduce(g.is_batched() ? batch_sum(g) : g)}; }};
 
-// x / N per example, N the global batch of the slice shard() took last (every rank knows it
-// without a message). Batched in and out, so that under jit it runs with the examples (by chunks)
-// and the gradient of global_mean never waits for a collective: the backward pass of a call runs
-// by chunks too. Its kernel checks that this rank's batch is that slice's.
+// x / N per example, N the global batch of the slice shard() took last (every rank knows it without a message). Batched
+// in and out, so that under jit it runs with the examples (by chunks) and the gradient of global_mean never waits for a
+// collective: the backward pass of a call runs by chunks too. Its kernel checks that this rank's batch is that slice's.
 Tensor divide_by_global_batch(const Tensor& x);
 
 void divide_by_global_batch_forward(const KernelArgs& k) {
@@ -270,12 +338,19 @@ void Session::start(int* argc, char*** argv) {
   MPI_Comm_size(local, &state.local_size);
   MPI_Comm_free(&local);
   if (!std::getenv("OMP_NUM_THREADS") && state.local_size > 1) {
+    // The launcher may bind each rank to some cores (Open MPI binds to one core by default with
+    // few ranks): more threads than the rank's affinity mask allows would share those cores.
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    omp_set_num_threads(std::max(1, cores / state.local_size));
+    const int bound = std::max(1, omp_get_num_procs());  // the cores of this process's affinity mask
+    omp_set_num_threads(std::max(1, std::min(bound, cores / state.local_size)));
   }
 }
 
 Session::~Session() {
+  // Unwinding from an error on this rank alone (outside call()): MPI_Finalize would wait for the other ranks, which
+  // wait in their next collective for this one, and the job would hang. Abort the job instead, so that the launcher
+  // ends every rank and reports the failure.
+  if (owns_ && initialized() && std::uncaught_exceptions() > 0 && size() > 1) MPI_Abort(MPI_COMM_WORLD, 1);
   if (owns_ && initialized()) MPI_Finalize();
   if (owns_) state = State{};
 }
@@ -316,13 +391,29 @@ Tensor gather(const Tensor& x) {
   const Tensor plain = batched ? unbatch(x) : x;
   if (plain.ndim() == 0) fail("vt::mpi::gather: a scalar has no leading axis to join across ranks");
   if (!communicating()) return x;
+  // A rank that failed earlier in the call meets the others here rather than leaving them waiting.
+  agree(nullptr);
   const Tensor host = plain.to(Device::cpu());
-  const std::int64_t row_bytes =
-      numel(Shape(plain.shape().begin() + 1, plain.shape().end())) * static_cast<std::int64_t>(size_of(plain.dtype()));
+  const Shape row_shape(plain.shape().begin() + 1, plain.shape().end());
+  const std::int64_t row_bytes = numel(row_shape) * static_cast<std::int64_t>(size_of(plain.dtype()));
   std::int64_t rows = plain.shape(0);
+  // Each rank's rows, dtype and row shape (as a hash): every rank sees every rank's, so that a mismatch raises alike on
+  // every rank.
+  const std::int64_t mine[3] = {rows, static_cast<std::int64_t>(plain.dtype()),
+                                static_cast<std::int64_t>(std::hash<std::string>{}(to_string(row_shape)))};
+  std::vector<std::int64_t> all(3 * static_cast<std::size_t>(state.size));
+  check(MPI_Allgather(mine, 3, MPI_INT64_T, all.data(), 3, MPI_INT64_T, MPI_COMM_WORLD), "MPI_Allgather");
+  tally(sizeof mine, 0);
   std::vector<std::int64_t> all_rows(static_cast<std::size_t>(state.size));
-  check(MPI_Allgather(&rows, 1, MPI_INT64_T, all_rows.data(), 1, MPI_INT64_T, MPI_COMM_WORLD), "MPI_Allgather");
-  tally(sizeof rows, 0);
+  for (std::size_t r = 0; r < all_rows.size(); ++r) {
+    all_rows[r] = all[3 * r];
+    if (all[3 * r + 1] != all[1] || all[3 * r + 2] != all[2])
+      throw AgreedError(fmt::format(
+          "vt::mpi::gather: rank {} holds rows of {} and rank 0 rows of {}{}; every rank must gather rows of the same "
+          "shape and dtype",
+          r, name_of(static_cast<DType>(all[3 * r + 1])), name_of(static_cast<DType>(all[1])),
+          all[3 * r + 2] != all[2] ? ", of another shape" : ""));
+  }
   std::vector<int> counts(all_rows.size()), displs(all_rows.size());
   std::int64_t total = 0;
   for (std::size_t r = 0; r < all_rows.size(); ++r) {
@@ -365,10 +456,16 @@ Tensor replicated(const Tensor& x) {
 
 Tensor global_sum(const Tensor& x) { return allreduce(batch_sum(check_batched(x, "vt::mpi::global_sum"))); }
 
-// The examples divided by the global batch size (known from shard, no message), then summed:
-// only the sums cross the network.
+// The examples divided by the global batch size (known from shard, no message), then summed: only the sums cross the
+// network.
 Tensor global_mean(const Tensor& x) {
   return allreduce(batch_sum(divide_by_global_batch(check_batched(x, "vt::mpi::global_mean"))));
+}
+
+// The global batch given: no dependence on shard(), and the sum crosses the network before the division.
+Tensor global_mean(const Tensor& x, std::int64_t global_batch) {
+  if (global_batch <= 0) fail("vt::mpi::global_mean: the global batch size must be positive, got {}", global_batch);
+  return allreduce(batch_sum(check_batched(x, "vt::mpi::global_mean"))) * (1.0 / static_cast<double>(global_batch));
 }
 
 Counters counters() { return state.counters; }

@@ -1,43 +1,33 @@
 #pragma once
-// vtape over MPI (optional: built with VTAPE_MPI, library vtape::vtape_mpi,
-// nothing in the core depends on it). The batch is the unit spread across
-// processes: each rank holds a slice of it, runs the same function (the same
-// jitted plan) on its slice, and ranks combine only what the function reduces
-// over the whole batch.
+// vtape over MPI (optional: built with VTAPE_MPI, library vtape::vtape_mpi, nothing in the core depends on it). The
+// batch is the unit spread across processes: each rank holds a slice of it, runs the same function (the same jitted
+// plan) on its slice, and ranks combine only what the function reduces over the whole batch.
 //
-//   vt::mpi::Session mpi(argc, argv);                         // MPI_Init;
-//   MPI_Finalize at scope exit vt::Tensor P = vt::mpi::shard(all_parameters);
-//   // this rank's rows [b_r, ...] auto step =
-//   vt::jit(vt::value_and_grad([&](const vt::Tensor& P) {
-//     return vt::mpi::global_mean(vt::vmap(f)(P));             // the mean over
-//     the global batch
-//   }));
-//   auto [value, grad] = vt::mpi::call(step, vt::as_batch(P));  // errors
-//   raised alike on every rank
+//     vt::mpi::Session mpi(argc, argv);                          // MPI_Init; MPI_Finalize at scope exit
+//     vt::Tensor P = vt::mpi::shard(vt::as_batch(all_P));        // this rank's examples [b_r, ...]
+//     auto step = vt::jit(vt::value_and_grad([&](const vt::Tensor& P) {
+//       return vt::mpi::global_mean(vt::vmap(f)(P));             // the mean over the global batch
+//     }));
+//     auto [value, grad] = vt::mpi::call(step, P);               // errors raised alike on every rank
 //
-// The collectives are ops: they trace into jit plans (one plan for every local
-// batch size, an empty slice included) and have adjoints, so that `grad` of a
-// loss every rank holds alike (a replicated loss) is, on every rank, the
+// The collectives are ops: they trace into jit plans (one plan for every local batch size, an empty slice included)
+// and have adjoints, so that `grad` of a loss every rank holds alike (a replicated loss) is, on every rank, the
 // single-process gradient:
-//   - w.r.t. a rank's own slice: its rows of the single-process gradient; they
-//   never leave it.
-//   - w.r.t. a parameter shared by all ranks: the full gradient, when the
-//   parameter enters the
-//     sharded computation through replicated(theta) (whose adjoint sums the
-//     ranks' parts).
+//   - w.r.t. a rank's own slice: its rows of the single-process gradient; they never leave it.
+//   - w.r.t. a parameter shared by all ranks: the full gradient, when the parameter enters the sharded computation
+//     through replicated(theta) (whose adjoint sums the ranks' parts).
 //
-// Errors: an exception on one rank while others wait in a collective would hang
-// them. Every collective first agrees on a status word (8 bytes), and call(f,
-// ...) ends with one more; a rank that throws joins that agreement from call's
-// handler, and every rank then raises the same error: the one of the lowest
-// failing example of the global batch (NotPositiveDefinite keeps its type, with
-// batch_index the global example index), or else of the lowest failing rank. So
-// run every function that uses collectives through call() (or handle errors
-// yourself so that every rank reaches the same collectives).
+// Errors: an exception on one rank while others wait in a collective would hang them. Every collective first agrees
+// on a status (5 words, 40 bytes), and call(f, ...) ends with one more; a rank that throws joins that agreement from
+// call's handler, and every rank then raises the same error: the one of the lowest failing example of the global
+// batch (NotPositiveDefinite keeps its type, with batch_index the global example index), or else of the lowest
+// failing rank. The global example is known from the slice shard() took last: a message is renamed only when the
+// batch it names has that slice's count; otherwise (data split by the user) it keeps the local index and names the
+// rank. So run every function that uses collectives through call() (or handle errors yourself so that every rank
+// reaches the same collectives).
 //
-// Traffic per collective: its payload (the reduced tensor's bytes, for
-// global_mean one word more, the count) plus the 8-byte status; per call() 8
-// bytes more. counters() counts them.
+// Traffic per collective: its payload (the reduced tensor's bytes) plus the 40-byte status; per call() 40 bytes
+// more. counters() counts them.
 #include <cstdint>
 #include <exception>
 #include <type_traits>
@@ -51,8 +41,9 @@ namespace vt::mpi {
 // Initialises MPI (funneled threads: collectives run on the calling thread
 // only) unless it already is, and finalises it at scope exit if it initialised
 // it. Without OMP_NUM_THREADS in the environment, it sets the OpenMP threads of
-// each rank to the cores over the ranks on this node, so ranks sharing a
-// machine do not oversubscribe it.
+// each rank to the cores over the ranks on this node (at most the cores its affinity mask allows), so ranks sharing a
+// machine do not oversubscribe it. Destroyed while an exception unwinds with more than one rank (an error on this
+// rank alone, outside call()), it aborts the job (MPI_Abort) rather than hang in MPI_Finalize.
 class Session {
  public:
   Session(int& argc, char**& argv);
@@ -95,21 +86,32 @@ Slice slice(std::int64_t batch, int rank);
 Tensor shard(const Tensor& x);
 // The global tensor from every rank's slice (batched if x is, else along the
 // leading axis), on every rank. Concrete tensors only (not inside jit).
-Tensor gather(const Tensor& x);
+Tensor gather(const Tensor& x);  // agrees on the status first, and on the rows' shape and dtype
 
-// The sum across ranks of an unbatched tensor (float32 or float64). Adjoint:
-// the identity, since every rank seeds the same cotangent of a replicated loss.
+// The sum across ranks of an unbatched tensor (float32 or float64). Adjoint: the identity, right only when the
+// cotangent reaching it is the same on every rank, as it is when the result feeds only replicated values (the loss).
+// The rule: a collective's result (allreduce, global_sum, global_mean) that meets per-example values again must pass
+// through replicated(), so that its gradient sums the ranks' parts:
+//
+//     x - vt::mpi::replicated(vt::mpi::global_mean(x))    // not x - vt::mpi::global_mean(x)
+//
+// The backward pass checks it: the ranks agree on the cotangent's minimum and maximum (4 words of the status
+// all-reduce, whatever the batch), and every rank raises a vt::Error naming this rule if they differ.
 Tensor allreduce(const Tensor& x);
 // x itself; its adjoint sums the cotangent across ranks: the gate through which
 // a parameter shared by every rank enters the sharded computation (use theta
 // itself where every rank computes the same thing from it, say a prior, which
 // must not be counted once per rank).
 Tensor replicated(const Tensor& x);
-// Sum and mean of a batched tensor over the global batch (every rank's
-// examples), unbatched, the same on every rank. global_mean sends the local
-// count with the sum: one message.
+// Sum and mean of a batched tensor over the global batch (every rank's examples), unbatched, the same on every rank.
+// One message each: the sum.
+// global_mean(x) divides by the global batch of the slice shard() took last (no message; its
+// kernel raises if this rank's batch is not that slice's count): data split by the user, without
+// shard(), needs global_mean(x, global_batch), which divides by the given global batch size (a
+// constant of a jitted plan, like any captured value).
 Tensor global_sum(const Tensor& x);
 Tensor global_mean(const Tensor& x);
+Tensor global_mean(const Tensor& x, std::int64_t global_batch);
 
 // What this process has sent into collectives since it started (or since
 // reset_counters).

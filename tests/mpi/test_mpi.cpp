@@ -1,12 +1,11 @@
-// vt::mpi under mpirun (ctest runs it with 2 and 3 ranks): every rank computes
-// the single-process result itself, on the whole batch and without collectives,
-// and checks that the sharded run gives its rows of it (values and gradients to
-// 1e-12 relative), for batches that split unevenly and leave ranks empty; the
-// shared parameter's gradient against finite differences; errors raised alike
-// on every rank, naming the global example, without a hang (ctest's timeout).
+// vt::mpi under mpirun (ctest runs it with 2 and 3 ranks): every rank computes the single-process result itself, on the
+// whole batch and without collectives, and checks that the sharded run gives its rows of it (values and gradients to
+// 1e-12 relative), for batches that split unevenly and leave ranks empty; the shared parameter's gradient against
+// finite differences; errors raised alike on every rank, naming the global example, without a hang (ctest's timeout).
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 #include <mpi.h>
+#include <omp.h>
 
 #include <cmath>
 #include <functional>
@@ -58,9 +57,8 @@ bool same_on_every_rank(const std::string& text) {
 
 constexpr std::int64_t nobs = 8, ngp = 2;
 
-// The seed's example with a shared parameter: A = F diag(p^2) F^T +
-// exp(theta_0) I, scaled by theta_1; per example the mean of cho_solve(A,
-// ones).
+// The seed's example with a shared parameter: A = F diag(p^2) F^T + exp(theta_0) I, scaled by theta_1; per example the
+// mean of cho_solve(A, ones).
 struct Model {
   vt::Tensor F, ones = vt::ones({nobs}), eye = vt::eye(nobs);
   Model() {
@@ -82,12 +80,24 @@ struct Model {
   vt::Tensor reference(const vt::Tensor& P, const vt::Tensor& theta) const {
     return vt::mean(vt::vmap([&](const vt::Tensor& p) { return example(p, theta); })(P)) + prior(theta);
   }
-  // Sharded: P is this rank's slice; theta enters the sharded part through
-  // replicated().
+  // Sharded: P is this rank's slice; theta enters the sharded part through replicated().
   vt::Tensor sharded(const vt::Tensor& P, const vt::Tensor& theta) const {
     const vt::Tensor shared = vt::mpi::replicated(theta);
     return vt::mpi::global_mean(vt::vmap([&](const vt::Tensor& p) { return example(p, shared); })(P)) + prior(theta);
   }
+};
+
+// While it lives, with chunk > 0: jitted plans run by chunks of `chunk` examples, on 2 OpenMP threads.
+class ChunkedRun {
+ public:
+  explicit ChunkedRun(std::int64_t chunk) : threads_(omp_get_max_threads()), scope_(chunk) {
+    if (chunk > 0) omp_set_num_threads(2);
+  }
+  ~ChunkedRun() { omp_set_num_threads(threads_); }
+
+ private:
+  int threads_;
+  vt::JitChunkExamples scope_;
 };
 
 void test_slices() {
@@ -113,8 +123,7 @@ void test_sum_mean_gather() {
     check_close(vt::mpi::global_mean(mine), vt::mean(X, {0}), 1e-12, fmt::format("global_mean, B = {}", batch));
     check_close(vt::unbatch(vt::mpi::gather(mine)), X, 0, fmt::format("gather(shard(X)), B = {}", batch));
     check_close(vt::mpi::gather(vt::mpi::shard(X)), X, 0, fmt::format("gather(shard(X)) of a plain X, B = {}", batch));
-    // d/dx of sum(w * global_mean(x)^2): this rank's rows of the single-process
-    // gradient.
+    // d/dx of sum(w * global_mean(x)^2): this rank's rows of the single-process gradient.
     const vt::Tensor W = vt::randn({3, 2}, 3);
     const vt::Tensor g =
         vt::grad([&](const vt::Tensor& x) { return vt::sum(W * vt::square(vt::mpi::global_mean(x))); })(mine);
@@ -127,8 +136,8 @@ void test_sum_mean_gather() {
     check_close(vt::unbatch(gs), rows(wants, vt::mpi::slice(batch, vt::mpi::rank())), 1e-12,
                 fmt::format("gradient of global_sum, B = {}", batch));
   }
-  // A batch that is not this rank's shard: global_mean cannot know the global size, and says so
-  // (on every rank, through call). One rank holds the whole batch, whatever it is.
+  // A batch that is not this rank's shard: global_mean cannot know the global size, and says so (on every rank, through
+  // call). One rank holds the whole batch, whatever it is.
   std::string message = "(none)";
   try {
     vt::mpi::call([] { return vt::mpi::global_mean(vt::as_batch(vt::ones({5, 2}))); });
@@ -155,7 +164,96 @@ void test_sum_mean_gather() {
   }
 }
 
-void test_model(bool jitted) {
+// Centring by the global mean: the collective's result meets the per-example values again. Through replicated() the
+// gradient is the single-process one; without it, allreduce's backward sees a cotangent that differs across ranks and
+// every rank raises, naming the rule (no hang).
+void test_centring() {
+  for (std::int64_t batch : {10, 7, 2}) {
+    const vt::Tensor X = vt::randn({batch, 3}, 40 + batch);
+    const vt::Tensor mine = vt::mpi::shard(vt::as_batch(X));
+    const auto right = [](const vt::Tensor& x) {
+      return vt::sum(vt::mpi::global_mean(vt::square(x - vt::mpi::replicated(vt::mpi::global_mean(x)))));
+    };
+    const auto wrong = [](const vt::Tensor& x) {
+      return vt::sum(vt::mpi::global_mean(vt::square(x - vt::mpi::global_mean(x))));
+    };
+    const vt::Tensor want =
+        vt::grad([](const vt::Tensor& x) { return vt::sum(vt::mean(vt::square(x - vt::mean(x, {0})), {0})); })(X);
+    const std::string how = fmt::format("B = {}", batch);
+    for (bool jitted : {false, true}) {
+      const vt::Tensor g =
+          jitted ? vt::mpi::call(vt::jit(vt::grad(right)), mine) : vt::mpi::call(vt::grad(right), mine);
+      check_close(
+          vt::unbatch(g), rows(want, vt::mpi::slice(batch, vt::mpi::rank())), 1e-12,
+          fmt::format("gradient of the centred variance through replicated, {}, {}", jitted ? "jit" : "eager", how));
+      std::string message = "(no error)";
+      try {
+        if (jitted)
+          vt::mpi::call(vt::jit(vt::grad(wrong)), mine);
+        else
+          vt::mpi::call(vt::grad(wrong), mine);
+      } catch (const vt::Error& e) {
+        message = e.what();
+      }
+      if (vt::mpi::size() > 1) {
+        check(message.find("without vt::mpi::replicated()") != std::string::npos,
+              fmt::format("the centring without replicated raises, {}: {}", how, message));
+        check(same_on_every_rank(message), "every rank raises the same message for the centring, " + how);
+      } else {
+        check(message == "(no error)", "one rank: the centring without replicated is right: " + message);
+      }
+    }
+  }
+}
+
+// Data split by the user (no shard, and a stale shard of another batch): global_mean(x, B) and its gradient are the
+// single-process ones; a NotPositiveDefinite keeps its local index and names the rank.
+void test_user_split() {
+  vt::mpi::shard(vt::ones({4, 1}));  // last_shard: another batch
+  const std::int64_t batch = 9;
+  const vt::Tensor X = vt::randn({batch, 3}, 77);
+  const vt::mpi::Slice s = vt::mpi::slice(batch, vt::mpi::rank());
+  const vt::Tensor mine = vt::as_batch(rows(X, s));
+  const auto loss = [&](const vt::Tensor& x) { return vt::sum(vt::square(vt::mpi::global_mean(x, batch))); };
+  check_close(vt::mpi::call([&] { return vt::mpi::global_mean(mine, batch); }), vt::mean(X, {0}), 1e-12,
+              "global_mean(x, B) of a user split");
+  const vt::Tensor want = vt::grad([](const vt::Tensor& x) { return vt::sum(vt::square(vt::mean(x, {0}))); })(X);
+  check_close(vt::unbatch(vt::mpi::call(vt::jit(vt::grad(loss)), mine)), rows(want, s), 1e-12,
+              "gradient of global_mean(x, B) of a user split");
+  try {
+    vt::mpi::global_mean(mine, 0);
+    check(false, "global_mean(x, 0) raises");
+  } catch (const vt::Error& e) {
+    check(std::string(e.what()).find("must be positive, got 0") != std::string::npos, e.what());
+  }
+  // A non-SPD example 0 on the last rank's own batch: not renamed (the batch is not the last shard's).
+  std::vector<double> p(static_cast<std::size_t>(s.count), 1.0);
+  if (vt::mpi::rank() == vt::mpi::size() - 1 && s.count > 0) p[0] = -1.0;
+  const vt::Tensor P = vt::as_batch(vt::Tensor::from_vector(p, {s.count, 1}));
+  std::string message = "(none)";
+  long index = -2;
+  try {
+    vt::mpi::call([&] {
+      return vt::mpi::global_mean(vt::vmap([](const vt::Tensor& q) {
+                                    return vt::sum(vt::cho_solve(vt::cho_factor(q * vt::eye(2)), vt::ones({2})));
+                                  })(P),
+                                  batch);
+    });
+  } catch (const vt::NotPositiveDefinite& e) {
+    message = e.what();
+    index = e.batch_index;
+  }
+  if (vt::mpi::size() > 1) {
+    check(index == 0 && message.find("global batch") == std::string::npos &&
+              message.find(fmt::format("(on rank {} of", vt::mpi::size() - 1)) != std::string::npos,
+          fmt::format("a user split's error keeps its local index 0 (got {}) and names the rank: {}", index, message));
+    check(same_on_every_rank(message), "every rank raises the user split's error");
+  }
+}
+
+// With `chunk`, the jitted plan runs by chunks of that many examples on 2 threads: the collectives stay once per call.
+void test_model(bool jitted, std::int64_t chunk = 0) {
+  const ChunkedRun chunked(chunk);
   const Model m;
   const vt::Tensor theta = vt::Tensor::from_vector({0.3, 1.7}, {2});
   auto step =
@@ -192,6 +290,9 @@ void test_model(bool jitted) {
       }
     }
   }
+  if (chunk > 0)
+    check(step.counters().chunked_calls > 0,
+          fmt::format("the calls ran by chunks of {}: {} chunked calls", chunk, step.counters().chunked_calls));
   if (jitted) {
     const vt::JitCounters c = step.counters();
     check(c.traces == 1, fmt::format("one trace for every local batch size "
@@ -219,10 +320,10 @@ void test_traffic() {
   if (vt::mpi::rank() == 0) fmt::print("bytes sent per call and rank: {} (B = 6), {} (B = 600)\n", bytes[0], bytes[1]);
 }
 
-// A non-SPD matrix on one rank: every rank raises NotPositiveDefinite naming
-// the lowest failing example of the global batch, with the same message; then
-// the ranks go on together.
-void test_errors(bool jitted) {
+// A non-SPD matrix on one rank: every rank raises NotPositiveDefinite naming the lowest failing example of the global
+// batch, with the same message; then the ranks go on together.
+void test_errors(bool jitted, std::int64_t chunk = 0) {
+  const ChunkedRun chunked(chunk);
   const auto func = [](const vt::Tensor& p) {  // p[0] I: not positive definite where p[0] <= 0
     return vt::sum(vt::cho_solve(vt::cho_factor(vt::slice(p, 0, 0, 1) * vt::eye(3)), vt::ones({3})));
   };
@@ -259,8 +360,10 @@ void test_errors(bool jitted) {
     const double v = (jitted ? vt::mpi::call(step, good) : vt::mpi::call(eager, good)).first.item();
     check(std::abs(v - 3.0) < 1e-14, fmt::format("a good call after the error: {} (want 3), {}", v, how));
   }
-  // An exception of user code on the last rank only: every rank raises it as
-  // vt::Error.
+  if (chunk > 0)
+    check(step.counters().chunked_calls > 0,
+          fmt::format("the erring calls ran by chunks of {}: {} chunked calls", chunk, step.counters().chunked_calls));
+  // An exception of user code on the last rank only: every rank raises it as vt::Error.
   const vt::Tensor good = vt::mpi::shard(vt::as_batch(vt::ones({4, 2})));
   std::string message = "(none)";
   try {
@@ -273,6 +376,32 @@ void test_errors(bool jitted) {
   }
   check(message.find("the last rank's own failure (on rank") != std::string::npos, "a user exception: " + message);
   check(same_on_every_rank(message), "every rank raises the user exception");
+  // A failure on rank 0 before a gather: the others meet it in the gather's status agreement.
+  message = "(none)";
+  try {
+    vt::mpi::call([&] {
+      if (vt::mpi::rank() == 0) throw std::runtime_error("rank 0 fails before the gather");
+      return vt::mpi::gather(good);
+    });
+  } catch (const vt::Error& e) {
+    message = e.what();
+  }
+  check(message.find("rank 0 fails before the gather (on rank 0") != std::string::npos,
+        "a failure before a gather: " + message);
+  check(same_on_every_rank(message), "every rank raises the failure before the gather");
+  // Rows of another shape on the last rank: every rank raises.
+  message = "(no error)";
+  try {
+    vt::mpi::call([&] { return vt::mpi::gather(vt::ones({2, vt::mpi::rank() == vt::mpi::size() - 1 ? 4 : 3})); });
+  } catch (const vt::Error& e) {
+    message = e.what();
+  }
+  if (vt::mpi::size() > 1) {
+    check(message.find("vt::mpi::gather: rank") != std::string::npos &&
+              message.find("of another shape") != std::string::npos,
+          "gather of rows of another shape: " + message);
+    check(same_on_every_rank(message), "every rank raises the gather's shape mismatch");
+  }
 }
 
 }  // namespace
@@ -285,9 +414,13 @@ int main(int argc, char** argv) {
     test_sum_mean_gather();
     test_model(false);
     test_model(true);
+    test_centring();
+    test_user_split();
     test_traffic();
     test_errors(false);
     test_errors(true);
+    test_model(true, 2);
+    test_errors(true, 2);
   } catch (const std::exception& e) {
     check(false, std::string("unexpected exception: ") + e.what());
   }
