@@ -656,6 +656,23 @@ TEST_CASE("jit adds a captured diagonal matrix into the product it is added to, 
   }
 }
 
+// A 1x1 constant is "diagonal", but it broadcasts onto every entry of a larger product: an add,
+// never the diagonal fold.
+TEST_CASE("a 1x1 constant added to a larger product under jit adds to every entry", "[matmul][jit]") {
+  const Tensor x = randn({4, 3}, 95), b = randn({3, 5}, 96), c = randn({3, 4}, 97);
+  const Tensor one = Tensor::from_vector({2.5}, {1, 1});
+  const std::vector<std::function<Tensor(const Tensor&)>> forms = {
+      [&](const Tensor& xa) { return matmul(xa, b) + one; },   // [4, 5]
+      [&](const Tensor& xa) { return matmul(xa, c) + one; },   // [4, 4], square
+      [&](const Tensor& xa) { return one + matmul(xa, c); }};  // the constant first
+  for (std::size_t i = 0; i < forms.size(); ++i) {
+    INFO("form " << i);
+    const Tensor got = jit(forms[i])(x), eager = forms[i](x);
+    CHECK(max_relative_error(got, eager) <= 1e-15);
+    CHECK(max_relative_error(got - matmul(x, i == 0 ? b : c), full(got.shape(), 2.5)) <= 1e-12);
+  }
+}
+
 TEST_CASE("gradients through a product with a diagonal added under jit match finite differences",
           "[matmul][jit][grad]") {
   for (std::int64_t m : {6, 200}) {

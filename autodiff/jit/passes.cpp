@@ -383,6 +383,9 @@ void fold_diagonal_adds(Plan& plan) {
       if (product.op != &matmul_op || pv.shape != out.shape || pv.batched != out.batched || pv.dtype != dv.dtype ||
           dv.batched || dv.shape.size() > out.shape.size() || !diagonal_constant(dv))
         continue;
+      // D's order must be the product's: a 1x1 D broadcasts onto every entry of a larger product.
+      const std::size_t r = out.shape.size();
+      if (r < 2 || out.shape[r - 1] != dv.shape.back() || out.shape[r - 2] != dv.shape.back()) continue;
       s.in = {product.in[0], product.in[1], d};
       s.attrs = product.attrs;
       s.op = &matmul_add_diagonal_op;
