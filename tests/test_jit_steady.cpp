@@ -43,8 +43,10 @@ TEST_CASE("compiling a gradient does not compute on a large captured constant", 
   const double big = fastest_compile_ms(make_step_for(big_f, big_y), P, 7);
   const double tiny = fastest_compile_ms(make_step_for(tiny_f, tiny_y), P, 7);
   INFO("fastest compile: " << big << " ms with an 8000 x 400 constant, " << tiny << " ms with 8 x 400");
-  CHECK(big < 1.0);                // the bound (transposing the constant took 5-15 ms)
-  CHECK(big < 4.0 * tiny + 0.25);  // and no more than noise above the same trace on a tiny constant
+  // No more than noise above the same trace on a tiny constant (transposing the big one took 5-15 ms).
+  // Relative, not an absolute bound: the time itself is bench_first_call's to measure, and differs
+  // by build (sanitizers) and machine load.
+  CHECK(big < 4.0 * tiny + 0.25);
   // The adjoint reads F through a GEMM transpose flag: no transposed copy of F, at trace time or in
   // the plan (so nothing to fold either).
   auto step = make_step_for(big_f, big_y)();
