@@ -510,11 +510,7 @@ std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs
   const std::int64_t batch = batch_of(plan, inputs);
   run_folds(plan);
   Backend& be = backend_for(plan.device);
-  // A collective's host-side message cannot be recorded: such plans run directly.
-  const auto collective = [&] {
-    return std::any_of(plan.steps.begin(), plan.steps.end(), [](const PlanStep& s) { return s.op->collective; });
-  };
-  if (be.records() && !plan.unrecordable && !collective())
+  if (be.records() && !plan.unrecordable)
     if (std::optional<std::vector<Tensor>> results = run_recorded(plan, inputs, batch, be)) return std::move(*results);
   if (const std::int64_t chunk = examples_per_chunk(plan, batch, be))
     return run_chunked(plan, inputs, batch, chunk, be);

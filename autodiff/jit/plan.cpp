@@ -147,6 +147,8 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
   eliminate_dead_steps(*plan);
   mark_lower_only_products(*plan);
   for (const PlanStep& step : plan->steps) {
+    // A collective's host-side message cannot be recorded for replay: such plans run directly.
+    if (step.op->collective) plan->unrecordable = true;
     const std::int64_t b = fixed_batch(*step.op, step.attrs);
     if (b < 0) continue;
     if (plan->fixed_batch >= 0 && plan->fixed_batch != b)

@@ -127,7 +127,8 @@ class Plan {
   mutable std::mutex replays_mutex;
   mutable std::map<std::int64_t, std::shared_ptr<Replay>> replays;
   mutable std::uint64_t replay_clock = 0;
-  mutable std::atomic<bool> unrecordable{false};  // the backend failed to record it once: run directly
+  // Run directly, never recorded: the plan holds a collective, or the backend failed to record it once.
+  mutable std::atomic<bool> unrecordable{false};
   mutable std::atomic<std::int64_t> recordings{0}, replayed{0};
 };
 
