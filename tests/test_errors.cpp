@@ -1,4 +1,9 @@
 // Bad input raises vt::Error naming the op and the offending shapes or dtypes; never a crash.
+#include <algorithm>
+#include <new>
+#include <string>
+#include <vtape/backends/cpu/first_failure.hpp>
+
 #include "gradcheck.hpp"
 
 using namespace vt;
@@ -62,4 +67,26 @@ TEST_CASE("misuse of tensors is an error, not a crash", "[errors]") {
 TEST_CASE("sum_to names itself and both shapes when they do not broadcast", "[errors]") {
   CHECK_THAT(error_of([] { sum_to(ones({3}), {2, 3}); }), Catch::Contains("sum_to") && Catch::Contains("[2, 3]"));
   CHECK_THAT(error_of([] { sum_to(ones({2, 3}), {4}); }), Catch::Contains("sum_to"));
+}
+
+// The batched CPU kernels run their loops through FirstFailure: an exception thrown inside an
+// OpenMP region would terminate the process. Every iteration still runs, and the lowest failing
+// index's exception is raised after the region, whatever the thread count.
+TEST_CASE("an exception inside a parallel CPU loop is raised after it, the lowest index's", "[errors]") {
+  for (int threads : {1, 2, 4}) {
+    vt::cpu::FirstFailure failure;
+    std::vector<int> ran(64, 0);
+#pragma omp parallel for schedule(dynamic) num_threads(threads)
+    for (std::int64_t i = 0; i < 64; ++i)
+      failure.run(i, [&] {
+        ran[static_cast<std::size_t>(i)] = 1;
+        if (i == 41) throw std::bad_alloc();
+        if (i == 17 || i == 60) throw vt::Error("iteration " + std::to_string(i));
+      });
+    INFO(threads << " threads");
+    CHECK(std::count(ran.begin(), ran.end(), 1) == 64);
+    CHECK_THROWS_WITH(failure.rethrow(), "iteration 17");
+  }
+  vt::cpu::FirstFailure none;
+  CHECK_NOTHROW(none.rethrow());
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cpu_backend.hpp"
+#include "first_failure.hpp"
 
 namespace vt::cpu {
 
@@ -36,25 +37,28 @@ void CpuBackend::qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_
     using T = decltype(zero);
     // One factorization's storage per thread for this call, reused across its matrices (and freed
     // after it: a thread_local would keep the largest matrix's for the process's life).
+    FirstFailure failure;  // the solvers' storage
 #pragma omp parallel if (count > 1)
     {
       Eigen::HouseholderQR<ColMat<T>> householder;
       ColMat<T> thin;
 #pragma omp for schedule(dynamic)
-      for (std::int64_t i = 0; i < count; ++i) {
-        Eigen::Map<const RowMat<T>> A(static_cast<const T*>(a) + i * stride_a, m, n);
-        Eigen::Map<RowMat<T>> Q(static_cast<T*>(q) + i * stride_q, m, k), R(static_cast<T*>(r) + i * stride_r, k, n);
-        if (!A.allFinite()) {
-          codes[static_cast<std::size_t>(i)] = -1;
-          continue;
-        }
-        householder.compute(A);
-        R = householder.matrixQR().topRows(k).template triangularView<Eigen::Upper>();
-        thin.setIdentity(m, k);
-        thin.applyOnTheLeft(householder.householderQ());
-        Q = thin;
-      }
+      for (std::int64_t i = 0; i < count; ++i)
+        failure.run(i, [&] {
+          Eigen::Map<const RowMat<T>> A(static_cast<const T*>(a) + i * stride_a, m, n);
+          Eigen::Map<RowMat<T>> Q(static_cast<T*>(q) + i * stride_q, m, k), R(static_cast<T*>(r) + i * stride_r, k, n);
+          if (!A.allFinite()) {
+            codes[static_cast<std::size_t>(i)] = -1;
+            return;
+          }
+          householder.compute(A);
+          R = householder.matrixQR().topRows(k).template triangularView<Eigen::Upper>();
+          thin.setIdentity(m, k);
+          thin.applyOnTheLeft(householder.householderQ());
+          Q = thin;
+        });
     }
+    failure.rethrow();
   });
   report_first(codes, failed);
 }
@@ -64,28 +68,31 @@ void CpuBackend::eigh(DType dtype, std::int64_t count, std::int64_t n, const voi
   std::vector<std::int32_t> codes(static_cast<std::size_t>(count), 0);
   visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
+    FirstFailure failure;
 #pragma omp parallel if (count > 1)
     {
       Eigen::SelfAdjointEigenSolver<ColMat<T>> solver;  // per thread, for this call only (as qr's)
 #pragma omp for schedule(dynamic)
-      for (std::int64_t i = 0; i < count; ++i) {
-        Eigen::Map<const RowMat<T>> A(static_cast<const T*>(a) + i * stride_a, n, n);
-        bool finite = true;
-        for (Eigen::Index row = 0; row < n && finite; ++row) finite = A.row(row).head(row + 1).allFinite();
-        if (!finite) {
-          codes[static_cast<std::size_t>(i)] = -1;
-          continue;
-        }
-        // compute() copies only the lower triangle of A (as indexed, so the row-major one).
-        solver.compute(A);
-        if (solver.info() != Eigen::Success) {
-          codes[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(n + 1);
-          continue;
-        }
-        Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>(static_cast<T*>(w) + i * stride_w, n) = solver.eigenvalues();
-        Eigen::Map<RowMat<T>>(static_cast<T*>(v) + i * stride_v, n, n) = solver.eigenvectors();
-      }
+      for (std::int64_t i = 0; i < count; ++i)
+        failure.run(i, [&] {
+          Eigen::Map<const RowMat<T>> A(static_cast<const T*>(a) + i * stride_a, n, n);
+          bool finite = true;
+          for (Eigen::Index row = 0; row < n && finite; ++row) finite = A.row(row).head(row + 1).allFinite();
+          if (!finite) {
+            codes[static_cast<std::size_t>(i)] = -1;
+            return;
+          }
+          // compute() copies only the lower triangle of A (as indexed, so the row-major one).
+          solver.compute(A);
+          if (solver.info() != Eigen::Success) {
+            codes[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(n + 1);
+            return;
+          }
+          Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>(static_cast<T*>(w) + i * stride_w, n) = solver.eigenvalues();
+          Eigen::Map<RowMat<T>>(static_cast<T*>(v) + i * stride_v, n, n) = solver.eigenvectors();
+        });
     }
+    failure.rethrow();
   });
   report_first(codes, failed);
 }

@@ -3,14 +3,15 @@
 // there is a single matrix: inside the batch-parallel region it runs single-threaded, so the
 // cores are not oversubscribed.
 #include <Eigen/Cholesky>
+#include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
-#include <Eigen/Dense>
 
 #include "../../core/error.hpp"
 #include "cpu_backend.hpp"
+#include "first_failure.hpp"
 
 namespace vt::cpu {
 
@@ -73,20 +74,23 @@ void CpuBackend::gemm(const GemmArgs& g) {
         C.noalias() += alpha * A * B;
       }
     };
+    FirstFailure failure;  // Eigen's product allocates its blocking workspace
 #pragma omp parallel for schedule(static) if (g.count > 1)
-    for (std::int64_t i = 0; i < g.count; ++i) {
-      ConstMapMat<T> A(a + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k);
-      ConstMapMat<T> B(b + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n);
-      MapMat<T> C(c + i * g.stride_c, g.m, g.n);
-      if (!g.trans_a && !g.trans_b)
-        product(A, B, C);
-      else if (g.trans_a && !g.trans_b)
-        product(A.transpose(), B, C);
-      else if (!g.trans_a && g.trans_b)
-        product(A, B.transpose(), C);
-      else
-        product(A.transpose(), B.transpose(), C);
-    }
+    for (std::int64_t i = 0; i < g.count; ++i)
+      failure.run(i, [&] {
+        ConstMapMat<T> A(a + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k);
+        ConstMapMat<T> B(b + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n);
+        MapMat<T> C(c + i * g.stride_c, g.m, g.n);
+        if (!g.trans_a && !g.trans_b)
+          product(A, B, C);
+        else if (g.trans_a && !g.trans_b)
+          product(A.transpose(), B, C);
+        else if (!g.trans_a && g.trans_b)
+          product(A, B.transpose(), C);
+        else
+          product(A.transpose(), B.transpose(), C);
+      });
+    failure.rethrow();
   });
 }
 
@@ -136,26 +140,29 @@ void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const
   std::vector<std::int32_t> info(static_cast<std::size_t>(count), 0);
   visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
+    FirstFailure error;  // a workspace that cannot grow, not a matrix that is not positive definite
 #pragma omp parallel for schedule(dynamic) if (count > 1)
-    for (std::int64_t i = 0; i < count; ++i) {
-      const T* src = static_cast<const T*>(a) + i * stride_a;
-      T* dst = static_cast<T*>(l) + i * stride_l;
-      if (src != dst) std::copy(src, src + n * n, dst);
-      Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> c(dst, n, n);  // = A^T
-      Eigen::Index failed = cholesky_upper(c);
-      // NaN passes the positivity test: report the first non-finite pivot the same way, or the
-      // failure, whichever comes first.
-      for (Eigen::Index j = 0; j < (failed < 0 ? n : failed); ++j)
-        if (!std::isfinite(c(j, j))) {
-          failed = j;
-          break;
-        }
-      c.template triangularView<Eigen::StrictlyLower>().setZero();  // A's strict upper triangle
-      if (failed < 0) continue;
-      info[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(failed + 1);
-      if (!failure.raise)  // rows failed.. of the row-major factor are columns failed.. of c
-        c.rightCols(n - failed).setConstant(std::numeric_limits<T>::quiet_NaN());
-    }
+    for (std::int64_t i = 0; i < count; ++i)
+      error.run(i, [&] {
+        const T* src = static_cast<const T*>(a) + i * stride_a;
+        T* dst = static_cast<T*>(l) + i * stride_l;
+        if (src != dst) std::copy(src, src + n * n, dst);
+        Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> c(dst, n, n);  // = A^T
+        Eigen::Index failed = cholesky_upper(c);
+        // NaN passes the positivity test: report the first non-finite pivot the same way, or the
+        // failure, whichever comes first.
+        for (Eigen::Index j = 0; j < (failed < 0 ? n : failed); ++j)
+          if (!std::isfinite(c(j, j))) {
+            failed = j;
+            break;
+          }
+        c.template triangularView<Eigen::StrictlyLower>().setZero();  // A's strict upper triangle
+        if (failed < 0) return;
+        info[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(failed + 1);
+        if (!failure.raise)  // rows failed.. of the row-major factor are columns failed.. of c
+          c.rightCols(n - failed).setConstant(std::numeric_limits<T>::quiet_NaN());
+      });
+    error.rethrow();
   });
   if (!failure.raise) return;
   const auto first = std::find_if(info.begin(), info.end(), [](std::int32_t minor) { return minor != 0; });
@@ -215,8 +222,11 @@ void CpuBackend::trsm(const TrsmArgs& s) {
     using T = decltype(zero);
     const T* t = static_cast<const T*>(s.t);
     T* b = static_cast<T*>(s.b);
+    FirstFailure failure;  // the workspaces of a few right-hand sides
 #pragma omp parallel for schedule(static) if (s.count > 1)
-    for (std::int64_t i = 0; i < s.count; ++i) trsm_one<T>(s, t + i * s.stride_t, b + i * s.stride_b);
+    for (std::int64_t i = 0; i < s.count; ++i)
+      failure.run(i, [&] { trsm_one<T>(s, t + i * s.stride_t, b + i * s.stride_b); });
+    failure.rethrow();
   });
 }
 
@@ -271,16 +281,19 @@ void CpuBackend::cholesky_inverse(DType dtype, std::int64_t count, std::int64_t 
                                   void* out, std::int64_t stride_out) {
   visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
+    FirstFailure failure;  // the workspace
 #pragma omp parallel for schedule(dynamic) if (count > 1)
-    for (std::int64_t i = 0; i < count; ++i) {
-      // The row-major L seen column-major is U = L^T, and (L L^T)^-1 = U^-1 U^-T.
-      thread_local ColMat<T> w;
-      w = Eigen::Map<const ColMat<T>>(static_cast<const T*>(l) + i * stride_l, n, n);
-      w.template triangularView<Eigen::StrictlyLower>().setZero();
-      invert_upper(w);
-      Eigen::Map<ColMat<T>> o(static_cast<T*>(out) + i * stride_out, n, n);  // symmetric: either order
-      upper_times_transpose(w, o);
-    }
+    for (std::int64_t i = 0; i < count; ++i)
+      failure.run(i, [&] {
+        // The row-major L seen column-major is U = L^T, and (L L^T)^-1 = U^-1 U^-T.
+        thread_local ColMat<T> w;
+        w = Eigen::Map<const ColMat<T>>(static_cast<const T*>(l) + i * stride_l, n, n);
+        w.template triangularView<Eigen::StrictlyLower>().setZero();
+        invert_upper(w);
+        Eigen::Map<ColMat<T>> o(static_cast<T*>(out) + i * stride_out, n, n);  // symmetric: either order
+        upper_times_transpose(w, o);
+      });
+    failure.rethrow();
   });
 }
 
@@ -354,12 +367,15 @@ void CpuBackend::cholesky_backward(DType dtype, std::int64_t count, std::int64_t
   visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     const Eigen::Index nb = n > 64 ? 64 : std::max<Eigen::Index>(n, 1);
+    FirstFailure failure;  // the workspace
 #pragma omp parallel for schedule(dynamic) if (count > 1)
-    for (std::int64_t i = 0; i < count; ++i) {
-      ConstMapMat<T> li(static_cast<const T*>(l) + i * stride_l, n, n);
-      MapMat<T> gi(static_cast<T*>(g) + i * stride_g, n, n);
-      cholesky_backward_one<T>(li, gi, nb);
-    }
+    for (std::int64_t i = 0; i < count; ++i)
+      failure.run(i, [&] {
+        ConstMapMat<T> li(static_cast<const T*>(l) + i * stride_l, n, n);
+        MapMat<T> gi(static_cast<T*>(g) + i * stride_g, n, n);
+        cholesky_backward_one<T>(li, gi, nb);
+      });
+    failure.rethrow();
   });
 }
 
