@@ -31,10 +31,14 @@ enum class UnaryKind {
   log10, log2, exp2, exp10, expm1, erf, erfc, lgamma, digamma, trigamma, sigmoid, softplus,
 };
 // Comparisons produce 1 or 0 in the operands' dtype.
+// pow_base_grad(a, b) is pow's derivative in its base, b a^(b-1), and 0 where b = 0: one pass where
+// the composition needs a pow, a subtraction, a product and a select.
+// clang-format off
 enum class BinaryKind {
   add, sub, mul, div, pow, maximum, less, greater, equal,
-  minimum,
+  minimum, pow_base_grad,
 };
+// clang-format on
 enum class ReduceKind { sum, max };
 // How a scatter combines an update with the element it lands on: sum adds, max keeps the larger
 // (a NaN wins, as in reduce), assign overwrites.

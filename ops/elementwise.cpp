@@ -130,9 +130,8 @@ void binary_forward(const KernelArgs& k) {
 Tensor to_input(const Node& n, std::size_t i, const Tensor& g) { return sum_to(g, n.inputs[i].shape()); }
 
 constexpr char add_name[] = "add", sub_name[] = "sub", mul_name[] = "mul", div_name[] = "div", pow_name[] = "pow",
-               maximum_name[] = "maximum", minimum_name[] = "minimum",
-               less_name[] = "less", greater_name[] = "greater", equal_name[] = "equal",
-               where_name[] = "where";
+               pow_base_grad_name[] = "pow_base_grad", maximum_name[] = "maximum", minimum_name[] = "minimum",
+               less_name[] = "less", greater_name[] = "greater", equal_name[] = "equal", where_name[] = "where";
 
 using Adjoint = std::vector<Tensor> (*)(const Node&, const Tensor&, const Tensor&, const AdjointContext&);
 
@@ -145,7 +144,7 @@ constexpr OpDef binary_op(Adjoint adjoint, bool in_place = true) {
           .forward = binary_forward<Kind>,
           .adjoint = adjoint,
           .in_place = in_place,
-          .integers = Kind != BinaryKind::div && Kind != BinaryKind::pow,
+          .integers = Kind != BinaryKind::div && Kind != BinaryKind::pow && Kind != BinaryKind::pow_base_grad,
           .elementwise = true};
 }
 
@@ -170,31 +169,41 @@ const OpDef div_op = binary_op<BinaryKind::div, div_name>(
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, gb) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, neg(gb * y)) : Tensor()};
     });
-// The adjoint reuses the output y = a^b: d/db = y log a, and d/da = b y / a where y is finite and
-// nonzero (else b a^(b-1), for elements whose a^b overflowed or underflowed), with a = 0 replaced
-// by 1 in the division and the log. At a = 0, d/da is b 0^(b - 1) (0 for b > 1 and for b = 0, as JAX; 1 for b = 1; inf
-// between), computed the size of b; d/db is 0 there (the limit of y log a for b > 0). Both are ordinary ops, so they
-// differentiate again.
+// pow_base_grad(a, b) = b a^(b-1), and 0 where b = 0: pow's derivative in a, one pass over the
+// elements (BinaryKind::pow_base_grad). Its own derivatives, for second-order gradients, are ordinary
+// ops: d/da = b (b-1) a^(b-2) = b pow_base_grad(a, b - 1) (0 where b = 0), d/db = a^(b-1) (1 + b log a),
+// 0 at a = 0 (where pow's exponent gradient is 0 too).
+const OpDef pow_base_grad_op = binary_op<BinaryKind::pow_base_grad, pow_base_grad_name>(
+    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+      const Tensor& a = n.inputs[0];
+      const Tensor& b = n.inputs[1];
+      const Tensor zero = zeros({}, a.dtype(), a.device());
+      Tensor ga, gb;
+      if (ctx.needs[0])
+        ga = to_input(n, 0, g * where(equal(b, zero), zero, b * apply(pow_base_grad_op, {a, b - 1.0}, {})));
+      if (ctx.needs[1]) {
+        const Tensor is_zero = equal(a, zero);
+        const Tensor a_or_one = where(is_zero, ones({}, a.dtype(), a.device()), a);
+        gb = to_input(n, 1, g * where(is_zero, zero, pow(a_or_one, b - 1.0) * (1.0 + b * log(a_or_one))));
+      }
+      return std::vector<Tensor>{ga, gb};
+    });
+
+// d/da = b a^(b-1) by pow_base_grad: one pass, which at a = 0 is b 0^(b - 1) (0 for b > 1 and for b = 0,
+// as JAX; 1 for b = 1; inf between), and where a^b overflows or underflows still b a^(b-1), finite
+// where that is. d/db = y log a reuses the output, with a = 0 replaced by 1 in the log: 0 there (the
+// limit of y log a for b > 0).
 const OpDef pow_op = binary_op<BinaryKind::pow, pow_name>(
     [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
       const Tensor& a = n.inputs[0];
       const Tensor& b = n.inputs[1];
-      const Tensor zero = zeros({}, a.dtype(), a.device());
-      const Tensor is_zero = equal(a, zero);
-      const Tensor a_or_one = where(is_zero, ones({}, a.dtype(), a.device()), a);
       Tensor ga, gb;
-      if (ctx.needs[0]) {
-        // Piecewise constant in b (0, 1, +-inf): no gradient flows through it, and none of
-        // pow(0, b - 1)'s (inf * log 1 = NaN below b = 1).
-        const Tensor at_zero = stop_gradient(where(equal(b, zero), zero, b * pow(zero, b - 1.0)));
-        // y / a is exact only where y is finite and nonzero: where a^b overflows or underflows (or a
-        // is infinite), b a^(b-1) may still be finite, so those elements take the second pow.
-        const Tensor magnitude = abs(y);
-        const Tensor exact = less(magnitude, full({}, std::numeric_limits<double>::infinity(), a.dtype(), a.device())) *
-                             greater(magnitude, zero);
-        ga = to_input(n, 0, g * where(is_zero, at_zero, where(exact, b * (y / a_or_one), b * pow(a, b - 1.0))));
+      if (ctx.needs[0]) ga = to_input(n, 0, g * apply(pow_base_grad_op, {a, b}, {}));
+      if (ctx.needs[1]) {
+        const Tensor zero = zeros({}, a.dtype(), a.device());
+        const Tensor a_or_one = where(equal(a, zero), ones({}, a.dtype(), a.device()), a);
+        gb = to_input(n, 1, g * (y * log(a_or_one)));
       }
-      if (ctx.needs[1]) gb = to_input(n, 1, g * (y * log(a_or_one)));
       return std::vector<Tensor>{ga, gb};
     });
 const OpDef maximum_op = binary_op<BinaryKind::maximum, maximum_name>(

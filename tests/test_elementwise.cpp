@@ -1,4 +1,5 @@
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "gradcheck.hpp"
@@ -252,6 +253,35 @@ TEST_CASE("pow's second derivatives match finite differences of its gradient", "
   const Tensor h =
       grad([](const Tensor& p) { return sum(grad([](const Tensor& q) { return sum(pow(q, 3.0)); })(p)); })(z);
   require_close(h, {0.0, 6 * 0.7, 6 * 1.3}, 1e-14);
+}
+
+TEST_CASE("pow's base gradient: b a^(b-1) in one pass, the same bits for one exponent or one per element",
+          "[elementwise][grad]") {
+  const Tensor a = Tensor::from_vector({0.0, 0.3, 1.0, 2.5, 7.0, 1e-300, 1e300, 3.0}, {8});
+  for (double b : {-1.5, -1.0, 0.0, 0.5, 1.0, 2.0, 3.7}) {
+    INFO("b = " << b);
+    const Tensor one = Tensor::scalar(b), each = full({8}, b);
+    const std::vector<double> g_one = grad([&](const Tensor& x) { return sum(pow(x, one)); })(a).to_vector<double>();
+    const std::vector<double> g_each = grad([&](const Tensor& x) { return sum(pow(x, each)); })(a).to_vector<double>();
+    CHECK(std::memcmp(g_one.data(), g_each.data(), g_one.size() * sizeof(double)) == 0);
+    const std::vector<double> av = a.to_vector<double>();
+    for (std::size_t i = 0; i < av.size(); ++i) {
+      const double want = b == 0 ? 0.0 : b * std::pow(av[i], b - 1);
+      INFO("a = " << av[i] << ": " << g_one[i] << " against " << want);
+      if (std::isinf(want) || want == 0)
+        CHECK(g_one[i] == want);
+      else
+        CHECK(std::fabs(g_one[i] - want) <= 1e-14 * std::fabs(want));
+    }
+  }
+  // The second derivative at a zero base is b (b - 1) 0^(b - 2): 2 for a^2, 0 for a^3.
+  const Tensor zero = zeros({1});
+  for (double b : {2.0, 3.0}) {
+    const Tensor h = grad([b](const Tensor& p) {
+      return sum(grad([b](const Tensor& q) { return sum(pow(q, Tensor::scalar(b))); })(p));
+    })(zero);
+    CHECK(h.to_vector<double>()[0] == b * (b - 1) * std::pow(0.0, b - 2));
+  }
 }
 
 TEST_CASE("pow's gradient where a^b overflows or underflows is b a^(b-1)", "[elementwise]") {

@@ -231,6 +231,44 @@ void pow_map(const View& a, const View& b, const View& out) {
   });
 }
 
+// b a^(b-1), 0 where b = 0: pow's paths (above) for a^(b-1), so an element's value depends on (a, b)
+// alone, as pow's. b - 1 is rounded in T on every path.
+template <class T>
+void pow_base_grad_map(const View& a, const View& b, const View& out) {
+  const T* x = ptr<T>(a);
+  const T* z = ptr<T>(b);
+  T* y = ptr<T>(out);
+  for_each_row<3>(out.shape, {&a.strides, &b.strides, &out.strides}, [&](auto off, std::int64_t len, auto inner) {
+    const T* xr = x + off[0];
+    T* yr = y + off[2];
+    const std::int64_t xs = inner[0], ys = inner[2];
+    if (inner[1] == 0) {
+      const T v = z[off[1]];
+      if (v == T(0)) {
+        for (std::int64_t i = 0; i < len; ++i) yr[i * ys] = T(0);
+        return;
+      }
+      powrow::run<T>(xr, xs, static_cast<double>(v - T(1)), yr, ys, len);
+      for (std::int64_t i = 0; i < len; ++i) yr[i * ys] = v * yr[i * ys];
+      return;
+    }
+    // The exponents are copied first: the output may be b's buffer (binary ops run in place).
+    T exponent[powrow::chunk], less_one[powrow::chunk];
+    for (std::int64_t start = 0; start < len; start += powrow::chunk) {
+      const std::int64_t count = std::min<std::int64_t>(powrow::chunk, len - start);
+      for (std::int64_t i = 0; i < count; ++i) {
+        exponent[i] = z[off[1] + (start + i) * inner[1]];
+        less_one[i] = exponent[i] - T(1);
+      }
+      powrow::run_varying<T>(xr + start * xs, xs, less_one, 1, yr + start * ys, ys, count);
+      for (std::int64_t i = 0; i < count; ++i) {
+        T& r = yr[(start + i) * ys];
+        r = exponent[i] == T(0) ? T(0) : exponent[i] * r;
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void CpuBackend::fill(const View& out, double value) {
@@ -342,6 +380,8 @@ void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const Vie
         // Paths by the exponent's value (pow_map, above), the C library's pow for special values.
         case BinaryKind::pow:
           return pow_map<T>(a, b, out);
+        case BinaryKind::pow_base_grad:
+          return pow_base_grad_map<T>(a, b, out);
         case BinaryKind::maximum:
           return map2<T>(a, b, out, [](const auto& x, const auto& y) {
             return x.binaryExpr(y, [](T u, T v) { return u > v || std::isnan(u) ? u : v; });

@@ -146,6 +146,8 @@ __device__ __forceinline__ T apply_binary(BinaryKind kind, T x, T y) {
       case BinaryKind::greater: return x > y ? T(1) : T(0);
       case BinaryKind::equal: return x == y ? T(1) : T(0);
       case BinaryKind::minimum: return x < y || isnan(x) ? x : y;  // NaN propagates, as on the CPU
+      case BinaryKind::pow_base_grad:
+        return y == T(0) ? T(0) : y * (f ? powf(x, y - T(1)) : pow(x, y - T(1)));
     }
     return x;
   }
