@@ -54,11 +54,12 @@ constexpr double exp_c[11] = {0x1.0000000000000p-1,  0x1.5555555555557p-3,  0x1.
                               0x1.af4ecd2129492p-26, 0x1.1f7385560be05p-29};
 
 inline double exp_one(double x) {
-  // Beyond [-746, 710] exp overflows or rounds to zero: the last select gives those, and the steps below run on 0
-  // instead, so that no lane underflows (on x86 an underflowing lane costs a microcode assist, ~100 cycles, and in a
-  // covariance most pairs are far apart). A NaN passes every step.
-  const bool beyond = (x < -746.0) | (x > 710.0);
-  const double xc = select(beyond, 0.0, x);
+  // exp(x) is finite for x <= max_arg (glibc's threshold too) and rounds to zero below -746. Beyond those (and for a
+  // NaN) the steps below run on 0 instead and the last select gives the answer: garbage exponents would underflow,
+  // and on x86 an underflowing lane costs a microcode assist, ~100 cycles (in a covariance most pairs are far apart).
+  constexpr double max_arg = 0x1.62e42fefa39efp+9;  // 709.78
+  const bool within = (x >= -746.0) & (x <= max_arg);
+  const double xc = select(within, x, 0.0);
   // x = k ln2 + t - c, k the integer nearest x / ln2: t is exact (x and k ln2_hi are within a factor 2 of each other,
   // or k = 0), |t| <= ~0.35, and |c| = |k ln2_lo| < 2^-22.
   const double z = std::fma(xc, inv_ln2, shift);
@@ -80,13 +81,19 @@ inline double exp_one(double x) {
   const double hi = 1.0 + t;
   const double lo = (1.0 - hi) + t;
   const double y = hi + ((lo - c) + q);
-  // y 2^k as (y 2^k1) 2^k2, k1 = floor(k / 2): both factors are normal doubles for every clamped k, the first product
-  // is exact, and the second rounds once, into the subnormals (within ~0.75 ulp there), to zero or to infinity.
-  const std::int64_t k1 = k >> 1, k2 = k - k1;
-  const double s1 = from_bits(static_cast<std::uint64_t>(k1 + 1023) << 52);
-  const double s2 = from_bits(static_cast<std::uint64_t>(k2 + 1023) << 52);
-  const double result = (y * s1) * s2;
-  return select(x < -746.0, 0.0, select(x > 710.0, std::numeric_limits<double>::infinity(), result));
+  // y 2^k, y in [0.7, 1.42). A normal result: k added to y's exponent, exact (for k = 1024, x <= max_arg keeps y < 1).
+  const double normal = from_bits(to_bits(y) + (static_cast<std::uint64_t>(k) << 52));
+  // A result below 2^-1022, where a multiplication would underflow: w = y 2^(k + 1074) is exact and normal, and w
+  // rounded to an integer (by adding 2^52) is the bit pattern of the subnormal y 2^k, rounded once, as glibc rounds it;
+  // 2^52 is that of the least normal, 0 that of +0. k is capped so that lanes with normal results do not underflow
+  // here.
+  const std::int64_t kw = k < -1000 ? k : -1000;
+  const double w = y * from_bits(static_cast<std::uint64_t>(kw + 2097) << 52);
+  const double sub = from_bits(to_bits(w + 0x1p52) - to_bits(0x1p52));
+  const double result = select(w < 0x1p52, sub, normal);  // only for k <= -1022: else w >= 0.7 2^53
+  // Beyond: +0 below -746, +inf above max_arg, NaN for NaN.
+  const double beyond = select(x < 0, 0.0, x * std::numeric_limits<double>::infinity());
+  return select(within, result, beyond);
 }
 
 // log(1 + f) = 2 atanh(s) = 2s + s R(s^2), s = f / (2 + f): R(z) / z on 0 <= z <= (1.002 (sqrt2 - 1) / (sqrt2 + 1))^2,
