@@ -55,11 +55,12 @@ constexpr double exp_c[11] = {0x1.0000000000000p-1,  0x1.5555555555557p-3,  0x1.
 
 inline double exp_one(double x) {
   // exp(x) is finite for x <= max_arg (glibc's threshold too) and rounds to zero below -746. Beyond those (and for a
-  // NaN) the steps below run on 0 instead and the last select gives the answer: garbage exponents would underflow,
-  // and on x86 an underflowing lane costs a microcode assist, ~100 cycles (in a covariance most pairs are far apart).
+  // NaN) the steps below run on 0 instead and the last select gives the answer: on x86 a lane that underflows, or a
+  // subnormal operand, costs a microcode assist (~100 cycles), and garbage exponents would underflow (in a covariance
+  // most pairs are far apart). A subnormal x also runs on 0: exp rounds to 1 below 2^-54.
   constexpr double max_arg = 0x1.62e42fefa39efp+9;  // 709.78
   const bool within = (x >= -746.0) & (x <= max_arg);
-  const double xc = select(within, x, 0.0);
+  const double xc = select(within & (std::fabs(x) >= 0x1p-1022), x, 0.0);
   // x = k ln2 + t - c, k the integer nearest x / ln2: t is exact (x and k ln2_hi are within a factor 2 of each other,
   // or k = 0), |t| <= ~0.35, and |c| = |k ln2_lo| < 2^-22.
   const double z = std::fma(xc, inv_ln2, shift);
@@ -92,7 +93,7 @@ inline double exp_one(double x) {
   const double sub = from_bits(to_bits(w + 0x1p52) - to_bits(0x1p52));
   const double result = select(w < 0x1p52, sub, normal);  // only for k <= -1022: else w >= 0.7 2^53
   // Beyond: +0 below -746, +inf above max_arg, NaN for NaN.
-  const double beyond = select(x < 0, 0.0, x * std::numeric_limits<double>::infinity());
+  const double beyond = select(x < 0, 0.0, select(x > 0, std::numeric_limits<double>::infinity(), x));
   return select(within, result, beyond);
 }
 
@@ -102,15 +103,16 @@ constexpr double log_c[7] = {0x1.5555555555558p-1, 0x1.9999999995124p-2, 0x1.249
                              0x1.7462c67faaddap-3, 0x1.39fc10e987a9dp-3, 0x1.2b74cb13a0436p-3};
 
 inline double log_one(double x) {
-  // Subnormals scaled into the normals by 2^52, and 52 taken off the exponent.
+  // A subnormal x is n 2^-1074, n its bit pattern: n made a double (exactly, by the shift trick) and 1074 taken off the
+  // exponent. Not x 2^52: on x86 a subnormal operand costs a microcode assist.
   const bool tiny = x < 0x1p-1022;
-  const double xs = select(tiny, x * 0x1p52, x);
+  const double xs = select(tiny, from_bits(to_bits(x) | to_bits(0x1p52)) - 0x1p52, x);
   // x = 2^e m, m in [sqrt(1/2), sqrt(2)): e from the bits of x less those of sqrt(1/2), biased by 1024 so that only
   // logical shifts are needed, and made a double by the shift trick.
   const std::uint64_t ix = to_bits(xs);
   const std::uint64_t biased = (ix - 0x3fe6a09e667f3bcdULL + (1024ULL << 52)) >> 52;  // e + 1024
   const double m = from_bits(ix - (biased << 52) + (1024ULL << 52));
-  const double e = (from_bits(biased | to_bits(0x1p52)) - 0x1p52) - select(tiny, 1076.0, 1024.0);
+  const double e = (from_bits(biased | to_bits(0x1p52)) - 0x1p52) - select(tiny, 2098.0, 1024.0);
   const double f = m - 1.0;  // exact: m is within a factor 2 of 1
   const double s = f / (2.0 + f);
   const double z = s * s, z2 = z * z, z4 = z2 * z2;
@@ -133,7 +135,7 @@ inline double log_one(double x) {
   // Special values by selects, not branches, so that the loop vectorises: log(+inf) = +inf, log(NaN) = NaN,
   // log(+-0) = -inf, log(x < 0) = NaN.
   constexpr double inf = std::numeric_limits<double>::infinity();
-  const double special = select(x == 0, -inf, select(x < 0, std::numeric_limits<double>::quiet_NaN(), x + x));
+  const double special = select(x == 0, -inf, select(x < 0, std::numeric_limits<double>::quiet_NaN(), x));
   return select((x > 0) & (x < inf), result, special);
 }
 
