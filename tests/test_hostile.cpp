@@ -372,6 +372,8 @@ TEST_CASE("unary ops match the C library on special and subnormal values, bit fo
 // exp and log are vtape's own vectorised kernels (backends/cpu/vector_math.hpp), not the C library's: a dense sweep
 // of each against the C library, over the whole finite range and where the kernels switch regime (overflow,
 // underflow into the subnormals, subnormal inputs, arguments near 1 and near 0), both signs.
+namespace {
+
 template <class T>
 std::vector<T> exp_log_sweep(bool for_log) {
   using L = std::numeric_limits<T>;
@@ -379,24 +381,25 @@ std::vector<T> exp_log_sweep(bool for_log) {
   std::mt19937_64 gen(for_log ? 11 : 12);
   auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(gen); };
   const double min_exp2 = f64 ? -1074 : -149, max_exp2 = f64 ? 1023.999 : 127.999;
-  const double overflow = std::log(static_cast<double>(L::max()));       // 709.78 or 88.72
+  const double overflow = std::log(static_cast<double>(L::max()));          // 709.78 or 88.72
   const double underflow = std::log(static_cast<double>(L::denorm_min()));  // -744.44 or -103.28
-  const double normal = std::log(static_cast<double>(L::min()));           // -708.40 or -87.34
+  const double normal = std::log(static_cast<double>(L::min()));            // -708.40 or -87.34
   std::vector<T> v;
   auto add = [&](double x) { v.push_back(static_cast<T>(x)); };
   for (int i = 0; i < 40000; ++i) {
     const double sign = i % 2 ? -1.0 : 1.0;
     add(sign * std::exp2(uniform(min_exp2, max_exp2)));  // every magnitude, subnormals included
     add(sign * std::exp2(uniform(-60, 12)));             // log-uniform where exp is neither 1 nor saturated
-    add(uniform(underflow - 2, overflow + 1));            // exp's whole finite range, uniformly
-    add(uniform(overflow - 1, overflow + 0.5));            // exp near overflow
-    add(uniform(underflow - 1.5, normal + 1));             // exp into the subnormals and to zero
-    add(1 + sign * std::exp2(uniform(-54, -1)));           // log near 1
-    add(std::exp2(uniform(-8, 8)));                        // log of ordinary values
+    add(uniform(underflow - 2, overflow + 1));           // exp's whole finite range, uniformly
+    add(uniform(overflow - 1, overflow + 0.5));          // exp near overflow
+    add(uniform(underflow - 1.5, normal + 1));           // exp into the subnormals and to zero
+    add(1 + sign * std::exp2(uniform(-54, -1)));         // log near 1
+    add(std::exp2(uniform(-8, 8)));                      // log of ordinary values
   }
   for (T s : {T(1), T(-1)}) {
-    for (T x : {T(0), L::infinity(), L::denorm_min(), L::min(), L::max(), T(1), std::nextafter(T(1), T(2)),
-                std::nextafter(T(1), T(0)), static_cast<T>(overflow), static_cast<T>(underflow), static_cast<T>(normal)})
+    for (T x :
+         {T(0), L::infinity(), L::denorm_min(), L::min(), L::max(), T(1), std::nextafter(T(1), T(2)),
+          std::nextafter(T(1), T(0)), static_cast<T>(overflow), static_cast<T>(underflow), static_cast<T>(normal)})
       v.push_back(s * x);
   }
   v.push_back(L::quiet_NaN());
@@ -429,8 +432,8 @@ void check_exp_log_sweep(const char* name, Tensor (*op)(const Tensor&), T (*refe
     if (for_log && v == 0) exact = -inf;
     if (for_log && v == inf) exact = inf;
     if (for_log && v == 1) exact = T(0);
-    if (!for_log && v > overflow + 1e-6) exact = inf;    // +inf included
-    if (!for_log && v < underflow - 1) exact = T(0);     // -inf included: e^-1 of half the least subnormal
+    if (!for_log && v > overflow + 1e-6) exact = inf;  // +inf included
+    if (!for_log && v < underflow - 1) exact = T(0);   // -inf included: below half the least subnormal
     if (!for_log && v == 0) exact = T(1);
     if (exact) {
       INFO("at " << v << ": " << got[i]);
@@ -450,6 +453,8 @@ void check_exp_log_sweep(const char* name, Tensor (*op)(const Tensor&), T (*refe
     by_row[static_cast<std::size_t>(i)] = by_column[static_cast<std::size_t>((i % 2) * half + i / 2)];
   CHECK(std::memcmp(by_row.data(), got.data(), by_row.size() * sizeof(T)) == 0);
 }
+
+}  // namespace
 
 TEST_CASE("exp and log are within an ulp of the C library over a dense sweep", "[hostile][elementwise]") {
   check_exp_log_sweep<double>("exp", exp, exp_ref<double>);
