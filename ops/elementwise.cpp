@@ -190,7 +190,7 @@ const OpDef pow_base_grad_op = binary_op<BinaryKind::pow_base_grad, pow_base_gra
     });
 
 // d/da = b a^(b-1) by pow_base_grad: one pass, which at a = 0 is b 0^(b - 1) (0 for b > 1 and for b = 0,
-// as JAX; 1 for b = 1; inf between), and where a^b overflows or underflows still b a^(b-1), finite
+// as JAX; 1 for b = 1; +-inf for the other b < 1), and where a^b overflows or underflows still b a^(b-1), finite
 // where that is. d/db = y log a reuses the output, with a = 0 replaced by 1 in the log: 0 there (the
 // limit of y log a for b > 0).
 const OpDef pow_op = binary_op<BinaryKind::pow, pow_name>(

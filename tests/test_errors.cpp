@@ -87,6 +87,12 @@ TEST_CASE("an exception inside a parallel CPU loop is raised after it, the lowes
     CHECK(std::count(ran.begin(), ran.end(), 1) == 64);
     CHECK_THROWS_WITH(failure.rethrow(), "iteration 17");
   }
+  // Not the first caught: iterations in descending order throw 60 first, and 17 is still raised.
+  vt::cpu::FirstFailure descending;
+  for (std::int64_t i = 63; i >= 0; --i) descending.run(i, [&] {
+      if (i == 17 || i == 60) throw vt::Error("iteration " + std::to_string(i));
+    });
+  CHECK_THROWS_WITH(descending.rethrow(), "iteration 17");
   vt::cpu::FirstFailure none;
   CHECK_NOTHROW(none.rethrow());
 }

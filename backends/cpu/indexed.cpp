@@ -14,6 +14,7 @@
 #include "../element.hpp"
 #include "../view_checks.hpp"
 #include "cpu_backend.hpp"
+#include "first_failure.hpp"
 #include "strided.hpp"
 
 namespace vt::cpu {
@@ -149,9 +150,13 @@ void CpuBackend::scatter(ScatterKind kind, const View& updates, const View& indi
       } else {
         const Shape rest = without(shape, split), su = without(updates.strides, split),
                     si = without(indices.strides, split), so = without(out.strides, split);
+        FirstFailure error;  // the rows' walk allocates
 #pragma omp parallel for schedule(static)
         for (std::int64_t c = 0; c < shape[split]; ++c)
-          run(rest, su, si, so, c * updates.strides[split], c * indices.strides[split], c * out.strides[split]);
+          error.run(c, [&] {
+            run(rest, su, si, so, c * updates.strides[split], c * indices.strides[split], c * out.strides[split]);
+          });
+        error.rethrow();
       }
       bad.report(ix, failure);
     });

@@ -41,7 +41,7 @@ using ConstStridedRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, 0, 
 // subnormal results; the C library's functions are within an ulp and handle every special value.)
 // Contiguous rows are plain loops, which the compiler vectorises where that is exact (neg, abs,
 // square and, with -fno-math-errno, sqrt). exp and log are not maps of the C library's functions
-// but map_block's of vector_math.hpp's kernels, within an ulp of them.
+// but map_block's of vector_math.hpp's kernels, within an ulp of them (where the target has FMA).
 template <class T, class Fn>
 void map1(const View& in, const View& out, Fn fn) {
   const T* x = ptr<T>(in);
@@ -354,8 +354,12 @@ void CpuBackend::unary(UnaryKind kind, const View& in, const View& out) {
     } else {
       switch (kind) {
         case UnaryKind::neg: return map1<T>(in, out, [](T v) { return -v; });
-        case UnaryKind::exp: return map_block<T>(in, out, vmath::exp_block);
-        case UnaryKind::log: return map_block<T>(in, out, vmath::log_block);
+        case UnaryKind::exp:
+          if constexpr (vmath::vectorised) return map_block<T>(in, out, vmath::exp_block);
+          return map1<T>(in, out, [](T v) { return std::exp(v); });
+        case UnaryKind::log:
+          if constexpr (vmath::vectorised) return map_block<T>(in, out, vmath::log_block);
+          return map1<T>(in, out, [](T v) { return std::log(v); });
         case UnaryKind::log1p: return map1<T>(in, out, [](T v) { return std::log1p(v); });
         case UnaryKind::sqrt: return map1<T>(in, out, [](T v) { return std::sqrt(v); });
         case UnaryKind::square: return map1<T>(in, out, [](T v) { return v * v; });

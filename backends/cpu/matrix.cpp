@@ -1,7 +1,7 @@
 // Batched matrix kernels on Eigen: Map views over slices of the batched buffer (no copies),
 // in-place factorization, parallel across the batch. Eigen's own threading is used only when
-// there is a single matrix: inside the batch-parallel region it runs single-threaded, so the
-// cores are not oversubscribed.
+// there is a single matrix (and not a thin product small enough for one core, below): inside the
+// batch-parallel region it runs single-threaded, so the cores are not oversubscribed.
 #include <Eigen/Cholesky>
 #include <Eigen/Dense>
 #include <algorithm>
@@ -58,6 +58,8 @@ void symmetric_product(const MA& a, const MB& b, MC& c, T alpha, T beta, bool lo
 // cotangents of solves make them ([x, xbar]^T F, [x, xbar] W). Eigen's GEMM packs all of op(B) for a
 // product that reads each element of it a few times, at about 3x the time of streaming it.
 constexpr Eigen::Index thin_product = 4;
+// A single thin product above this many multiply-adds keeps Eigen's GEMM, which can use every core.
+constexpr std::int64_t thin_single_most = std::int64_t{1} << 22;
 
 // C = alpha a b + beta C with a: m x k, m <= thin_product. A row-major b (b_rows) is streamed by
 // rows, each added to the m rows of C, which stay in L1; a transposed one has contiguous columns,
@@ -104,9 +106,10 @@ void CpuBackend::gemm(const GemmArgs& g) {
     // Both operands as op(A), op(B), so that each product below is written once for every flag.
     const auto product = [&](const auto& A, const auto& B, auto& C) {
       // A product marked symmetric is mirrored, exactly symmetric, by symmetric_product or not at all.
-      if (!g.symmetric && g.m <= thin_product) {
+      const bool thin_ok = !g.symmetric && (g.count > 1 || g.m * g.n * g.k <= thin_single_most);
+      if (thin_ok && g.m <= thin_product) {
         few_rows_product(A, B, C, alpha, beta, !g.trans_b);
-      } else if (!g.symmetric && !g.trans_b && g.k <= thin_product) {
+      } else if (thin_ok && !g.trans_b && g.k <= thin_product) {
         few_inner_product(A, B, C, alpha, beta);
       } else if (g.symmetric && g.m == g.n && g.m >= symmetric_min_order) {
         symmetric_product(A, B, C, alpha, beta, g.lower_only);

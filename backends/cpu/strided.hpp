@@ -10,6 +10,7 @@
 
 #include "../../core/shape.hpp"
 #include "../merged_axes.hpp"
+#include "first_failure.hpp"
 
 namespace vt::cpu {
 
@@ -69,11 +70,14 @@ void for_each_row(const Shape& shape_in, const std::array<const Shape*, N>& stri
     run(0, pieces);
     return;
   }
+  FirstFailure failure;  // the row index's storage, and whatever `row` allocates, may throw
 #pragma omp parallel
   {
     const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-    run(pieces * t / threads, pieces * (t + 1) / threads);
+    const std::int64_t first = pieces * t / threads, last = pieces * (t + 1) / threads;
+    failure.run(first, [&] { run(first, last); });
   }
+  failure.rethrow();
 }
 
 }  // namespace vt::cpu

@@ -150,11 +150,23 @@ inline double log_one(double x) {
 #define VT_VMATH_WIDE
 #endif
 
-// v[i] = exp(v[i]) and v[i] = log(v[i]) for i < block, in place. Not inlined: one compiled copy of each loop.
-[[gnu::noinline]] VT_VMATH_WIDE inline void exp_block(double* __restrict v) {
+// Whether the target has fused multiply-adds: without them each std::fma is a call to the C library
+// and these loops, no longer vectorised, cost several times glibc's exp and log (a build with
+// VTAPE_NATIVE=OFF on x86-64): maps.cpp then calls the C library instead.
+#if defined(__FMA__) || defined(__aarch64__)
+constexpr bool vectorised = true;
+#else
+constexpr bool vectorised = false;
+#endif
+
+// v[i] = exp(v[i]) and v[i] = log(v[i]) for i < block, in place. Not inlined, and static: one compiled
+// copy of each loop, which no other translation unit's copy (built with other flags) can replace.
+// Which a * b + c the compiler fuses depends on the flags (-ffp-contract), so bits are the same on
+// every path of one build, and within the ulp bound on every build.
+[[gnu::noinline, maybe_unused]] VT_VMATH_WIDE static void exp_block(double* __restrict v) {
   for (int i = 0; i < block; ++i) v[i] = detail::exp_one(v[i]);
 }
-[[gnu::noinline]] VT_VMATH_WIDE inline void log_block(double* __restrict v) {
+[[gnu::noinline, maybe_unused]] VT_VMATH_WIDE static void log_block(double* __restrict v) {
   for (int i = 0; i < block; ++i) v[i] = detail::log_one(v[i]);
 }
 
