@@ -173,6 +173,11 @@ const OpDef div_op = binary_op<BinaryKind::div, div_name>(
 // elements (BinaryKind::pow_base_grad). Its own derivatives, for second-order gradients, are ordinary
 // ops: d/da = b (b-1) a^(b-2) = b pow_base_grad(a, b - 1) (0 where b = 0), d/db = a^(b-1) (1 + b log a),
 // 0 at a = 0 (where pow's exponent gradient is 0 too).
+// a with its zeros replaced by 1, for the logs of pow's adjoints: log 0 never reaches them.
+Tensor zeros_to_one(const Tensor& a) {
+  return where(equal(a, zeros({}, a.dtype(), a.device())), ones({}, a.dtype(), a.device()), a);
+}
+
 const OpDef pow_base_grad_op = binary_op<BinaryKind::pow_base_grad, pow_base_grad_name>(
     [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
       const Tensor& a = n.inputs[0];
@@ -182,9 +187,8 @@ const OpDef pow_base_grad_op = binary_op<BinaryKind::pow_base_grad, pow_base_gra
       if (ctx.needs[0])
         ga = to_input(n, 0, g * where(equal(b, zero), zero, b * apply(pow_base_grad_op, {a, b - 1.0}, {})));
       if (ctx.needs[1]) {
-        const Tensor is_zero = equal(a, zero);
-        const Tensor a_or_one = where(is_zero, ones({}, a.dtype(), a.device()), a);
-        gb = to_input(n, 1, g * where(is_zero, zero, pow(a_or_one, b - 1.0) * (1.0 + b * log(a_or_one))));
+        const Tensor a_or_one = zeros_to_one(a);
+        gb = to_input(n, 1, g * where(equal(a, zero), zero, pow(a_or_one, b - 1.0) * (1.0 + b * log(a_or_one))));
       }
       return std::vector<Tensor>{ga, gb};
     });
@@ -199,11 +203,7 @@ const OpDef pow_op = binary_op<BinaryKind::pow, pow_name>(
       const Tensor& b = n.inputs[1];
       Tensor ga, gb;
       if (ctx.needs[0]) ga = to_input(n, 0, g * apply(pow_base_grad_op, {a, b}, {}));
-      if (ctx.needs[1]) {
-        const Tensor zero = zeros({}, a.dtype(), a.device());
-        const Tensor a_or_one = where(equal(a, zero), ones({}, a.dtype(), a.device()), a);
-        gb = to_input(n, 1, g * (y * log(a_or_one)));
-      }
+      if (ctx.needs[1]) gb = to_input(n, 1, g * (y * log(zeros_to_one(a))));
       return std::vector<Tensor>{ga, gb};
     });
 const OpDef maximum_op = binary_op<BinaryKind::maximum, maximum_name>(

@@ -104,9 +104,9 @@ void CpuBackend::gemm(const GemmArgs& g) {
     T* c = static_cast<T*>(g.c);
     const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
     // Both operands as op(A), op(B), so that each product below is written once for every flag.
+    // A product marked symmetric is mirrored, exactly symmetric, by symmetric_product or not at all.
+    const bool thin_ok = !g.symmetric && (g.count > 1 || g.m * g.n * g.k <= thin_single_most);
     const auto product = [&](const auto& A, const auto& B, auto& C) {
-      // A product marked symmetric is mirrored, exactly symmetric, by symmetric_product or not at all.
-      const bool thin_ok = !g.symmetric && (g.count > 1 || g.m * g.n * g.k <= thin_single_most);
       if (thin_ok && g.m <= thin_product) {
         few_rows_product(A, B, C, alpha, beta, !g.trans_b);
       } else if (thin_ok && !g.trans_b && g.k <= thin_product) {
