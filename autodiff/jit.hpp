@@ -32,16 +32,18 @@
 // common-subexpression elimination, transposes read by a matmul folded into its GEMM flags
 // (x.t() is not copied), matmul reassociation ((P Q) Y -> P (Q Y) when Q's inner size
 // is small, the low-rank cotangents of cho_solve; exact in real arithmetic, so results may differ
-// from eager by rounding, and an Inf or overflow inside such a chain may come out as NaN) and
+// from eager by rounding, and an Inf or overflow inside such a chain may come out as NaN), on the
+// CPU sums over symmetric matrices that add one triangle, the entries below the diagonal twice
+// (equal to eager sums up to rounding; README, "Runs on symmetric matrices") and
 // dead-code elimination, in execution order, with a memory plan computed once in per-example
 // units: a batched buffer's offset is its per-example offset times B, so a call needs one arena
 // whatever B is (and a buffer per result, which outlives the call). The plan keeps the arenas of
 // finished calls: a call takes the smallest kept arena that fits its B, and only a B larger than any
 // before allocates (replacing the largest kept one), so the plan holds the largest arena each
 // concurrent call has needed; release_memory() hands them back (counters().arenas counts the
-// allocations). Calls may run concurrently, each in an arena of its own; tracing is serialised (the cache's counters stay readable meanwhile; a function
-// asking for its own plan while it is being traced raises). The machinery is in autodiff/jit/:
-// plan, passes, memory, execute, cache.
+// allocations). Calls may run concurrently, each in an arena of its own; tracing is serialised (the cache's counters
+// stay readable meanwhile; a function asking for its own plan while it is being traced raises). The machinery is in
+// autodiff/jit/: plan, passes, memory, execute, cache.
 //
 // Composition: a jitted function called while another traces is inlined into that trace (so jitted
 // pieces compose, and a jitted function may call itself, its recursion ending on static shapes).
@@ -120,6 +122,7 @@ struct PlanSummary {
   std::int64_t reassociated = 0; // matmul chains reordered
   std::int64_t transposes_folded = 0;  // x.t() read by a matmul as a GEMM transpose flag
   std::int64_t fused = 0;              // elementwise steps run tile by tile in groups (CPU plans)
+  std::int64_t fused_lower = 0;        // of those, steps on symmetric matrices run over the lower triangle
   std::int64_t arena_bytes_per_example = 0;  // batched buffers: times B per call
   std::int64_t arena_bytes_fixed = 0;        // unbatched buffers
 };

@@ -381,3 +381,136 @@ TEST_CASE("a sum of many elements is the same at any thread count and close to a
   for (double e : v) exact += e;
   CHECK(std::abs(one.item() - static_cast<double>(exact)) <= 1e-12 * static_cast<double>(v.size()));
 }
+
+namespace {
+
+// Squared distances (t_i - t_j)^2 of n points: exactly symmetric (t_j - t_i is -(t_i - t_j), bit for bit).
+Tensor squared_distances(std::int64_t n, std::uint64_t seed, DType dtype) {
+  const Tensor t = randn({n}, seed, dtype);
+  return square(reshape(t, {n, 1}) - reshape(t, {1, n}));
+}
+
+// A kernel matrix of a captured symmetric S and hyperparameters theta [4], in the manner of a GP's.
+Tensor kernel_of(const Tensor &s, const Tensor &theta) {
+  auto p = [&](int i) { return exp(slice(theta, 0, i, i + 1)); };
+  return p(0) * exp(s * -0.5 / square(p(1))) + p(2) * pow(1.0 + s / p(3), neg(p(3)));
+}
+
+}  // namespace
+
+TEST_CASE("runs on symmetric matrices compute the lower triangle: matrices bitwise eager, sums close, any thread count",
+          "[jit][fuse]") {
+  // 130 and 200: strips of one piece; 600: strips of two pieces, the second straddling the diagonal.
+  for (DType dtype : {DType::f64, DType::f32}) {
+    for (std::int64_t n : {130, 200, 600}) {
+      INFO(name_of(dtype) << " n = " << n);
+      const Tensor s = squared_distances(n, 40 + static_cast<std::uint64_t>(n), dtype);
+      const Tensor thetas = randn({3, 4}, 41, dtype) * 0.3, v = randn({n, 2}, 42, dtype);
+      // Results whole: k itself, and k read by a product, which reads above the diagonal too.
+      auto matrices = [&](const Tensor &theta) {
+        const Tensor k = kernel_of(s, theta);
+        return std::vector<Tensor>{k * s + 1.0, matmul(k, v)};
+      };
+      const auto fm = jit(vmap(matrices));
+      CHECK(fm.compile(as_batch(thetas)).fused_lower >= 8);
+      for (int threads : {1, 3}) {
+        // Eager too at this thread count: Eigen blocks a large product by its thread count.
+        const int before = omp_get_max_threads();
+        omp_set_num_threads(threads);
+        const std::vector<Tensor> got = fm(thetas), want = vmap(matrices)(thetas);
+        omp_set_num_threads(before);
+        require_bitwise(got[0], want[0]);
+        require_bitwise(got[1], want[1]);
+      }
+      // Sums: the entries below the diagonal counted twice, so equal to eager's up to rounding, and the same bits at
+      // any thread count.
+      auto sums = [&](const Tensor &theta) {
+        const Tensor k = kernel_of(s, theta);
+        return sum(k * s) - sum(k / (1.0 + s)) * 0.25;
+      };
+      const auto fs = jit(vmap(sums));
+      CHECK(fs.compile(as_batch(thetas)).fused_lower >= 8);
+      const int before = omp_get_max_threads();
+      omp_set_num_threads(1);
+      const Tensor one = fs(thetas);
+      omp_set_num_threads(4);
+      const Tensor four = fs(thetas);
+      omp_set_num_threads(before);
+      require_bitwise(one, four);
+      const std::vector<double> got = astype(one, DType::f64).to_vector<double>();
+      const std::vector<double> exact = astype(vmap(sums)(thetas), DType::f64).to_vector<double>();
+      const double tol = dtype == DType::f64 ? 1e-12 : 2e-5;
+      for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - exact[i]) <= tol * std::abs(exact[i]));
+    }
+  }
+}
+
+TEST_CASE("a matrix that differs from its transpose in one entry runs whole and bitwise eager", "[jit][fuse]") {
+  const std::int64_t n = 200;
+  std::vector<double> values = squared_distances(n, 43, DType::f64).to_vector<double>();
+  values[static_cast<std::size_t>(150 * n + 3)] += 1e-9;  // below the diagonal; (3, 150) keeps its value
+  const Tensor s = Tensor::from_vector(values, {n, n}), theta = randn({4}, 44) * 0.3;
+  auto fn = [&](const Tensor &th) {
+    const Tensor k = kernel_of(s, th);
+    return std::vector<Tensor>{sum(k * s), k};
+  };
+  CHECK(jit(fn).compile(theta).fused_lower == 0);
+  CHECK(jit(fn).compile(theta).fused >= 10);
+  const std::vector<Tensor> got = jit(fn)(theta), want = fn(theta);
+  require_bitwise(got[0], want[0]);
+  require_bitwise(got[1], want[1]);
+}
+
+TEST_CASE("a GP likelihood's gradient by lower-triangle runs matches eager and central differences",
+          "[jit][fuse][grad]") {
+  // The covariance read only by its factorization (never mirrored), the cotangent of cho_solve's A a product
+  // marked symmetric, the kernel's contractions run over the lower triangle.
+  const std::int64_t n = 150;
+  const Tensor s = squared_distances(n, 45, DType::f64), y = randn({n}, 46), eye_n = eye(n);
+  auto lml = [&](const Tensor &theta) {
+    const Tensor k = kernel_of(s, theta) + eye_n * 0.1;
+    const CholeskyFactor f = cho_factor(k);
+    return sum(y * cho_solve(f, y)) + logdet(f);
+  };
+  const Tensor thetas = randn({2, 4}, 47) * 0.3;
+  const auto vg = jit(vmap(value_and_grad(lml)));
+  CHECK(vg.compile(as_batch(thetas)).fused_lower >= 20);
+  const auto [value, gradient] = vg(thetas);
+  const auto [eager_value, eager_gradient] = vmap(value_and_grad(lml))(thetas);
+  const std::vector<double> v = value.to_vector<double>(), ev = eager_value.to_vector<double>();
+  const std::vector<double> g = gradient.to_vector<double>(), eg = eager_gradient.to_vector<double>();
+  for (std::size_t i = 0; i < v.size(); ++i) CHECK(std::abs(v[i] - ev[i]) <= 1e-12 * std::abs(ev[i]));
+  for (std::size_t i = 0; i < g.size(); ++i) CHECK(std::abs(g[i] - eg[i]) <= 1e-9 * (1.0 + std::abs(eg[i])));
+  // Central differences of the jitted value, example 0.
+  const double h = 1e-6;
+  const std::vector<double> t0 = thetas.to_vector<double>();
+  auto jitted = jit(lml);
+  for (std::size_t j = 0; j < 4; ++j) {
+    std::vector<double> up(t0.begin(), t0.begin() + 4), down = up;
+    up[j] += h;
+    down[j] -= h;
+    const double fd =
+        (jitted(Tensor::from_vector(up, {4})).item() - jitted(Tensor::from_vector(down, {4})).item()) / (2 * h);
+    CHECK(std::abs(fd - g[j]) <= 1e-5 * (1.0 + std::abs(g[j])));
+  }
+}
+
+TEST_CASE("products jit marks symmetric come out exactly symmetric at every order", "[jit][linalg]") {
+  // X D X^T: below and above the order where the CPU backend computes one triangle and mirrors it; fused runs
+  // reading the product rely on its exact symmetry.
+  for (std::int64_t n : {50, 250}) {
+    INFO("n = " << n);
+    const Tensor x = randn({n, 30}, 48), d = randn({30}, 49);
+    auto f = [](const Tensor &a, const Tensor &w) { return matmul(a * w, a, false, true); };
+    const Tensor got = jit(f)(x, d), want = f(x, d);
+    const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+    double scale = 0;
+    for (double e : w) scale = std::max(scale, std::abs(e));
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        const auto ij = static_cast<std::size_t>(i * n + j), ji = static_cast<std::size_t>(j * n + i);
+        REQUIRE(std::memcmp(&g[ij], &g[ji], sizeof(double)) == 0);
+        REQUIRE(std::abs(g[ij] - w[ij]) <= 1e-13 * scale);
+      }
+  }
+}

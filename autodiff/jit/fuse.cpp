@@ -11,6 +11,15 @@
 // so it too is bitwise the unfused sum, at any thread count. That needs tiles that follow the kernel's segments of the
 // flattened example, so such a run is tiled by flat ranges of elements, which needs every view of the run to walk the
 // example's elements in order or to be one element broadcast over them (else its steps run one by one).
+//
+// A run whose every value is, example by example, an exactly symmetric matrix (a kernel matrix built from captured
+// pairwise distances and hyperparameters, and its gradient's contractions against a symmetric cotangent) computes only
+// its lower triangle, by strips of rows up to the diagonal: an elementwise function of symmetric matrices and
+// per-example numbers gives the same bits at (i, j) as at (j, i), so a little over half the work gives every value. A
+// value written to memory is copied above the diagonal where something other than such runs and Cholesky factorizations
+// reads it (FusedGroup::mirrored), so matrices are bitwise those of running the steps one by one. Sums add the lower
+// triangle with the entries below the diagonal twice: not the reduce kernel's order, so they equal the unfused sums up
+// to rounding only, but in a fixed order, the same at any thread count.
 #include <omp.h>
 
 #include <algorithm>
@@ -18,6 +27,7 @@
 #include <vector>
 
 #include "../../backends/cpu/sum_order.hpp"
+#include "../../ops/matmul.hpp"
 #include "plan.hpp"
 
 namespace vt::detail {
@@ -223,6 +233,103 @@ void run_ranges(std::int64_t count, bool parallel, Body &&body) {
   if (failure) std::rethrow_exception(failure);
 }
 
+// Which values are, example by example, exactly symmetric square matrices: captured matrices that equal their
+// transpose bit for bit; the results of elementwise steps (folded or not) on such matrices and on one number per
+// example; products marked symmetric and not lower_only, and (L L^T)^-1, which the CPU backend mirrors (fusing runs
+// on the CPU only). Memoised: a value's answer is computed once, on demand.
+class Symmetry {
+ public:
+  explicit Symmetry(const Plan &plan) : plan_(plan), memo_(plan.values.size(), -1) {}
+
+  bool operator()(int v) {
+    signed char &known = memo_[static_cast<std::size_t>(v)];
+    if (known >= 0) return known != 0;
+    known = 0;
+    const PlanValue &pv = plan_.values[static_cast<std::size_t>(v)];
+    if (pv.shape.size() != 2 || pv.shape[0] != pv.shape[1] || pv.shape[0] < 2) return false;
+    // Compared in place, at most 2^20 elements (8 MiB of float64, about a millisecond): beyond that, compile time
+    // would grow with the constants.
+    if (pv.kind == PlanValue::Kind::constant) return (known = same_constant_values(plan_, v, v, true, 1 << 20)) != 0;
+    const PlanStep *step = nullptr;
+    if (pv.kind == PlanValue::Kind::computed) step = &plan_.steps[static_cast<std::size_t>(pv.producer)];
+    if (pv.kind == PlanValue::Kind::folded) step = &plan_.folds[static_cast<std::size_t>(pv.producer)];
+    if (step == nullptr || step->op->aliases_input || step->out != v) return false;
+    if ((step->op == &matmul_op || step->op == &matmul_add_diagonal_op) && matmul_symmetric(step->attrs) &&
+        !matmul_lower_only(step->attrs))
+      return (known = 1) != 0;
+    if (step->op->name == "cholesky_inverse") return (known = 1) != 0;
+    if (!step->op->elementwise) return false;
+    for (int u : step->in)
+      if (numel(plan_.values[static_cast<std::size_t>(u)].shape) != 1 && !(*this)(u)) return false;
+    known = 1;
+    return true;
+  }
+
+ private:
+  const Plan &plan_;
+  std::vector<signed char> memo_;  // -1 not known yet
+};
+
+// Runs of symmetric matrices are cut into strips of this many rows, each strip's row segments from column 0 to the end
+// of its diagonal block, cut into pieces of at most tile_elements: long rows keep the kernels' per-row costs small.
+constexpr std::int64_t strip_rows = 8;
+static_assert(tile_elements % strip_rows == 0);
+
+// A piece of an example's matrix: rows [r0, r0 + rows), columns [c0, c0 + cols).
+struct Piece {
+  std::int64_t r0, c0, rows, cols;
+};
+
+// The pieces covering the lower triangle of an n x n matrix, and the upper halves of the strips' diagonal blocks.
+std::vector<Piece> lower_pieces(std::int64_t n) {
+  std::vector<Piece> pieces;
+  constexpr std::int64_t widest = tile_elements / strip_rows;
+  for (std::int64_t r0 = 0; r0 < n; r0 += strip_rows) {
+    const std::int64_t rows = std::min(strip_rows, n - r0), end = r0 + rows;
+    for (std::int64_t c0 = 0; c0 < end; c0 += widest) pieces.push_back({r0, c0, rows, std::min(widest, end - c0)});
+  }
+  return pieces;
+}
+
+// Points `tile` at piece p of example `example` of `full`, a view whose last two axes are an example's matrix (after
+// a `lead` batch axis).
+void piece_view(const View &full, std::size_t lead, std::int64_t example, const Piece &p, View &tile) {
+  const std::size_t r = full.shape.size();
+  std::int64_t offset = p.r0 * full.strides[r - 2] + p.c0 * full.strides[r - 1];
+  if (lead) offset += example * full.strides[0];
+  tile.data = static_cast<char *>(full.data) + offset * static_cast<std::int64_t>(size_of(full.dtype));
+  tile.shape = full.shape;
+  tile.strides = full.strides;
+  if (lead) tile.shape[0] = 1;
+  tile.shape[r - 2] = p.rows;
+  tile.shape[r - 1] = p.cols;
+}
+
+// Copies piece p of example `example` of `full` (as piece_view) to its mirror place: rows [c0, c0 + cols), columns
+// [r0, r0 + rows).
+void mirror(const View &full, std::size_t lead, std::int64_t example, const Piece &p) {
+  const std::size_t r = full.shape.size();
+  const std::int64_t rs = full.strides[r - 2], cs = full.strides[r - 1];
+  auto copy = [&](auto word) {
+    using Word = decltype(word);
+    Word *const matrix = static_cast<Word *>(full.data) + (lead ? example * full.strides[0] : 0);
+    const Word *const from = matrix + p.r0 * rs + p.c0 * cs;
+    Word *const to = matrix + p.c0 * rs + p.r0 * cs;
+    for (std::int64_t j = 0; j < p.cols; ++j)
+      for (std::int64_t i = 0; i < p.rows; ++i) to[j * rs + i * cs] = from[i * rs + j * cs];
+  };
+  switch (size_of(full.dtype)) {
+    case 1:
+      return copy(std::uint8_t{});
+    case 2:
+      return copy(std::uint16_t{});
+    case 4:
+      return copy(std::uint32_t{});
+    default:
+      return copy(std::uint64_t{});
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -320,6 +427,19 @@ bool can_merge(const Plan &plan, const FusedGroup &a, const FusedGroup &b, const
       if (!disjoint(plan, s.out, u)) return false;
     for (int u : a_used)
       if (!safe_against(plan, s.out, u)) return false;
+  }
+  return true;
+}
+
+// Whether a run computes only its lower triangle: its matrices are at least min_lower_order across, and every value
+// it makes is symmetric, so every value it reads is symmetric or one number per example.
+constexpr std::int64_t min_lower_order = 128;
+bool by_lower_triangle(const Plan &plan, const FusedGroup &g, Symmetry &symmetric) {
+  const Shape &shape = shape_of(plan, g);
+  if (shape.size() != 2 || shape[0] != shape[1] || shape[0] < min_lower_order) return false;
+  for (int k : g.tiled) {
+    const PlanStep &s = plan.steps[static_cast<std::size_t>(k)];
+    if (s.op->elementwise && !symmetric(s.out)) return false;
   }
   return true;
 }
@@ -430,6 +550,7 @@ void fuse_elementwise(Plan &plan) {
     }
   }
   std::vector<int> slot_of(plan.values.size(), -1), pending(plan.values.size(), 0);
+  Symmetry symmetric(plan);
   for (FusedGroup &group : groups) {
     // Scratch slots for the outputs that only the tiled steps read, reused once their last reader ran.
     mark_internal(group, true);
@@ -456,9 +577,37 @@ void fuse_elementwise(Plan &plan) {
         }
     }
     group.slot_bytes = static_cast<std::size_t>(tile_elements) * sizeof(double);
+    group.lower_triangle = by_lower_triangle(plan, group, symmetric);
     if (plan.fused_at.empty()) plan.fused_at.assign(plan.steps.size(), -1);
     plan.fused_at[static_cast<std::size_t>(group.first)] = static_cast<int>(plan.fused.size());
     plan.fused.push_back(std::move(group));
+  }
+  // The values that runs by their lower triangle write: mirrored above the diagonal where something else reads them
+  // (a step other than such a run's tiled ones, a Cholesky factorization, or a handle), or they are results.
+  std::vector<bool> whole(plan.values.size(), false), lower_tiled(plan.steps.size(), false);
+  for (const FusedGroup &g : plan.fused)
+    if (g.lower_triangle)
+      for (int k : g.tiled) lower_tiled[static_cast<std::size_t>(k)] = true;
+  for (int v : plan.outputs) {
+    whole[static_cast<std::size_t>(v)] = true;
+    whole[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)] = true;
+  }
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep &s = plan.steps[i];
+    if (lower_tiled[i]) continue;
+    for (std::size_t k = 0; k < s.in.size(); ++k) {
+      if (reads_lower_triangle_only(s, k)) continue;
+      whole[static_cast<std::size_t>(s.in[k])] = true;
+      whole[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(s.in[k])].root)] = true;
+    }
+  }
+  for (FusedGroup &g : plan.fused) {
+    if (!g.lower_triangle) continue;
+    g.mirrored.assign(g.tiled.size(), false);
+    for (std::size_t e = 0; e < g.tiled.size(); ++e) {
+      const PlanStep &s = plan.steps[static_cast<std::size_t>(g.tiled[e])];
+      g.mirrored[e] = s.op->elementwise && g.slot[e] < 0 && whole[static_cast<std::size_t>(s.out)];
+    }
   }
 }
 
@@ -525,17 +674,86 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
     flat = flat && unit[e].back() == 1 && std::find(unit[e].begin(), unit[e].end(), -1) == unit[e].end();
   }
 
-  if (!flat && group.has_sum) return one_by_one();  // a sum's order needs flat tiles
+  if (!flat && group.has_sum && !group.lower_triangle) return one_by_one();  // a sum's order needs flat tiles
   run_steps(group.before);
+  const std::int64_t examples = batched ? shape[0] : 1;
+  std::vector<std::size_t> sums;  // the entries that are sums
+  for (std::size_t e = 0; e < count; ++e)
+    if (!is_map[e]) sums.push_back(e);
+  std::vector<T> partial;  // by sum, then work unit: the unit's part of the sum
+  // The sums' results, each example's units' parts added in order, and the steps after the tiles, in the plan's order.
+  auto finish = [&](std::int64_t per_example) {
+    const auto units = static_cast<std::size_t>(examples * per_example);
+    std::size_t k = 0, a = 0;
+    for (int i = group.first; i < group.last; ++i) {
+      if (a < group.after.size() && group.after[a] == i) {
+        run_steps(std::vector<int>{group.after[a++]});
+        continue;
+      }
+      if (k == sums.size() || group.tiled[sums[k]] != i) continue;
+      T *const out = static_cast<T *>(data[static_cast<std::size_t>(step(sums[k]).out)]);
+      for (std::int64_t ex = 0; ex < examples; ++ex) {
+        T acc = 0;
+        for (std::int64_t g = 0; g < per_example; ++g)
+          acc = element::add(acc, partial[k * units + static_cast<std::size_t>(ex * per_example + g)]);
+        out[ex] = acc;
+      }
+      ++k;
+    }
+  };
+  if (group.lower_triangle) {
+    // Work units: pieces of each example's lower triangle (lower_pieces).
+    const std::int64_t n = shape.back();
+    const std::vector<Piece> pieces = lower_pieces(n);
+    const auto per_example = static_cast<std::int64_t>(pieces.size());
+    const std::int64_t units = examples * per_example;
+    partial.resize(sums.size() * static_cast<std::size_t>(units));
+    run_ranges(units, total >= parallel_elements, [&](std::int64_t first, std::int64_t last) {
+      std::vector<KernelViews> tile = full;
+      char *const base = scratch(scratch_bytes);
+      for (std::int64_t u = first; u < last; ++u) {
+        const std::int64_t ex = u / per_example;
+        const Piece &p = pieces[static_cast<std::size_t>(u % per_example)];
+        // Its columns left of the strip's diagonal block are below the diagonal: the mirrored ones.
+        const std::int64_t below = std::clamp<std::int64_t>(p.r0 - p.c0, 0, p.cols);
+        for (std::size_t e = 0, k = 0; e < count; ++e) {
+          KernelViews &t = tile[e];
+          if (!is_map[e]) {
+            // Row by row: the entries below the diagonal twice, the diagonal's once, none above it.
+            const View &v = tile[static_cast<std::size_t>(source[e])].out;
+            const std::int64_t row_stride = v.strides[v.shape.size() - 2];
+            T acc = 0;
+            for (std::int64_t i = 0; i < p.rows; ++i) {
+              const std::int64_t row = p.r0 + i, lower = std::clamp<std::int64_t>(row - p.c0, 0, p.cols);
+              const T *x = static_cast<const T *>(v.data) + i * row_stride;
+              cpu::LaneSum<T> lanes;
+              lanes.add(x, lower, 1);
+              const T twice = lanes.total();
+              acc = element::add(acc, element::add(twice, twice));
+              if (row >= p.c0 && row < p.c0 + p.cols) acc = element::add(acc, x[row - p.c0]);
+            }
+            partial[k++ * static_cast<std::size_t>(units) + static_cast<std::size_t>(u)] = acc;
+            continue;
+          }
+          for (std::size_t m = 0; m < t.in.size(); ++m) {
+            piece_view(full[e].in[m], lead, ex, p, t.in[m]);
+            if (in_slot[e][m] >= 0) to_slot(t.in[m], base, in_slot[e][m]);
+          }
+          piece_view(full[e].out, lead, ex, p, t.out);
+          if (group.slot[e] >= 0) to_slot(t.out, base, group.slot[e]);
+          run_kernel(*step(e).op, step(e).attrs, t, batch, be);
+          if (group.mirrored[e] && below > 0) mirror(full[e].out, lead, ex, {p.r0, p.c0, p.rows, below});
+        }
+      }
+    });
+    return finish(per_example);
+  }
   if (flat) {
     // Work units: segments of the reduce kernel over each example's elements, tiles within them.
-    const std::int64_t examples = batched ? shape[0] : 1, per_example = total / examples;
+    const std::int64_t per_example = total / examples;
     const std::int64_t segments = (per_example + cpu::sum_segment - 1) / cpu::sum_segment;
     const std::int64_t units = examples * segments;
-    std::vector<std::size_t> sums;  // the entries that are sums
-    for (std::size_t e = 0; e < count; ++e)
-      if (!is_map[e]) sums.push_back(e);
-    std::vector<T> partial(sums.size() * static_cast<std::size_t>(units));
+    partial.resize(sums.size() * static_cast<std::size_t>(units));
     run_ranges(units, total >= parallel_elements, [&](std::int64_t first, std::int64_t last) {
       std::vector<KernelViews> tile = full;
       std::vector<cpu::LaneSum<T>> lanes(sums.size());
@@ -565,26 +783,7 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
           partial[k * static_cast<std::size_t>(units) + static_cast<std::size_t>(u)] = lanes[k].total();
       }
     });
-    // The sums' results (the segments' totals in order, as the kernel adds them) and the steps after the tiles, in the
-    // plan's order.
-    std::size_t k = 0, a = 0;
-    for (int i = group.first; i < group.last; ++i) {
-      if (a < group.after.size() && group.after[a] == i) {
-        run_steps(std::vector<int>{group.after[a++]});
-        continue;
-      }
-      if (k == sums.size() || group.tiled[sums[k]] != i) continue;
-      T *const out = static_cast<T *>(data[static_cast<std::size_t>(step(sums[k]).out)]);
-      for (std::int64_t ex = 0; ex < examples; ++ex) {
-        T acc = 0;
-        for (std::int64_t g = 0; g < segments; ++g)
-          acc = element::add(
-              acc, partial[k * static_cast<std::size_t>(units) + static_cast<std::size_t>(ex * segments + g)]);
-        out[ex] = acc;
-      }
-      ++k;
-    }
-    return;
+    return finish(segments);  // the segments' totals in order, as the kernel adds them
   }
   const Tiling tiling = tiling_of(shape);
   run_ranges(tiling.count(), total >= parallel_elements, [&](std::int64_t first, std::int64_t last) {

@@ -2,6 +2,7 @@
 // that a pass can be added or dropped on its own. build_plan runs them before the memory plan,
 // which must see the final steps.
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "../../core/backend.hpp"
@@ -256,22 +257,22 @@ void diagonal_scale_bases(const Plan& plan, int v, Inner inner, std::vector<int>
   }
 }
 
+}  // namespace
+
 // Whether captured tensors x and y hold equal values (transposed: y = x^T, matrix by matrix), as
 // when the user captures both F and F.t(), computed eagerly. Constants are fixed for the plan's
-// life; they are read here only for operands of matching shapes.
-bool same_constant_values(const Plan& plan, int x, int y, bool transposed) {
+// life; they are read here only for operands of matching shapes. Comparing reads the constants, so
+// compile time would grow with them: only constants of at most most_elements are compared.
+bool same_constant_values(const Plan& plan, int x, int y, bool transposed, std::int64_t most_elements) {
   const PlanValue& vx = plan.values[static_cast<std::size_t>(x)];
   const PlanValue& vy = plan.values[static_cast<std::size_t>(y)];
   if (vx.kind != PlanValue::Kind::constant || vy.kind != PlanValue::Kind::constant || vx.batched || vy.batched ||
-      vx.dtype != vy.dtype || vx.shape.size() < 2)
+      vx.dtype != vy.dtype || (transposed && vx.shape.size() < 2))
     return false;
   const std::size_t r = vx.shape.size();
   Shape expected = vx.shape;
   if (transposed) std::swap(expected[r - 1], expected[r - 2]);
-  // Comparing reads the constants, so compile time would grow with them: only constants of at most
-  // max_compared elements (2 MiB of float64, ~0.1 ms) are compared; larger ones stay full GEMMs.
-  constexpr std::int64_t max_compared = std::int64_t{1} << 18;
-  if (vy.shape != expected || vx.constant.device() != vy.constant.device() || numel(vx.shape) > max_compared)
+  if (vy.shape != expected || vx.constant.device() != vy.constant.device() || numel(vx.shape) > most_elements)
     return false;
   // Compared as words of the element size (every dtype's is 4 or 8 bytes): bits, not values.
   const auto equal_as = [&](auto word) {
@@ -303,9 +304,48 @@ bool same_constant_values(const Plan& plan, int x, int y, bool transposed) {
   return size_of(vx.dtype) == 8 ? equal_as(std::uint64_t{}) : equal_as(std::uint32_t{});
 }
 
+namespace {
+
+// v = concatenate(p, q) of two operands of one shape along their last axis: {p, q}; else {-1, -1}.
+std::pair<int, int> column_pair(const Plan& plan, int v) {
+  const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+  if (pv.kind != PlanValue::Kind::computed) return {-1, -1};
+  const PlanStep& s = plan.steps[static_cast<std::size_t>(pv.producer)];
+  if (s.op->name != "concatenate" || s.in.size() != 2) return {-1, -1};
+  const Shape& p = plan.values[static_cast<std::size_t>(s.in[0])].shape;
+  const Shape& q = plan.values[static_cast<std::size_t>(s.in[1])].shape;
+  if (p != q || p.size() < 2 || pv.shape.size() != p.size() || pv.shape.back() != 2 * p.back()) return {-1, -1};
+  return {s.in[0], s.in[1]};
+}
+
+// v = x c or c x, c one number: {x, c}; else {v, -1}.
+std::pair<int, int> scaled_by_one_number(const Plan& plan, int v) {
+  const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+  if (pv.kind != PlanValue::Kind::computed) return {v, -1};
+  const PlanStep& s = plan.steps[static_cast<std::size_t>(pv.producer)];
+  if (s.op->name != "mul" || s.in.size() != 2) return {v, -1};
+  for (std::size_t side = 0; side < 2; ++side)
+    if (numel(plan.values[static_cast<std::size_t>(s.in[1 - side])].shape) == 1 &&
+        plan.values[static_cast<std::size_t>(s.in[side])].shape == pv.shape)
+      return {s.in[side], s.in[1 - side]};
+  return {v, -1};
+}
+
+// a b^T = [P1 P2] [Q1 Q2]^T = P1 Q1^T + P2 Q2^T with P1 = X c, P2 = Y c, Q1 = Y, Q2 = X: X c Y^T + Y c X^T, symmetric
+// (c one number, the same in both, or none). The cotangent of cho_solve's A, -(bbar x^T + x bbar^T) / 2.
+bool swapped_pair_product(const Plan& plan, int a, int b) {
+  const auto [p1, p2] = column_pair(plan, a);
+  const auto [q1, q2] = column_pair(plan, b);
+  if (p1 < 0 || q1 < 0) return false;
+  const auto [x, c] = scaled_by_one_number(plan, p1);
+  const auto [y, d] = scaled_by_one_number(plan, p2);
+  return x == q2 && y == q1 && (c == d || (c >= 0 && d >= 0 && same_constant_values(plan, c, d, false, 1)));
+}
+
 }  // namespace
 
-// matmul(a, b) whose op(a) op(b) is X D1 D2 X^T (D1, D2 diagonal or absent) is marked symmetric:
+// matmul(a, b) whose op(a) op(b) is X D1 D2 X^T (D1, D2 diagonal or absent), or X c Y^T + Y c X^T
+// (swapped_pair_product), is marked symmetric:
 // the backend may compute one triangle, about half the flops, and mirror it. By
 // diagonal_scale_bases, op(a) = op(X) D1 and op(b) = D2 op(Y); the product is symmetric when
 // op(Y) = op(X)^T: Y is X read with the opposite flag, or a captured constant holding those values.
@@ -325,7 +365,10 @@ void mark_symmetric_products(Plan& plan) {
     diagonal_scale_bases(plan, s.in[1], t.b ? Inner::columns : Inner::rows, right);
     bool symmetric = false;
     for (int x : left)
-      for (int y : right) symmetric = symmetric || (x == y ? t.a != t.b : same_constant_values(plan, x, y, t.a == t.b));
+      for (int y : right)
+        // Constants of at most 2^18 elements (2 MiB of float64, ~0.1 ms) are compared; larger ones stay full GEMMs.
+        symmetric = symmetric || (x == y ? t.a != t.b : same_constant_values(plan, x, y, t.a == t.b, 1 << 18));
+    if (!symmetric && !t.a && t.b) symmetric = swapped_pair_product(plan, s.in[0], s.in[1]);
     if (symmetric) s.attrs = matmul_attrs(t, true);
   }
 }
@@ -402,16 +445,19 @@ void fold_diagonal_adds(Plan& plan) {
 // lower_only: the backend may skip mirroring it. Any other reader, or the product being a result
 // (or aliased by a reshape), keeps it whole. Runs after eliminate_dead_steps, so that the readers
 // are the plan's own.
+bool reads_lower_triangle_only(const PlanStep& s, std::size_t k) {
+  const bool handle = (s.op->handle_inputs >> k & 1u) && !s.op->aliases_input;
+  const bool lower =
+      k == 0 && (s.op->name == "cho_factor" || s.op->name == "cholesky" || s.op->name == "cholesky_checked");
+  return handle || lower;
+}
+
 void mark_lower_only_products(Plan& plan) {
   std::vector<bool> whole(plan.values.size(), false);  // some reader needs more than the lower triangle
   for (int v : plan.outputs) whole[static_cast<std::size_t>(v)] = true;
   for (const PlanStep& s : plan.steps)
-    for (std::size_t k = 0; k < s.in.size(); ++k) {
-      const bool handle = (s.op->handle_inputs >> k & 1u) && !s.op->aliases_input;
-      const bool lower =
-          k == 0 && (s.op->name == "cho_factor" || s.op->name == "cholesky" || s.op->name == "cholesky_checked");
-      if (!handle && !lower) whole[static_cast<std::size_t>(s.in[k])] = true;
-    }
+    for (std::size_t k = 0; k < s.in.size(); ++k)
+      if (!reads_lower_triangle_only(s, k)) whole[static_cast<std::size_t>(s.in[k])] = true;
   for (PlanStep& s : plan.steps) {
     if ((s.op != &matmul_op && s.op != &matmul_add_diagonal_op) || !matmul_symmetric(s.attrs) ||
         whole[static_cast<std::size_t>(s.out)])

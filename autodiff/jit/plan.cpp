@@ -167,7 +167,10 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
   for (const PlanStep& step : plan->steps) s.kernels += step.op->aliases_input ? 0 : 1;
   for (const PlanValue& v : plan->values) s.constants += v.kind == PlanValue::Kind::constant ? 1 : 0;
   s.folded = static_cast<std::int64_t>(plan->folds.size());
-  for (const FusedGroup& g : plan->fused) s.fused += static_cast<std::int64_t>(g.tiled.size());
+  for (const FusedGroup& g : plan->fused) {
+    s.fused += static_cast<std::int64_t>(g.tiled.size());
+    if (g.lower_triangle) s.fused_lower += static_cast<std::int64_t>(g.tiled.size());
+  }
   s.arena_bytes_per_example = plan->arena_batched;
   s.arena_bytes_fixed = plan->arena_fixed;
   summary = s;

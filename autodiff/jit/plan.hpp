@@ -64,6 +64,11 @@ struct FusedGroup {
   std::size_t slot_bytes = 0;  // per slot
   DType sum_dtype = DType::f64;  // the sums' (one for all)
   bool has_sum = false;
+  // Every value of the run is, example by example, an exactly symmetric matrix: the tiles cover the
+  // lower triangle, the sums add it with the entries below the diagonal twice, and `mirrored` (by
+  // entry of `tiled`) outputs, which something else reads whole, are copied above the diagonal (fuse.cpp).
+  bool lower_triangle = false;
+  std::vector<bool> mirrored;
 };
 
 // One batch size's recorded call (autodiff/jit/execute.cpp).
@@ -143,7 +148,14 @@ void mark_symmetric_products(Plan& plan);
 void fold_diagonal_adds(Plan& plan);
 void eliminate_dead_steps(Plan& plan);
 void mark_lower_only_products(Plan& plan);
+// Whether step s reads no more of its input k than the lower triangle: a Cholesky factorization's
+// matrix, or an input it only holds as a handle (cho_solve's A).
+bool reads_lower_triangle_only(const PlanStep& s, std::size_t k);
 void fold_constants(Plan& plan);
+// Whether captured tensors x and y hold the same bits (transposed: y = x^T, matrix by matrix); false
+// for anything else, and for constants of more than most_elements elements (comparing costs compile
+// time).
+bool same_constant_values(const Plan& plan, int x, int y, bool transposed, std::int64_t most_elements);
 // Orders the steps as running by chunks needs them and sets Plan::chunkable and its phases; after
 // fold_constants, before the memory plan (whose lifetimes follow the step order).
 void order_for_chunks(Plan& plan);

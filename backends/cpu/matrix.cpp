@@ -119,6 +119,10 @@ void CpuBackend::gemm(const GemmArgs& g) {
         if (beta != T(1)) C *= beta;
         C.noalias() += alpha * A * B;
       }
+      // Small products marked symmetric are mirrored too: a marked product is exactly symmetric whatever its order
+      // (jit's fused passes rely on it, autodiff/jit/fuse.cpp).
+      if (g.symmetric && !g.lower_only && g.m == g.n && g.m < symmetric_min_order)
+        C.template triangularView<Eigen::StrictlyUpper>() = C.transpose();
     };
     FirstFailure failure;  // Eigen's product allocates its blocking workspace
 #pragma omp parallel for schedule(static) if (g.count > 1)
