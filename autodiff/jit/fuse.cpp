@@ -211,10 +211,10 @@ char *scratch(std::size_t bytes) {
   return reinterpret_cast<char *>(buffer.data());
 }
 
-// Runs body(first, last) over [0, count) on the OpenMP threads (contiguous ranges), or on this one when `parallel` is
-// false; a failure is raised after the threads join.
-template <class Body>
-void run_ranges(std::int64_t count, bool parallel, Body &&body) {
+// Runs body(first, last) over [0, count) on the OpenMP threads, thread t of n from start(t, n) to start(t + 1, n), or
+// on this one when `parallel` is false; a failure is raised after the threads join.
+template <class Start, class Body>
+void run_split(std::int64_t count, bool parallel, Start &&start, Body &&body) {
   if (!parallel || count < 2 || omp_in_parallel() || omp_get_max_threads() == 1) {
     body(std::int64_t{0}, count);
     return;
@@ -224,13 +224,29 @@ void run_ranges(std::int64_t count, bool parallel, Body &&body) {
   {
     const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     try {
-      body(count * t / threads, count * (t + 1) / threads);
+      body(start(t, threads), start(t + 1, threads));
     } catch (...) {
 #pragma omp critical(vt_fused_failure)
       if (!failure) failure = std::current_exception();
     }
   }
   if (failure) std::rethrow_exception(failure);
+}
+
+// Contiguous ranges of equally many units.
+template <class Body>
+void run_ranges(std::int64_t count, bool parallel, Body &&body) {
+  run_split(
+      count, parallel, [&](std::int64_t t, std::int64_t n) { return count * t / n; }, body);
+}
+
+// Contiguous ranges of about equal work: work[u] is the work before unit u, work.back() the whole (nondecreasing).
+template <class Body>
+void run_ranges_by_work(const std::vector<std::int64_t> &work, bool parallel, Body &&body) {
+  auto start = [&](std::int64_t t, std::int64_t n) -> std::int64_t {
+    return std::lower_bound(work.begin(), work.end() - 1, work.back() * t / n) - work.begin();
+  };
+  run_split(static_cast<std::int64_t>(work.size()) - 1, parallel, start, body);
 }
 
 // Which values are, example by example, exactly symmetric square matrices: captured matrices that equal their
@@ -708,7 +724,13 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
     const auto per_example = static_cast<std::int64_t>(pieces.size());
     const std::int64_t units = examples * per_example;
     partial.resize(sums.size() * static_cast<std::size_t>(units));
-    run_ranges(units, total >= parallel_elements, [&](std::int64_t first, std::int64_t last) {
+    // The pieces grow with their rows: threads take ranges of equally many elements, not of equally many pieces.
+    std::vector<std::int64_t> work(static_cast<std::size_t>(units) + 1, 0);
+    for (std::int64_t u = 0; u < units; ++u) {
+      const Piece &p = pieces[static_cast<std::size_t>(u % per_example)];
+      work[static_cast<std::size_t>(u) + 1] = work[static_cast<std::size_t>(u)] + p.rows * p.cols;
+    }
+    run_ranges_by_work(work, total >= parallel_elements, [&](std::int64_t first, std::int64_t last) {
       std::vector<KernelViews> tile = full;
       char *const base = scratch(scratch_bytes);
       for (std::int64_t u = first; u < last; ++u) {
