@@ -33,8 +33,9 @@
 // (x.t() is not copied), matmul reassociation ((P Q) Y -> P (Q Y) when Q's inner size
 // is small, the low-rank cotangents of cho_solve; exact in real arithmetic, so results may differ
 // from eager by rounding, and an Inf or overflow inside such a chain may come out as NaN), on the
-// CPU sums over symmetric matrices that add one triangle, the entries below the diagonal twice
-// (equal to eager sums up to rounding; README, "Runs on symmetric matrices") and
+// CPU sums over symmetric matrices that add one triangle, the entries below the diagonal twice, with
+// scalings by one number moved out of them (equal to eager sums up to rounding; README, "Runs on
+// symmetric matrices") and
 // dead-code elimination, in execution order, with a memory plan computed once in per-example
 // units: a batched buffer's offset is its per-example offset times B, so a call needs one arena
 // whatever B is (and a buffer per result, which outlives the call). The plan keeps the arenas of
@@ -121,6 +122,7 @@ struct PlanSummary {
   std::int64_t merged = 0;       // common subexpressions removed
   std::int64_t reassociated = 0; // matmul chains reordered
   std::int64_t transposes_folded = 0;  // x.t() read by a matmul as a GEMM transpose flag
+  std::int64_t scalings_moved = 0;     // scalings by one number moved out of sums over symmetric matrices (CPU)
   std::int64_t fused = 0;              // elementwise steps run tile by tile in groups (CPU plans)
   std::int64_t fused_lower = 0;        // of those, steps on symmetric matrices run over the lower triangle
   std::int64_t arena_bytes_per_example = 0;  // batched buffers: times B per call

@@ -22,6 +22,8 @@ struct PermutationAttrs {
   auto fields() { return std::tie(perm); }
 };
 
+}  // namespace
+
 const OpDef reshape_op{
     .name = "reshape",
     .infer =
@@ -33,6 +35,10 @@ const OpDef reshape_op{
                   const AdjointContext&) { return std::vector<Tensor>{reshape(g, n.inputs[0].shape())}; },
     .aliases_input = true,
     .integers = true};
+
+Attrs reshape_attrs(const Shape& shape) { return pack_attrs(ShapeAttrs{shape}); }
+
+namespace {
 
 const OpDef transpose_op{.name = "transpose",
                          .infer =

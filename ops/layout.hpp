@@ -20,5 +20,9 @@ Tensor broadcast_to(const Tensor& x, const Shape& shape);
 struct OpDef;
 struct Attrs;
 bool is_matrix_transpose(const OpDef& op, const Attrs& attrs);
+// reshape's op and its attributes, for plan passes that insert one (jit reshapes a scaling's factor
+// when it moves the scaling onto a sum of another shape).
+extern const OpDef reshape_op;
+Attrs reshape_attrs(const Shape& shape);
 
 }  // namespace vt

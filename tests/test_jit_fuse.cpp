@@ -514,3 +514,32 @@ TEST_CASE("products jit marks symmetric come out exactly symmetric at every orde
       }
   }
 }
+
+TEST_CASE("scalings of a symmetric matrix move out of its sums; other sums keep their bits", "[jit][fuse]") {
+  const std::int64_t n = 200;
+  const Tensor s = squared_distances(n, 50, DType::f64), w = squared_distances(n, 51, DType::f64) * 0.1;
+  const Tensor thetas = randn({3, 4}, 52) * 0.3;
+  // c (k / s) w summed, and -(k / t) summed: the scalings by c, s, t and the negation move out of both sums.
+  auto fn = [](const Tensor &k, const Tensor &other, const Tensor &theta) {
+    auto p = [&](int i) { return exp(slice(theta, 0, i, i + 1)); };
+    const Tensor kernel = exp(k * -0.5 / square(p(0)));
+    return sum(p(1) * (kernel / p(2)) * other) + sum(neg(kernel * other / p(3)));
+  };
+  auto symmetric = [&](const Tensor &theta) { return fn(s, w, theta); };
+  const PlanSummary summary = jit(vmap(symmetric)).compile(as_batch(thetas));
+  CHECK(summary.scalings_moved >= 4);
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Tensor one = jit(vmap(symmetric))(thetas);
+  omp_set_num_threads(3);
+  const Tensor three = jit(vmap(symmetric))(thetas);
+  omp_set_num_threads(before);
+  require_bitwise(one, three);
+  const std::vector<double> got = one.to_vector<double>(), want = vmap(symmetric)(thetas).to_vector<double>();
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 1e-12 * std::abs(want[i]));
+  // The same function of a matrix that is not symmetric: nothing moves, the sums are bitwise eager.
+  const Tensor a = randn({n, n}, 53);
+  auto plain = [&](const Tensor &theta) { return fn(a, w, theta); };
+  CHECK(jit(vmap(plain)).compile(as_batch(thetas)).scalings_moved == 0);
+  require_bitwise(jit(vmap(plain))(thetas), vmap(plain)(thetas));
+}

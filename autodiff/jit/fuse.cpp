@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "../../backends/cpu/sum_order.hpp"
-#include "../../ops/matmul.hpp"
 #include "plan.hpp"
 
 namespace vt::detail {
@@ -248,43 +247,6 @@ void run_ranges_by_work(const std::vector<std::int64_t> &work, bool parallel, Bo
   };
   run_split(static_cast<std::int64_t>(work.size()) - 1, parallel, start, body);
 }
-
-// Which values are, example by example, exactly symmetric square matrices: captured matrices that equal their
-// transpose bit for bit; the results of elementwise steps (folded or not) on such matrices and on one number per
-// example; products marked symmetric and not lower_only, and (L L^T)^-1, which the CPU backend mirrors (fusing runs
-// on the CPU only). Memoised: a value's answer is computed once, on demand.
-class Symmetry {
- public:
-  explicit Symmetry(const Plan &plan) : plan_(plan), memo_(plan.values.size(), -1) {}
-
-  bool operator()(int v) {
-    signed char &known = memo_[static_cast<std::size_t>(v)];
-    if (known >= 0) return known != 0;
-    known = 0;
-    const PlanValue &pv = plan_.values[static_cast<std::size_t>(v)];
-    if (pv.shape.size() != 2 || pv.shape[0] != pv.shape[1] || pv.shape[0] < 2) return false;
-    // Compared in place, at most 2^20 elements (8 MiB of float64, about a millisecond): beyond that, compile time
-    // would grow with the constants.
-    if (pv.kind == PlanValue::Kind::constant) return (known = same_constant_values(plan_, v, v, true, 1 << 20)) != 0;
-    const PlanStep *step = nullptr;
-    if (pv.kind == PlanValue::Kind::computed) step = &plan_.steps[static_cast<std::size_t>(pv.producer)];
-    if (pv.kind == PlanValue::Kind::folded) step = &plan_.folds[static_cast<std::size_t>(pv.producer)];
-    if (step == nullptr || step->op->aliases_input || step->out != v) return false;
-    if ((step->op == &matmul_op || step->op == &matmul_add_diagonal_op) && matmul_symmetric(step->attrs) &&
-        !matmul_lower_only(step->attrs))
-      return (known = 1) != 0;
-    if (step->op->name == "cholesky_inverse") return (known = 1) != 0;
-    if (!step->op->elementwise) return false;
-    for (int u : step->in)
-      if (numel(plan_.values[static_cast<std::size_t>(u)].shape) != 1 && !(*this)(u)) return false;
-    known = 1;
-    return true;
-  }
-
- private:
-  const Plan &plan_;
-  std::vector<signed char> memo_;  // -1 not known yet
-};
 
 // Runs of symmetric matrices are cut into strips of this many rows, each strip's row segments from column 0 to the end
 // of its diagonal block, cut into pieces of at most tile_elements: long rows keep the kernels' per-row costs small.

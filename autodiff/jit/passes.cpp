@@ -440,11 +440,140 @@ void fold_diagonal_adds(Plan& plan) {
   }
 }
 
+namespace {
+
+// A step scaling a value by one number per example: mul by it (either side), div by it, or neg. Its input to scale
+// and the factor (-1 for neg); {-1, -1} for any other step.
+struct Scaling {
+  int scaled = -1, factor = -1;
+};
+
+Scaling scaling_of(const Plan& plan, const PlanStep& s) {
+  const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };
+  const auto whole = [&](int v) {
+    return value(v).shape == value(s.out).shape && value(v).dtype == value(s.out).dtype;
+  };
+  if (s.op->name == "neg" && s.in.size() == 1) return whole(s.in[0]) ? Scaling{s.in[0], -1} : Scaling{};
+  if (s.in.size() != 2 || s.in[0] == s.in[1]) return {};
+  const auto one_number = [&](int v) { return numel(value(v).shape) == 1 && value(v).dtype == value(s.out).dtype; };
+  if (s.op->name == "mul") {
+    for (std::size_t side = 0; side < 2; ++side)
+      if (one_number(s.in[1 - side]) && whole(s.in[side])) return {s.in[side], s.in[1 - side]};
+  } else if (s.op->name == "div" && one_number(s.in[1]) && whole(s.in[0])) {
+    return {s.in[0], s.in[1]};
+  }
+  return {};
+}
+
+}  // namespace
+
+// On the CPU, a sum over a symmetric matrix already adds in its own order (fuse.cpp: one triangle, the entries below
+// the diagonal twice), so it may as well be reassociated: a scaling by one number per example (a hyperparameter, a
+// constant, a sign) of a symmetric matrix that reaches a sum to one number through products, quotients (as the
+// dividend) and negations, each the only reader of the value before it, is applied to the sum instead: sum(c (x / s) y)
+// becomes c / s sum(x y), one pass over n^2 elements saved per scaling, a division among them. The gradient
+// contractions of a kernel's hyperparameters are such sums. Values change by rounding only; matrices, and sums of
+// matrices that are not symmetric, keep their bits. Before eliminate_dead_steps, which drops the scalings moved.
+void move_scalings_out_of_symmetric_sums(Plan& plan) {
+  if (plan.device != Device::cpu()) return;
+  Symmetry symmetric(plan);
+  for (bool moved = true; moved;) {
+    moved = false;
+    const std::vector<int> readers = reader_counts(plan);
+    std::vector<int> reader_of(plan.values.size(), -1);
+    for (std::size_t i = 0; i < plan.steps.size(); ++i)
+      for (int v : plan.steps[i].in) reader_of[static_cast<std::size_t>(v)] = static_cast<int>(i);
+    for (std::size_t i = 0; i < plan.steps.size() && !moved; ++i) {
+      const PlanStep scale = plan.steps[i];
+      const Scaling sc = scaling_of(plan, scale);
+      if (sc.scaled < 0 || !symmetric(sc.scaled)) continue;
+      // The chain from the scaled value to its sum, each step its value's only reader.
+      std::size_t first = 0, sum = 0;
+      for (int v = scale.out;;) {
+        const auto u = static_cast<std::size_t>(v);
+        if (readers[u] != 1 || reader_of[u] < 0) break;
+        const PlanStep& r = plan.steps[static_cast<std::size_t>(reader_of[u])];
+        if (first == 0) first = static_cast<std::size_t>(reader_of[u]);
+        if (std::count(r.in.begin(), r.in.end(), v) != 1) break;
+        const PlanValue& out = plan.values[static_cast<std::size_t>(r.out)];
+        if (r.op->name == "sum" && numel(out.shape) == 1 && !r.op->reduces_batch && out.dtype == plan.values[u].dtype) {
+          sum = static_cast<std::size_t>(reader_of[u]);
+          break;
+        }
+        const bool linear = r.op->name == "neg" || r.op->name == "mul" || (r.op->name == "div" && r.in[0] == v);
+        if (!linear || out.shape != plan.values[u].shape || out.batched != plan.values[u].batched ||
+            out.dtype != plan.values[u].dtype)
+          break;
+        v = r.out;
+      }
+      // Only sums of symmetric matrices: the others add in the reduce kernel's order, bitwise eager.
+      if (sum == 0 || !symmetric(plan.steps[sum].in[0])) continue;
+      // The scaling applied to the sum, into the sum's value; the sum into a new one.
+      const Operand total = plan.values[static_cast<std::size_t>(plan.steps[sum].out)].operand();
+      // The factor, reshaped to the sum's shape if need be (a [1] hyperparameter onto a [] sum).
+      const bool reshaped = sc.factor >= 0 && plan.values[static_cast<std::size_t>(sc.factor)].shape != total.shape;
+      Operand factor = sc.factor >= 0 ? plan.values[static_cast<std::size_t>(sc.factor)].operand() : Operand{};
+      if (reshaped) factor.shape = total.shape;
+      std::vector<Operand> types;
+      for (int v : scale.in) types.push_back(v == sc.scaled ? total : factor);
+      const Operand result = infer_output(*scale.op, types, scale.attrs);
+      if (result.shape != total.shape || result.batched != total.batched || result.dtype != total.dtype) continue;
+      std::vector<PlanStep> added;  // after the sum: the factor's reshape, the scaling
+      PlanStep outer = scale;
+      outer.out = plan.steps[sum].out;
+      if (reshaped) {
+        plan.values.emplace_back(PlanValue::Kind::computed, factor.dtype, factor.shape, factor.batched);
+        added.push_back(PlanStep{&reshape_op, reshape_attrs(total.shape), {sc.factor}, 0});
+        added.back().out = static_cast<int>(plan.values.size()) - 1;
+        for (int& v : outer.in)
+          if (v == sc.factor) v = added.back().out;
+      }
+      plan.values.emplace_back(PlanValue::Kind::computed, total.dtype, total.shape, total.batched);
+      const int unscaled_total = static_cast<int>(plan.values.size()) - 1;
+      for (int& v : outer.in)
+        if (v == sc.scaled) v = unscaled_total;
+      added.push_back(outer);
+      plan.steps[sum].out = unscaled_total;
+      for (int& v : plan.steps[first].in)
+        if (v == scale.out) v = sc.scaled;
+      plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(sum) + 1, added.begin(), added.end());
+      for (std::size_t k = 0; k < plan.steps.size(); ++k)
+        plan.values[static_cast<std::size_t>(plan.steps[k].out)].producer = static_cast<int>(k);
+      ++plan.summary.scalings_moved;
+      moved = true;
+    }
+  }
+}
+
 // A symmetric product (mark_symmetric_products) read only by Cholesky factorizations, which read
 // the lower triangle alone, and by ops that only hold it as a handle (cho_solve's A), is marked
 // lower_only: the backend may skip mirroring it. Any other reader, or the product being a result
 // (or aliased by a reshape), keeps it whole. Runs after eliminate_dead_steps, so that the readers
 // are the plan's own.
+bool Symmetry::operator()(int v) {
+  if (memo_.size() < plan_.values.size()) memo_.resize(plan_.values.size(), -1);
+  signed char& known = memo_[static_cast<std::size_t>(v)];
+  if (known >= 0) return known != 0;
+  known = 0;
+  const PlanValue& pv = plan_.values[static_cast<std::size_t>(v)];
+  if (pv.shape.size() != 2 || pv.shape[0] != pv.shape[1] || pv.shape[0] < 2) return false;
+  // At most 2^20 elements (8 MiB of float64, about a millisecond): beyond, compile time would grow with the constants.
+  if (pv.kind == PlanValue::Kind::constant) return (known = same_constant_values(plan_, v, v, true, 1 << 20)) != 0;
+  const PlanStep* step = nullptr;
+  if (pv.kind == PlanValue::Kind::computed) step = &plan_.steps[static_cast<std::size_t>(pv.producer)];
+  if (pv.kind == PlanValue::Kind::folded) step = &plan_.folds[static_cast<std::size_t>(pv.producer)];
+  if (step == nullptr || step->op->aliases_input || step->out != v) return false;
+  if ((step->op == &matmul_op || step->op == &matmul_add_diagonal_op) && matmul_symmetric(step->attrs) &&
+      !matmul_lower_only(step->attrs))
+    return (memo_[static_cast<std::size_t>(v)] = 1) != 0;
+  if (step->op->name == "cholesky_inverse") return (memo_[static_cast<std::size_t>(v)] = 1) != 0;
+  if (!step->op->elementwise) return false;
+  for (int u : step->in)
+    if (numel(plan_.values[static_cast<std::size_t>(u)].shape) != 1 && !(*this)(u)) return false;
+  memo_[static_cast<std::size_t>(v)] = 1;
+  return true;
+}
+
 bool reads_lower_triangle_only(const PlanStep& s, std::size_t k) {
   const bool handle = (s.op->handle_inputs >> k & 1u) && !s.op->aliases_input;
   const bool lower =

@@ -144,6 +144,7 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
   reassociate_matmuls(*plan);
   mark_symmetric_products(*plan);
   fold_diagonal_adds(*plan);
+  move_scalings_out_of_symmetric_sums(*plan);
   eliminate_dead_steps(*plan);
   mark_lower_only_products(*plan);
   for (const PlanStep& step : plan->steps) {

@@ -146,8 +146,24 @@ void fold_transposes_into_matmuls(Plan& plan);
 void reassociate_matmuls(Plan& plan);
 void mark_symmetric_products(Plan& plan);
 void fold_diagonal_adds(Plan& plan);
+void move_scalings_out_of_symmetric_sums(Plan& plan);
 void eliminate_dead_steps(Plan& plan);
 void mark_lower_only_products(Plan& plan);
+// Which values are, example by example, exactly symmetric square matrices on the CPU backend: captured matrices that
+// equal their transpose bit for bit (compared once, up to 2^20 elements); the results of elementwise steps (folded or
+// not) on such matrices and on one number per example; products marked symmetric and not lower_only, and
+// cholesky_inverse's (L L^T)^-1, which the CPU backend mirrors. Memoised: a value's answer is computed once, on demand,
+// so steps that make a value must not change after it is asked about.
+class Symmetry {
+ public:
+  explicit Symmetry(const Plan& plan) : plan_(plan) {}
+  bool operator()(int v);
+
+ private:
+  const Plan& plan_;
+  std::vector<signed char> memo_;  // by value: -1 not known yet
+};
+
 // Whether step s reads no more of its input k than the lower triangle: a Cholesky factorization's
 // matrix, or an input it only holds as a handle (cho_solve's A).
 bool reads_lower_triangle_only(const PlanStep& s, std::size_t k);
