@@ -34,8 +34,8 @@
 // is small, the low-rank cotangents of cho_solve; exact in real arithmetic, so results may differ
 // from eager by rounding, and an Inf or overflow inside such a chain may come out as NaN), on the
 // CPU sums over symmetric matrices that add one triangle, the entries below the diagonal twice, with
-// scalings by one number moved out of them (equal to eager sums up to rounding; README, "Runs on
-// symmetric matrices") and
+// scalings by one number moved out of them (equal to eager sums up to rounding, and a non-finite
+// factor may give NaN where eager gives +-Inf; README, "Runs on symmetric matrices") and
 // dead-code elimination, in execution order, with a memory plan computed once in per-example
 // units: a batched buffer's offset is its per-example offset times B, so a call needs one arena
 // whatever B is (and a buffer per result, which outlives the call). The plan keeps the arenas of

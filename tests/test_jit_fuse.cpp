@@ -400,9 +400,9 @@ Tensor kernel_of(const Tensor &s, const Tensor &theta) {
 
 TEST_CASE("runs on symmetric matrices compute the lower triangle: matrices bitwise eager, sums close, any thread count",
           "[jit][fuse]") {
-  // 130 and 200: strips of one piece; 600: strips of two pieces, the second straddling the diagonal.
+  // 130 and 200: strips of one piece; 521 (8 k + 1) and 600: strips of two pieces, the second straddling the diagonal.
   for (DType dtype : {DType::f64, DType::f32}) {
-    for (std::int64_t n : {130, 200, 600}) {
+    for (std::int64_t n : {130, 200, 521, 600}) {
       INFO(name_of(dtype) << " n = " << n);
       const Tensor s = squared_distances(n, 40 + static_cast<std::uint64_t>(n), dtype);
       const Tensor thetas = randn({3, 4}, 41, dtype) * 0.3, v = randn({n, 2}, 42, dtype);
@@ -542,4 +542,16 @@ TEST_CASE("scalings of a symmetric matrix move out of its sums; other sums keep 
   auto plain = [&](const Tensor &theta) { return fn(a, w, theta); };
   CHECK(jit(vmap(plain)).compile(as_batch(thetas)).scalings_moved == 0);
   require_bitwise(jit(vmap(plain))(thetas), vmap(plain)(thetas));
+}
+
+TEST_CASE("a captured symmetric matrix scaled per example under vmap: its sums stay per example", "[jit][fuse]") {
+  // S is unbatched and S / p batched: not a scaling of one value, so nothing moves; each example keeps its own sum.
+  const std::int64_t n = 130;
+  const Tensor s = squared_distances(n, 54, DType::f64), w = squared_distances(n, 55, DType::f64);
+  const Tensor ps = exp(randn({4, 1}, 56));
+  auto fn = [&](const Tensor &p) { return sum(neg(s / p)) + sum(w * s / p) * 0.5; };
+  const Tensor got = jit(vmap(fn))(ps), want = vmap(fn)(ps);
+  const std::vector<double> g = got.to_vector<double>(), e = want.to_vector<double>();
+  REQUIRE(g.size() == 4);
+  for (std::size_t i = 0; i < g.size(); ++i) CHECK(std::abs(g[i] - e[i]) <= 1e-12 * std::abs(e[i]));
 }

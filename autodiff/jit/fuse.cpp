@@ -264,7 +264,10 @@ std::vector<Piece> lower_pieces(std::int64_t n) {
   constexpr std::int64_t widest = tile_elements / strip_rows;
   for (std::int64_t r0 = 0; r0 < n; r0 += strip_rows) {
     const std::int64_t rows = std::min(strip_rows, n - r0), end = r0 + rows;
-    for (std::int64_t c0 = 0; c0 < end; c0 += widest) pieces.push_back({r0, c0, rows, std::min(widest, end - c0)});
+    // Nearly equal widths, so that no piece is a sliver (the kernels' bits never depend on a piece's shape).
+    const std::int64_t count = (end + widest - 1) / widest;
+    for (std::int64_t i = 0; i < count; ++i)
+      pieces.push_back({r0, end * i / count, rows, end * (i + 1) / count - end * i / count});
   }
   return pieces;
 }
@@ -296,16 +299,7 @@ void mirror(const View &full, std::size_t lead, std::int64_t example, const Piec
     for (std::int64_t j = 0; j < p.cols; ++j)
       for (std::int64_t i = 0; i < p.rows; ++i) to[j * rs + i * cs] = from[i * rs + j * cs];
   };
-  switch (size_of(full.dtype)) {
-    case 1:
-      return copy(std::uint8_t{});
-    case 2:
-      return copy(std::uint16_t{});
-    case 4:
-      return copy(std::uint32_t{});
-    default:
-      return copy(std::uint64_t{});
-  }
+  return size_of(full.dtype) == 4 ? copy(std::uint32_t{}) : copy(std::uint64_t{});  // every dtype's size
 }
 
 }  // namespace
@@ -409,12 +403,11 @@ bool can_merge(const Plan &plan, const FusedGroup &a, const FusedGroup &b, const
   return true;
 }
 
-// Whether a run computes only its lower triangle: its matrices are at least min_lower_order across, and every value
-// it makes is symmetric, so every value it reads is symmetric or one number per example.
-constexpr std::int64_t min_lower_order = 128;
+// Whether a run computes only its lower triangle: its matrices are at least min_lower_triangle_order across, and every
+// value it makes is symmetric, so every value it reads is symmetric or one number per example.
 bool by_lower_triangle(const Plan &plan, const FusedGroup &g, Symmetry &symmetric) {
   const Shape &shape = shape_of(plan, g);
-  if (shape.size() != 2 || shape[0] != shape[1] || shape[0] < min_lower_order) return false;
+  if (shape.size() != 2 || shape[0] != shape[1] || shape[0] < min_lower_triangle_order) return false;
   for (int k : g.tiled) {
     const PlanStep &s = plan.steps[static_cast<std::size_t>(k)];
     if (s.op->elementwise && !symmetric(s.out)) return false;
@@ -503,6 +496,7 @@ void fuse_elementwise(Plan &plan) {
   for (FusedGroup &r : runs) mark_internal(r, true);
   std::vector<FusedGroup> groups;
   std::vector<int> early, late;
+  Symmetry symmetric(plan);
   // Runs too small to be tiled (a hyperparameter's few steps) between two runs of one shape do not keep them apart:
   // they become steps between them, run before or after the tiles.
   auto tiny = [&](const FusedGroup &g) { return numel(shape_of(plan, g)) < min_elements; };
@@ -512,7 +506,9 @@ void fuse_elementwise(Plan &plan) {
         t > 0 && tiny(groups[t - 1]) &&
         (shape_of(plan, groups[t - 1]) != shape_of(plan, r) || batched_of(plan, groups[t - 1]) != batched_of(plan, r)))
       --t;
-    if (t > 0 && can_merge(plan, groups[t - 1], r, internal, early, late)) {
+    // A run by the lower triangle and one that is not stay apart: joined, both would run whole.
+    if (t > 0 && by_lower_triangle(plan, groups[t - 1], symmetric) == by_lower_triangle(plan, r, symmetric) &&
+        can_merge(plan, groups[t - 1], r, internal, early, late)) {
       groups.resize(t);
       FusedGroup &g = groups.back();
       g.before.insert(g.before.end(), early.begin(), early.end());
@@ -528,7 +524,6 @@ void fuse_elementwise(Plan &plan) {
     }
   }
   std::vector<int> slot_of(plan.values.size(), -1), pending(plan.values.size(), 0);
-  Symmetry symmetric(plan);
   for (FusedGroup &group : groups) {
     // Scratch slots for the outputs that only the tiled steps read, reused once their last reader ran.
     mark_internal(group, true);
@@ -652,7 +647,10 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
     flat = flat && unit[e].back() == 1 && std::find(unit[e].begin(), unit[e].end(), -1) == unit[e].end();
   }
 
-  if (!flat && group.has_sum && !group.lower_triangle) return one_by_one();  // a sum's order needs flat tiles
+  // A sum's order needs flat tiles or the lower triangle's pieces, and the value it adds made in the run.
+  bool sums_made_here = true;
+  for (std::size_t e = 0; e < count; ++e) sums_made_here = sums_made_here && (is_map[e] || source[e] >= 0);
+  if (group.has_sum && ((!flat && !group.lower_triangle) || !sums_made_here)) return one_by_one();
   run_steps(group.before);
   const std::int64_t examples = batched ? shape[0] : 1;
   std::vector<std::size_t> sums;  // the entries that are sums

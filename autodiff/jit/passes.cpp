@@ -450,8 +450,10 @@ struct Scaling {
 
 Scaling scaling_of(const Plan& plan, const PlanStep& s) {
   const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };
+  // The scaled value as the scaling's output is: an unbatched matrix scaled per example is not a scaling of it.
   const auto whole = [&](int v) {
-    return value(v).shape == value(s.out).shape && value(v).dtype == value(s.out).dtype;
+    return value(v).shape == value(s.out).shape && value(v).dtype == value(s.out).dtype &&
+           value(v).batched == value(s.out).batched;
   };
   if (s.op->name == "neg" && s.in.size() == 1) return whole(s.in[0]) ? Scaling{s.in[0], -1} : Scaling{};
   if (s.in.size() != 2 || s.in[0] == s.in[1]) return {};
@@ -467,13 +469,15 @@ Scaling scaling_of(const Plan& plan, const PlanStep& s) {
 
 }  // namespace
 
-// On the CPU, a sum over a symmetric matrix already adds in its own order (fuse.cpp: one triangle, the entries below
-// the diagonal twice), so it may as well be reassociated: a scaling by one number per example (a hyperparameter, a
-// constant, a sign) of a symmetric matrix that reaches a sum to one number through products, quotients (as the
-// dividend) and negations, each the only reader of the value before it, is applied to the sum instead: sum(c (x / s) y)
-// becomes c / s sum(x y), one pass over n^2 elements saved per scaling, a division among them. The gradient
-// contractions of a kernel's hyperparameters are such sums. Values change by rounding only; matrices, and sums of
-// matrices that are not symmetric, keep their bits. Before eliminate_dead_steps, which drops the scalings moved.
+// On the CPU, a sum over a symmetric matrix of order min_lower_triangle_order or more already adds in its own order
+// (fuse.cpp: one triangle, the entries below the diagonal twice), so it may as well be reassociated: a scaling by one
+// number per example (a hyperparameter, a constant, a sign) of such a matrix that reaches a sum to one number through
+// products, quotients (as the dividend) and negations, each the only reader of the value before it, is applied to the
+// sum instead: sum(c (x / s) y) becomes c / s sum(x y), one pass over n^2 elements saved per scaling, a division among
+// them. The gradient contractions of a kernel's hyperparameters are such sums. Values change by rounding only, but for
+// non-finite ones (an Inf factor times a zero sum is NaN where eager may give +-Inf, and the reverse), as with matmul
+// reassociation; matrices, and sums of matrices that are not symmetric, keep their bits. Rescans the plan after each
+// move (a few dozen moves at most in a kernel's gradient). Before eliminate_dead_steps, which drops the scalings moved.
 void move_scalings_out_of_symmetric_sums(Plan& plan) {
   if (plan.device != Device::cpu()) return;
   Symmetry symmetric(plan);
@@ -486,7 +490,9 @@ void move_scalings_out_of_symmetric_sums(Plan& plan) {
     for (std::size_t i = 0; i < plan.steps.size() && !moved; ++i) {
       const PlanStep scale = plan.steps[i];
       const Scaling sc = scaling_of(plan, scale);
-      if (sc.scaled < 0 || !symmetric(sc.scaled)) continue;
+      if (sc.scaled < 0 || !symmetric(sc.scaled) ||
+          plan.values[static_cast<std::size_t>(sc.scaled)].shape[0] < min_lower_triangle_order)
+        continue;
       // The chain from the scaled value to its sum, each step its value's only reader.
       std::size_t first = 0, sum = 0;
       for (int v = scale.out;;) {
@@ -545,12 +551,8 @@ void move_scalings_out_of_symmetric_sums(Plan& plan) {
   }
 }
 
-// A symmetric product (mark_symmetric_products) read only by Cholesky factorizations, which read
-// the lower triangle alone, and by ops that only hold it as a handle (cho_solve's A), is marked
-// lower_only: the backend may skip mirroring it. Any other reader, or the product being a result
-// (or aliased by a reshape), keeps it whole. Runs after eliminate_dead_steps, so that the readers
-// are the plan's own.
 bool Symmetry::operator()(int v) {
+  // Sized once per growth of the plan, before any recursion: `known` stays valid across the recursive calls below.
   if (memo_.size() < plan_.values.size()) memo_.resize(plan_.values.size(), -1);
   signed char& known = memo_[static_cast<std::size_t>(v)];
   if (known >= 0) return known != 0;
@@ -565,8 +567,8 @@ bool Symmetry::operator()(int v) {
   if (step == nullptr || step->op->aliases_input || step->out != v) return false;
   if ((step->op == &matmul_op || step->op == &matmul_add_diagonal_op) && matmul_symmetric(step->attrs) &&
       !matmul_lower_only(step->attrs))
-    return (memo_[static_cast<std::size_t>(v)] = 1) != 0;
-  if (step->op->name == "cholesky_inverse") return (memo_[static_cast<std::size_t>(v)] = 1) != 0;
+    return (known = 1) != 0;
+  if (step->op->name == "cholesky_inverse") return (known = 1) != 0;
   if (!step->op->elementwise) return false;
   for (int u : step->in)
     if (numel(plan_.values[static_cast<std::size_t>(u)].shape) != 1 && !(*this)(u)) return false;
@@ -581,6 +583,11 @@ bool reads_lower_triangle_only(const PlanStep& s, std::size_t k) {
   return handle || lower;
 }
 
+// A symmetric product (mark_symmetric_products) read only by Cholesky factorizations, which read
+// the lower triangle alone, and by ops that only hold it as a handle (cho_solve's A), is marked
+// lower_only: the backend may skip mirroring it. Any other reader, or the product being a result
+// (or aliased by a reshape), keeps it whole. Runs after eliminate_dead_steps, so that the readers
+// are the plan's own.
 void mark_lower_only_products(Plan& plan) {
   std::vector<bool> whole(plan.values.size(), false);  // some reader needs more than the lower triangle
   for (int v : plan.outputs) whole[static_cast<std::size_t>(v)] = true;

@@ -149,11 +149,15 @@ void fold_diagonal_adds(Plan& plan);
 void move_scalings_out_of_symmetric_sums(Plan& plan);
 void eliminate_dead_steps(Plan& plan);
 void mark_lower_only_products(Plan& plan);
+// CPU plans compute a fused run whose values are all symmetric matrices of at least this order over their lower
+// triangle (fuse.cpp), and move scalings out of such matrices' sums (move_scalings_out_of_symmetric_sums).
+constexpr std::int64_t min_lower_triangle_order = 128;
+
 // Which values are, example by example, exactly symmetric square matrices on the CPU backend: captured matrices that
 // equal their transpose bit for bit (compared once, up to 2^20 elements); the results of elementwise steps (folded or
 // not) on such matrices and on one number per example; products marked symmetric and not lower_only, and
-// cholesky_inverse's (L L^T)^-1, which the CPU backend mirrors. Memoised: a value's answer is computed once, on demand,
-// so steps that make a value must not change after it is asked about.
+// cholesky_inverse's (L L^T)^-1, which the CPU backend mirrors. Memoised: a value's answer is computed once, on demand;
+// a pass that rewrites steps may keep asking only where a rewrite cannot change an answer (moving a scaling does not).
 class Symmetry {
  public:
   explicit Symmetry(const Plan& plan) : plan_(plan) {}
