@@ -239,13 +239,16 @@ void run_ranges(std::int64_t count, bool parallel, Body &&body) {
       count, parallel, [&](std::int64_t t, std::int64_t n) { return count * t / n; }, body);
 }
 
-// Contiguous ranges of about equal work: work[u] is the work before unit u, work.back() the whole (nondecreasing).
+// Contiguous ranges of about equal work over `examples` examples of the same units: unit u of an example is unit
+// u % units of `work`, whose entry u is the work before that unit in its example and whose last entry an example's.
 template <class Body>
-void run_ranges_by_work(const std::vector<std::int64_t> &work, bool parallel, Body &&body) {
+void run_ranges_by_work(const std::vector<std::int64_t> &work, std::int64_t examples, bool parallel, Body &&body) {
+  const auto units = static_cast<std::int64_t>(work.size()) - 1;
   auto start = [&](std::int64_t t, std::int64_t n) -> std::int64_t {
-    return std::lower_bound(work.begin(), work.end() - 1, work.back() * t / n) - work.begin();
+    const std::int64_t target = examples * work.back() * t / n, ex = target / work.back();
+    return ex * units + (std::lower_bound(work.begin(), work.end() - 1, target - ex * work.back()) - work.begin());
   };
-  run_split(static_cast<std::int64_t>(work.size()) - 1, parallel, start, body);
+  run_split(examples * units, parallel, start, body);
 }
 
 // Runs of symmetric matrices are cut into strips of this many rows, each strip's row segments from column 0 to the end
@@ -501,13 +504,14 @@ void fuse_elementwise(Plan &plan) {
   // they become steps between them, run before or after the tiles.
   auto tiny = [&](const FusedGroup &g) { return numel(shape_of(plan, g)) < min_elements; };
   for (FusedGroup &r : runs) {
+    r.lower_triangle = by_lower_triangle(plan, r, symmetric);  // a merged group's, since only equals merge
     std::size_t t = groups.size();
     while (
         t > 0 && tiny(groups[t - 1]) &&
         (shape_of(plan, groups[t - 1]) != shape_of(plan, r) || batched_of(plan, groups[t - 1]) != batched_of(plan, r)))
       --t;
     // A run by the lower triangle and one that is not stay apart: joined, both would run whole.
-    if (t > 0 && by_lower_triangle(plan, groups[t - 1], symmetric) == by_lower_triangle(plan, r, symmetric) &&
+    if (t > 0 && groups[t - 1].lower_triangle == r.lower_triangle &&
         can_merge(plan, groups[t - 1], r, internal, early, late)) {
       groups.resize(t);
       FusedGroup &g = groups.back();
@@ -550,7 +554,6 @@ void fuse_elementwise(Plan &plan) {
         }
     }
     group.slot_bytes = static_cast<std::size_t>(tile_elements) * sizeof(double);
-    group.lower_triangle = by_lower_triangle(plan, group, symmetric);
     if (plan.fused_at.empty()) plan.fused_at.assign(plan.steps.size(), -1);
     plan.fused_at[static_cast<std::size_t>(group.first)] = static_cast<int>(plan.fused.size());
     plan.fused.push_back(std::move(group));
@@ -685,12 +688,9 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
     const std::int64_t units = examples * per_example;
     partial.resize(sums.size() * static_cast<std::size_t>(units));
     // The pieces grow with their rows: threads take ranges of equally many elements, not of equally many pieces.
-    std::vector<std::int64_t> work(static_cast<std::size_t>(units) + 1, 0);
-    for (std::int64_t u = 0; u < units; ++u) {
-      const Piece &p = pieces[static_cast<std::size_t>(u % per_example)];
-      work[static_cast<std::size_t>(u) + 1] = work[static_cast<std::size_t>(u)] + p.rows * p.cols;
-    }
-    run_ranges_by_work(work, total >= parallel_elements, [&](std::int64_t first, std::int64_t last) {
+    std::vector<std::int64_t> work(pieces.size() + 1, 0);
+    for (std::size_t i = 0; i < pieces.size(); ++i) work[i + 1] = work[i] + pieces[i].rows * pieces[i].cols;
+    run_ranges_by_work(work, examples, total >= parallel_elements, [&](std::int64_t first, std::int64_t last) {
       std::vector<KernelViews> tile = full;
       char *const base = scratch(scratch_bytes);
       for (std::int64_t u = first; u < last; ++u) {
