@@ -318,17 +318,38 @@ std::pair<int, int> column_pair(const Plan& plan, int v) {
   return {s.in[0], s.in[1]};
 }
 
-// v = x c or c x, c one number: {x, c}; else {v, -1}.
+// A step scaling a value by one number per example: mul by it (either side), div by it, or neg. Its input to scale
+// and the factor (-1 for neg); {-1, -1} for any other step.
+struct Scaling {
+  int scaled = -1, factor = -1;
+};
+
+Scaling scaling_of(const Plan& plan, const PlanStep& s) {
+  const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };
+  // The scaled value as the scaling's output is: an unbatched matrix scaled per example is not a scaling of it.
+  const auto whole = [&](int v) {
+    return value(v).shape == value(s.out).shape && value(v).dtype == value(s.out).dtype &&
+           value(v).batched == value(s.out).batched;
+  };
+  if (s.op->name == "neg" && s.in.size() == 1) return whole(s.in[0]) ? Scaling{s.in[0], -1} : Scaling{};
+  if (s.in.size() != 2 || s.in[0] == s.in[1]) return {};
+  const auto one_number = [&](int v) { return numel(value(v).shape) == 1 && value(v).dtype == value(s.out).dtype; };
+  if (s.op->name == "mul") {
+    for (std::size_t side = 0; side < 2; ++side)
+      if (one_number(s.in[1 - side]) && whole(s.in[side])) return {s.in[side], s.in[1 - side]};
+  } else if (s.op->name == "div" && one_number(s.in[1]) && whole(s.in[0])) {
+    return {s.in[0], s.in[1]};
+  }
+  return {};
+}
+
+// v = x c or c x, c one number (scaling_of): {x, c}; else {v, -1}.
 std::pair<int, int> scaled_by_one_number(const Plan& plan, int v) {
   const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
   if (pv.kind != PlanValue::Kind::computed) return {v, -1};
   const PlanStep& s = plan.steps[static_cast<std::size_t>(pv.producer)];
-  if (s.op->name != "mul" || s.in.size() != 2) return {v, -1};
-  for (std::size_t side = 0; side < 2; ++side)
-    if (numel(plan.values[static_cast<std::size_t>(s.in[1 - side])].shape) == 1 &&
-        plan.values[static_cast<std::size_t>(s.in[side])].shape == pv.shape)
-      return {s.in[side], s.in[1 - side]};
-  return {v, -1};
+  const Scaling sc = s.op->name == "mul" ? scaling_of(plan, s) : Scaling{};
+  return sc.scaled < 0 ? std::pair{v, -1} : std::pair{sc.scaled, sc.factor};
 }
 
 // a b^T = [P1 P2] [Q1 Q2]^T = P1 Q1^T + P2 Q2^T with P1 = X c, P2 = Y c, Q1 = Y, Q2 = X: X c Y^T + Y c X^T, symmetric
@@ -439,35 +460,6 @@ void fold_diagonal_adds(Plan& plan) {
     }
   }
 }
-
-namespace {
-
-// A step scaling a value by one number per example: mul by it (either side), div by it, or neg. Its input to scale
-// and the factor (-1 for neg); {-1, -1} for any other step.
-struct Scaling {
-  int scaled = -1, factor = -1;
-};
-
-Scaling scaling_of(const Plan& plan, const PlanStep& s) {
-  const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };
-  // The scaled value as the scaling's output is: an unbatched matrix scaled per example is not a scaling of it.
-  const auto whole = [&](int v) {
-    return value(v).shape == value(s.out).shape && value(v).dtype == value(s.out).dtype &&
-           value(v).batched == value(s.out).batched;
-  };
-  if (s.op->name == "neg" && s.in.size() == 1) return whole(s.in[0]) ? Scaling{s.in[0], -1} : Scaling{};
-  if (s.in.size() != 2 || s.in[0] == s.in[1]) return {};
-  const auto one_number = [&](int v) { return numel(value(v).shape) == 1 && value(v).dtype == value(s.out).dtype; };
-  if (s.op->name == "mul") {
-    for (std::size_t side = 0; side < 2; ++side)
-      if (one_number(s.in[1 - side]) && whole(s.in[side])) return {s.in[side], s.in[1 - side]};
-  } else if (s.op->name == "div" && one_number(s.in[1]) && whole(s.in[0])) {
-    return {s.in[0], s.in[1]};
-  }
-  return {};
-}
-
-}  // namespace
 
 // On the CPU, a sum over a symmetric matrix of order min_lower_triangle_order or more already adds in its own order
 // (fuse.cpp: one triangle, the entries below the diagonal twice), so it may as well be reassociated: a scaling by one
