@@ -298,3 +298,32 @@ TEST_CASE("pow's gradient where a^b overflows or underflows is b a^(b-1)", "[ele
   CHECK(dpow(1e-20, 2.5, DType::f32) == Approx(2.5e-30).epsilon(1e-5));                  // underflow to 0
   CHECK(dpow(3.0, 2.5, DType::f64) == Approx(2.5 * std::pow(3.0, 1.5)).epsilon(1e-14));  // the fast form
 }
+
+// The CPU maps hold up to 8 merged axes in place (backends/merged_axes.hpp) and move longer lists to the heap: a view
+// of 2^10 elements transposed on all 10 axes merges none of them. Element f of the transposed tensor is x's element
+// at f's 10 bits reversed.
+TEST_CASE("maps walk views whose axes do not merge, up to more than are held in place", "[elementwise]") {
+  for (int rank : {8, 9, 10}) {
+    INFO("rank " << rank);
+    const Shape shape(static_cast<std::size_t>(rank), 2);
+    const std::int64_t count = std::int64_t{1} << rank;
+    const Tensor x = arange(0, static_cast<double>(count)).reshape(shape);
+    const Tensor t = transpose(x);
+    const Tensor y = t * 2.0 + t;  // maps over the strided view, then over contiguous ones
+    std::vector<double> expected;
+    for (std::int64_t f = 0; f < count; ++f) {
+      std::int64_t reversed = 0;
+      for (int b = 0; b < rank; ++b) reversed |= ((f >> b) & 1) << (rank - 1 - b);
+      expected.push_back(3.0 * static_cast<double>(reversed));
+    }
+    require_close(y, expected, 0);
+    require_close(
+        exp(t * 1e-3),
+        [&] {
+          std::vector<double> e;
+          for (double v : expected) e.push_back(std::exp(v / 3.0 * 1e-3));
+          return e;
+        }(),
+        1e-15);
+  }
+}

@@ -25,8 +25,8 @@ void for_each_row(const Shape& shape_in, const std::array<const Shape*, N>& stri
                   bool parallel = true) {
   const MergedAxes<N> merged = merge_axes<N>(shape_in, strides_in);
   if (merged.empty) return;
-  const Shape& shape = merged.shape;
-  const std::array<Shape, N>& strides = merged.strides;
+  const AxisList& shape = merged.shape;
+  const std::array<AxisList, N>& strides = merged.strides;
   std::array<std::int64_t, N> inner{};
   if (shape.empty()) {
     row(std::array<std::int64_t, N>{}, std::int64_t{1}, inner);
@@ -42,7 +42,8 @@ void for_each_row(const Shape& shape_in, const std::array<const Shape*, N>& stri
   const std::int64_t pieces = rows * segs;
 
   auto run = [&](std::int64_t first, std::int64_t last) {
-    std::vector<std::int64_t> index(rank - 1);
+    AxisList index;  // in place: no allocation per call
+    index.assign(rank - 1, 0);
     std::array<std::int64_t, N> base{};
     std::int64_t r = first / segs;
     for (std::size_t d = rank - 1; d-- > 0;) {  // the multi-index of row r
