@@ -119,7 +119,7 @@ struct PlanSummary {
   std::int64_t kernels = 0;      // steps that run a kernel
   std::int64_t constants = 0;
   std::int64_t folded = 0;       // steps on constants only: run on the plan's first call, then kept
-  std::int64_t merged = 0;       // common subexpressions removed
+  std::int64_t merged = 0;       // common subexpressions removed: equal steps, and captured numbers of equal bits
   std::int64_t reassociated = 0; // matmul chains reordered
   std::int64_t transposes_folded = 0;  // x.t() read by a matmul as a GEMM transpose flag
   std::int64_t scalings_moved = 0;     // scalings by one number moved out of sums over symmetric matrices (CPU)

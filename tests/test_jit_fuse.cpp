@@ -555,3 +555,59 @@ TEST_CASE("a captured symmetric matrix scaled per example under vmap: its sums s
   REQUIRE(g.size() == 4);
   for (std::size_t i = 0; i < g.size(); ++i) CHECK(std::abs(g[i] - e[i]) <= 1e-12 * std::abs(e[i]));
 }
+
+TEST_CASE("jit merges steps that equal captured numbers or its own rewrites make equal", "[jit]") {
+  const Tensor x = randn({300}, 57);
+  const Tensor half = Tensor::scalar(0.5), also_half = Tensor::scalar(0.5);
+  const Tensor not_half = Tensor::scalar(std::nextafter(0.5, 1.0));
+  auto twice = [](const Tensor &c, const Tensor &d) {
+    return [c, d](const Tensor &a) { return exp(a * c) + exp(a * d) * 2.0; };
+  };
+  // Two captured 0.5s are one value: exp(x * 0.5) runs once, as when the function shares one tensor.
+  const PlanSummary shared = jit(twice(half, half)).compile(x);
+  const PlanSummary equal = jit(twice(half, also_half)).compile(x);
+  CHECK(equal.merged == shared.merged + 1);  // the constant too; the product and exp as the trace merges them
+  CHECK(equal.kernels == shared.kernels);
+  require_bitwise(jit(twice(half, also_half))(x), twice(half, also_half)(x));
+  // One ulp apart: two values, two exps, each bitwise eager.
+  const PlanSummary apart = jit(twice(half, not_half)).compile(x);
+  CHECK(apart.kernels == shared.kernels + 2);
+  require_bitwise(jit(twice(half, not_half))(x), twice(half, not_half)(x));
+
+  // A scaling moved out of a sum over a symmetric matrix leaves w * k, which the second sum reads too: one product.
+  const std::int64_t n = 200;
+  const Tensor s = squared_distances(n, 58, DType::f64), w = squared_distances(n, 59, DType::f64) * 0.1;
+  const Tensor thetas = randn({3, 2}, 60) * 0.3;
+  auto moved = [&](const Tensor &theta) {
+    const Tensor k = exp(s * -0.5 / square(exp(slice(theta, 0, 0, 1)))), p = exp(slice(theta, 0, 1, 2));
+    return sum(w * (p * k)) + sum(w * k * s);
+  };
+  auto by_hand = [&](const Tensor &theta) {
+    const Tensor k = exp(s * -0.5 / square(exp(slice(theta, 0, 0, 1)))), p = exp(slice(theta, 0, 1, 2));
+    const Tensor wk = w * k;
+    return p * sum(wk) + sum(wk * s);
+  };
+  const PlanSummary rewritten = jit(vmap(moved)).compile(as_batch(thetas));
+  CHECK(rewritten.scalings_moved >= 1);
+  CHECK(rewritten.kernels <= jit(vmap(by_hand)).compile(as_batch(thetas)).kernels);
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Tensor one = jit(vmap(moved))(thetas);
+  omp_set_num_threads(3);
+  const Tensor three = jit(vmap(moved))(thetas);
+  omp_set_num_threads(before);
+  require_bitwise(one, three);
+  const std::vector<double> got = one.to_vector<double>(), want = vmap(moved)(thetas).to_vector<double>();
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 1e-12 * std::abs(want[i]));
+}
+
+TEST_CASE("results that merged steps compute stay separate results", "[jit]") {
+  const Tensor x = randn({4, 5}, 61);
+  const Tensor c = Tensor::scalar(3.0), d = Tensor::scalar(3.0);
+  auto both = [&](const Tensor &a) { return std::make_tuple(a * c, a * d, exp(a * d)); };
+  const auto [p, q, r] = jit(both)(x);
+  const auto [ep, eq, er] = both(x);
+  require_bitwise(p, ep);
+  require_bitwise(q, eq);
+  require_bitwise(r, er);
+}

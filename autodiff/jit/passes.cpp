@@ -1,7 +1,11 @@
 // Rewrites of a built plan, each keeping its results (up to rounding): apart from the builder so
 // that a pass can be added or dropped on its own. build_plan runs them before the memory plan,
 // which must see the final steps.
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -133,6 +137,45 @@ void reassociate_matmuls(Plan& plan) {
 }
 
 // Keeps the steps the outputs need, renumbering producers.
+std::string step_key(const OpDef* op, const Attrs& attrs, const std::vector<int>& in) {
+  return fmt::format("{}|{}|{}|{}", static_cast<const void*>(op), fmt::join(in, ","), fmt::join(attrs.ints, ","),
+                     fmt::join(attrs.reals, ","));
+}
+
+// The trace merges equal steps as it records them (plan.cpp's Builder). This finds the ones it cannot see: captured
+// constants of a few elements with the same bits are one value (a model's several -0.5s), so the steps that read them
+// may be equal; and the passes above rewrite steps into equal ones (a moved scaling leaves K_bar * k twice). A step
+// equal to an earlier one (op, attributes, inputs so merged) is read as that one; eliminate_dead_steps drops it. A
+// collective keeps its step (processes run equally many, whatever their constants hold), and so does a result.
+void merge_common_steps(Plan& plan) {
+  constexpr std::int64_t most_compared = 16;  // elements of a constant compared by bits: compile time stays flat
+  std::vector<int> same(plan.values.size());
+  std::vector<int> small;
+  for (std::size_t v = 0; v < plan.values.size(); ++v) {
+    same[v] = static_cast<int>(v);
+    const PlanValue& pv = plan.values[v];
+    if (pv.kind != PlanValue::Kind::constant || numel(pv.shape) > most_compared) continue;
+    const auto equal = std::find_if(small.begin(), small.end(), [&](int u) {
+      return same_constant_values(plan, u, static_cast<int>(v), false, most_compared);
+    });
+    if (equal != small.end()) {
+      same[v] = *equal;
+      ++plan.summary.merged;
+    } else {
+      small.push_back(static_cast<int>(v));
+    }
+  }
+  std::unordered_map<std::string, int> made;
+  for (PlanStep& s : plan.steps) {
+    for (int& v : s.in) v = same[static_cast<std::size_t>(v)];
+    if (s.op->collective) continue;
+    const auto [it, first] = made.emplace(step_key(s.op, s.attrs, s.in), s.out);
+    if (first) continue;
+    same[static_cast<std::size_t>(s.out)] = it->second;
+    ++plan.summary.merged;
+  }
+}
+
 void eliminate_dead_steps(Plan& plan) {
   std::vector<bool> live(plan.values.size(), false);
   for (int v : plan.outputs) live[static_cast<std::size_t>(v)] = true;

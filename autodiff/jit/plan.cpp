@@ -43,8 +43,7 @@ class Builder {
 
   int add_step(const OpDef* op, const Attrs& attrs, const std::vector<int>& in, DType dtype, const Shape& shape,
                bool batched) {
-    std::string key = fmt::format("{}|{}|{}|{}", static_cast<const void*>(op), fmt::join(in, ","),
-                                  fmt::join(attrs.ints, ","), fmt::join(attrs.reals, ","));
+    std::string key = step_key(op, attrs, in);
     if (auto it = cse_.find(key); it != cse_.end()) {
       ++plan_.summary.merged;
       return it->second;
@@ -145,6 +144,7 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
   mark_symmetric_products(*plan);
   fold_diagonal_adds(*plan);
   move_scalings_out_of_symmetric_sums(*plan);
+  merge_common_steps(*plan);
   eliminate_dead_steps(*plan);
   mark_lower_only_products(*plan);
   for (const PlanStep& step : plan->steps) {

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "../../core/graph.hpp"
@@ -137,6 +138,9 @@ class Plan {
   mutable std::atomic<std::int64_t> recordings{0}, replayed{0};
 };
 
+// What makes two steps compute the same value: their op, attributes and inputs (common subexpressions).
+std::string step_key(const OpDef* op, const Attrs& attrs, const std::vector<int>& in);
+
 // graph -> steps, with common subexpressions merged; then the passes and the memory plan.
 std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_inputs, const Traced& traced,
                                        PlanSummary& summary);
@@ -147,6 +151,7 @@ void reassociate_matmuls(Plan& plan);
 void mark_symmetric_products(Plan& plan);
 void fold_diagonal_adds(Plan& plan);
 void move_scalings_out_of_symmetric_sums(Plan& plan);
+void merge_common_steps(Plan& plan);
 void eliminate_dead_steps(Plan& plan);
 void mark_lower_only_products(Plan& plan);
 // CPU plans compute a fused run whose values are all symmetric matrices of at least this order over their lower
