@@ -400,7 +400,8 @@ Tensor kernel_of(const Tensor &s, const Tensor &theta) {
 
 TEST_CASE("runs on symmetric matrices compute the lower triangle: matrices bitwise eager, sums close, any thread count",
           "[jit][fuse]") {
-  // 130 and 200: strips of one piece; 521 (8 k + 1) and 600: strips of two pieces, the second straddling the diagonal.
+  // 130 and 200: strips of one piece; 521 (16 k + 9) and 600 (16 k + 8): strips past column 512 of two pieces, the
+  // second straddling the diagonal, and a last strip of fewer rows.
   for (DType dtype : {DType::f64, DType::f32}) {
     for (std::int64_t n : {130, 200, 521, 600}) {
       INFO(name_of(dtype) << " n = " << n);

@@ -252,9 +252,12 @@ void run_ranges_by_work(const std::vector<std::int64_t> &work, std::int64_t exam
 }
 
 // Runs of symmetric matrices are cut into strips of this many rows, each strip's row segments from column 0 to the end
-// of its diagonal block, cut into pieces of at most tile_elements: long rows keep the kernels' per-row costs small.
-constexpr std::int64_t strip_rows = 8;
-static_assert(tile_elements % strip_rows == 0);
+// of its diagonal block, cut into pieces of at most piece_elements: long rows keep the kernels' per-row costs small,
+// and pieces twice a flat tile's halve the kernel calls (a strip up to order 512 is one piece) at the same speed per
+// element (gp_co2's evaluation, n = 521: about 3% faster than strips of 8 rows and pieces of tile_elements).
+constexpr std::int64_t strip_rows = 16;
+constexpr std::int64_t piece_elements = 2 * tile_elements;
+static_assert(piece_elements % strip_rows == 0);
 
 // A piece of an example's matrix: rows [r0, r0 + rows), columns [c0, c0 + cols).
 struct Piece {
@@ -264,7 +267,7 @@ struct Piece {
 // The pieces covering the lower triangle of an n x n matrix, and the upper halves of the strips' diagonal blocks.
 std::vector<Piece> lower_pieces(std::int64_t n) {
   std::vector<Piece> pieces;
-  constexpr std::int64_t widest = tile_elements / strip_rows;
+  constexpr std::int64_t widest = piece_elements / strip_rows;
   for (std::int64_t r0 = 0; r0 < n; r0 += strip_rows) {
     const std::int64_t rows = std::min(strip_rows, n - r0), end = r0 + rows;
     // Nearly equal widths, so that no piece is a sliver (the kernels' bits never depend on a piece's shape).
@@ -553,7 +556,7 @@ void fuse_elementwise(Plan &plan) {
           slot_of[static_cast<std::size_t>(u)] = -1;
         }
     }
-    group.slot_bytes = static_cast<std::size_t>(tile_elements) * sizeof(double);
+    group.slot_bytes = static_cast<std::size_t>(group.lower_triangle ? piece_elements : tile_elements) * sizeof(double);
     if (plan.fused_at.empty()) plan.fused_at.assign(plan.steps.size(), -1);
     plan.fused_at[static_cast<std::size_t>(group.first)] = static_cast<int>(plan.fused.size());
     plan.fused.push_back(std::move(group));
