@@ -475,7 +475,11 @@ TEST_CASE("a GP likelihood's gradient by lower-triangle runs matches eager and c
   };
   const Tensor thetas = randn({2, 4}, 47) * 0.3;
   const auto vg = jit(vmap(value_and_grad(lml)));
-  CHECK(vg.compile(as_batch(thetas)).fused_lower >= 20);
+  const PlanSummary summary = vg.compile(as_batch(thetas));
+  CHECK(summary.fused_lower >= 20);
+  // Two passes over n x n memory: the kernel's, and one for K_bar and all its contractions (the scalar steps between
+  // the contractions run before or after its tiles; small values never share a buffer with large ones).
+  CHECK(summary.fused_runs == 2);
   const auto [value, gradient] = vg(thetas);
   const auto [eager_value, eager_gradient] = vmap(value_and_grad(lml))(thetas);
   const std::vector<double> v = value.to_vector<double>(), ev = eager_value.to_vector<double>();

@@ -351,7 +351,7 @@ bool can_merge(const Plan &plan, const FusedGroup &a, const FusedGroup &b, const
   };
   // later_made: made after the tiles (a's sums, the steps after); touched: read or written by a's tiles, a's sums or
   // the steps after the tiles (internal values aside).
-  std::vector<int> later_made, later_touched, touched, a_used;
+  std::vector<int> later_made, later_touched, touched, a_used, a_made;
   auto add_after = [&](int i) {
     const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
     later_made.push_back(s.out);
@@ -376,18 +376,20 @@ bool can_merge(const Plan &plan, const FusedGroup &a, const FusedGroup &b, const
       if (!internal[static_cast<std::size_t>(v)]) touched.push_back(v);
     }
     a_used.push_back(s.out);
+    a_made.push_back(s.out);
     if (!internal[static_cast<std::size_t>(s.out)]) touched.push_back(s.out);
   }
   for (int i = a.last; i < b.first; ++i) {
     const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
     if (s.op->reduces_batch) return false;
     bool early = true;
-    for (int v : s.in) early = early && !has(later_made, v) && !has(a_used, v);
+    for (int v : s.in) early = early && !has(later_made, v) && !has(a_made, v);
     early = early && !has(a_used, s.out);
-    std::vector<int> own = s.in;
-    own.push_back(s.out);
-    for (int w : own)
-      for (int u : touched) early = early && disjoint(plan, w, u);
+    // Its inputs may be what a's tiles read too (a hyperparameter, a captured matrix): read in either order.
+    for (int u : touched) {
+      early = early && disjoint(plan, s.out, u);
+      for (int v : s.in) early = early && (v == u || disjoint(plan, v, u));
+    }
     if (early) {
       before.push_back(i);
     } else {
@@ -480,7 +482,8 @@ void fuse_elementwise(Plan &plan) {
     }
     group.last = j;
     for (int k = i; k < j; ++k) group.tiled.push_back(k);
-    if (j - i >= 2) runs.push_back(std::move(group));
+    // A lone large step is a run too, so that a neighbouring run can take it in (it is dropped below if none does).
+    if (j - i >= 2 || (j - i == 1 && numel(hv.shape) >= min_elements)) runs.push_back(std::move(group));
     i = std::max(j, i + 1);
   }
   // Values that only the tiled steps of one run read: never written to memory once they are tiled.
@@ -532,6 +535,7 @@ void fuse_elementwise(Plan &plan) {
   }
   std::vector<int> slot_of(plan.values.size(), -1), pending(plan.values.size(), 0);
   for (FusedGroup &group : groups) {
+    if (group.tiled.size() < 2) continue;  // a lone step no run took in: its kernel runs as a plain step
     // Scratch slots for the outputs that only the tiled steps read, reused once their last reader ran.
     mark_internal(group, true);
     std::vector<int> free_slots;
@@ -559,6 +563,7 @@ void fuse_elementwise(Plan &plan) {
     group.slot_bytes = static_cast<std::size_t>(group.lower_triangle ? piece_elements : tile_elements) * sizeof(double);
     if (plan.fused_at.empty()) plan.fused_at.assign(plan.steps.size(), -1);
     plan.fused_at[static_cast<std::size_t>(group.first)] = static_cast<int>(plan.fused.size());
+    if (!tiny(group)) ++plan.summary.fused_runs;
     plan.fused.push_back(std::move(group));
   }
   // The values that runs by their lower triangle write: mirrored above the diagonal where something else reads them

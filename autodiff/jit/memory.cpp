@@ -73,7 +73,15 @@ void plan_memory(Plan& plan) {
       if (!(s.op->handle_inputs >> k & 1u) || s.op->aliases_input)
         last_read[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(s.in[k])].root)] = static_cast<int>(i);
   }
-  Arena batched, fixed;
+  // Values of a few bytes (a hyperparameter, a sum) get arenas of their own, after the large values': a small value
+  // placed in a large one's freed buffer would tie the steps around it to the plan's order, and the fused runs
+  // (fuse.cpp) could no longer run a later run's tiles before a scalar step that reads it.
+  Arena batched, fixed, small_batched, small_fixed;
+  constexpr std::int64_t small_bytes = 256;
+  auto arena_of = [&](const PlanValue& v) -> Arena& {
+    const bool small = aligned(v.bytes()) <= small_bytes;
+    return v.batched ? (small ? small_batched : batched) : (small ? small_fixed : fixed);
+  };
   auto in_arena = [&](const PlanValue& v) { return v.kind == PlanValue::Kind::computed && !v.output_buffer; };
   // The buffers to free after each step: their last read, or their making when never read.
   std::vector<std::vector<int>> dies_after(plan.steps.size());
@@ -106,16 +114,24 @@ void plan_memory(Plan& plan) {
           reused = true;
         }
       }
-      if (!reused) out.offset = (out.batched ? batched : fixed).allocate(aligned(out.bytes()));
+      if (!reused) out.offset = arena_of(out).allocate(aligned(out.bytes()));
     }
     for (int v : dies_after[i]) {
       PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
       if (handed_over[static_cast<std::size_t>(v)] || pv.offset < 0) continue;
-      (pv.batched ? batched : fixed).release(pv.offset, aligned(pv.bytes()));
+      arena_of(pv).release(pv.offset, aligned(pv.bytes()));
     }
   }
-  plan.arena_batched = batched.size();
-  plan.arena_fixed = fixed.size();
+  // The small values' offsets, past the large ones'.
+  for (std::size_t v = 0; v < plan.values.size(); ++v) {
+    PlanValue& pv = plan.values[v];
+    if (static_cast<int>(v) != pv.root || !in_arena(pv) || pv.offset < 0 || &arena_of(pv) == &batched ||
+        &arena_of(pv) == &fixed)
+      continue;
+    pv.offset += pv.batched ? batched.size() : fixed.size();
+  }
+  plan.arena_batched = checked_add(batched.size(), small_batched.size(), "jit", "the plan's memory");
+  plan.arena_fixed = checked_add(fixed.size(), small_fixed.size(), "jit", "the plan's memory");
   // Running by chunks: the reductions' partial results, per chunk, and what a chunk reads and
   // writes besides its arena.
   plan.partial_offset.assign(plan.values.size(), -1);
