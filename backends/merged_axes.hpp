@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "../core/shape.hpp"
@@ -17,6 +18,22 @@ namespace vt {
 class AxisList {
  public:
   static constexpr std::size_t held = 8;
+  AxisList() = default;
+  AxisList(const AxisList&) = default;
+  AxisList& operator=(const AxisList&) = default;
+  // A moved-from list is empty (a defaulted move would leave its size with its entries gone).
+  AxisList(AxisList&& other) noexcept : held_(other.held_), heap_(std::move(other.heap_)), size_(other.size_) {
+    other.heap_.clear();
+    other.size_ = 0;
+  }
+  AxisList& operator=(AxisList&& other) noexcept {
+    held_ = other.held_;
+    heap_ = std::move(other.heap_);
+    size_ = other.size_;
+    other.heap_.clear();
+    other.size_ = 0;
+    return *this;
+  }
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   std::int64_t* data() { return heap_.empty() ? held_.data() : heap_.data(); }

@@ -299,9 +299,9 @@ TEST_CASE("pow's gradient where a^b overflows or underflows is b a^(b-1)", "[ele
   CHECK(dpow(3.0, 2.5, DType::f64) == Approx(2.5 * std::pow(3.0, 1.5)).epsilon(1e-14));  // the fast form
 }
 
-// The CPU maps hold up to 8 merged axes in place (backends/merged_axes.hpp) and move longer lists to the heap: a view
-// of 2^10 elements transposed on all 10 axes merges none of them. Element f of the transposed tensor is x's element
-// at f's 10 bits reversed.
+// The CPU kernels hold up to 8 merged axes in place (backends/merged_axes.hpp) and move longer lists to the heap: the
+// copy that transposes 2^10 elements on all 10 axes merges none of them. Element f of the transposed tensor is x's
+// element at f's 10 bits reversed.
 TEST_CASE("maps walk views whose axes do not merge, up to more than are held in place", "[elementwise]") {
   for (int rank : {8, 9, 10}) {
     INFO("rank " << rank);
@@ -309,7 +309,7 @@ TEST_CASE("maps walk views whose axes do not merge, up to more than are held in 
     const std::int64_t count = std::int64_t{1} << rank;
     const Tensor x = arange(0, static_cast<double>(count)).reshape(shape);
     const Tensor t = transpose(x);
-    const Tensor y = t * 2.0 + t;  // maps over the strided view, then over contiguous ones
+    const Tensor y = t * 2.0 + t;
     std::vector<double> expected;
     for (std::int64_t f = 0; f < count; ++f) {
       std::int64_t reversed = 0;

@@ -23,6 +23,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cassert>
 #include <exception>
 #include <vector>
 
@@ -34,7 +35,7 @@ namespace vt::detail {
 namespace {
 
 // Elements per tile: a few buffers of 32 KB (float64) fit in L1/L2 while the per-kernel overhead stays small against
-// the tile's work. A multiple of cpu::sum_lanes that divides cpu::sum_segment, so that flat tiles never straddle a
+// the tile's work (runs over a lower triangle take pieces of twice that: strip_rows, below). A multiple of cpu::sum_lanes that divides cpu::sum_segment, so that flat tiles never straddle a
 // segment of the reduce kernel and keep its lanes aligned.
 constexpr std::int64_t tile_elements = 4096;
 static_assert(cpu::sum_segment % tile_elements == 0 && tile_elements % cpu::sum_lanes == 0);
@@ -640,6 +641,7 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
   }
   const std::size_t scratch_bytes = static_cast<std::size_t>(group.slots) * group.slot_bytes;
   auto to_slot = [&](View &v, char *base, int slot) {
+    assert(static_cast<std::size_t>(numel(v.shape)) * size_of(v.dtype) <= group.slot_bytes);
     v.data = base + static_cast<std::size_t>(slot) * group.slot_bytes;
     set_contiguous(v);
   };
