@@ -123,6 +123,7 @@ struct PlanSummary {
   std::int64_t reassociated = 0; // matmul chains reordered
   std::int64_t transposes_folded = 0;  // x.t() read by a matmul as a GEMM transpose flag
   std::int64_t scalings_moved = 0;     // scalings by one number moved out of sums over symmetric matrices (CPU)
+  std::int64_t row_sums_contracted = 0;  // sums over rows of (a product of rank <= 4) * C, taken as W * (U^T C)
   std::int64_t fused = 0;              // elementwise steps run tile by tile in groups (CPU plans)
   std::int64_t fused_runs = 0;         // groups large enough to run by tiles: each reads and writes memory once a tile
   std::int64_t fused_lower = 0;        // of those, steps on symmetric matrices run over the lower triangle

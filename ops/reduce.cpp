@@ -175,4 +175,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   return reshape(sum(x, axes, true), shape);
 }
 
+bool is_sum_over(const OpDef& op, const Attrs& attrs, const Axes& axes) {
+  if (&op != &sum_op) return false;
+  const ReduceAttrs a = unpack_attrs<ReduceAttrs>(attrs);
+  return a.axes == axes;
+}
+
 }  // namespace vt

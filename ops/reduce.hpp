@@ -27,4 +27,10 @@ Tensor cumsum(const Tensor& x, std::int64_t axis);
 // Sums a broadcast result back down to `shape` (the adjoint of broadcasting).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
+// For plan passes that rewrite reductions: whether a step of `op` with `attrs` is sum over exactly the per-example
+// axes `axes` (sorted), their size-1 axes kept or not.
+struct OpDef;
+struct Attrs;
+bool is_sum_over(const OpDef& op, const Attrs& attrs, const Axes& axes);
+
 }  // namespace vt

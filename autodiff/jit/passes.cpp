@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "../../core/backend.hpp"
 #include "../../ops/layout.hpp"
 #include "../../ops/matmul.hpp"
+#include "../../ops/reduce.hpp"
 #include "plan.hpp"
 
 namespace vt::detail {
@@ -136,35 +138,36 @@ void reassociate_matmuls(Plan& plan) {
   plan.steps = std::move(steps);
 }
 
-// Keeps the steps the outputs need, renumbering producers.
-std::string step_key(const OpDef* op, const Attrs& attrs, const std::vector<int>& in) {
-  return fmt::format("{}|{}|{}|{}", static_cast<const void*>(op), fmt::join(in, ","), fmt::join(attrs.ints, ","),
-                     fmt::join(attrs.reals, ","));
-}
-
 // The trace merges equal steps as it records them (plan.cpp's Builder). This finds the ones it cannot see: captured
 // constants of a few elements with the same bits are one value (a model's several -0.5s), so the steps that read them
 // may be equal; and the passes above rewrite steps into equal ones (a moved scaling leaves K_bar * k twice). A step
 // equal to an earlier one (op, attributes, inputs so merged) is read as that one; eliminate_dead_steps drops it. A
-// collective keeps its step (processes run equally many, whatever their constants hold), and so does a result.
+// collective keeps its step (processes run equally many, whatever their constants hold), and so does a result (its
+// readers read the earlier step's value; PlanSummary::merged does not count it).
 void merge_common_steps(Plan& plan) {
-  constexpr std::int64_t most_compared = 16;  // elements of a constant compared by bits: compile time stays flat
+  // Each small constant's bits are read once (copied from a device once), keyed with its type: linear in their number.
+  constexpr std::int64_t most_compared = 16;
   std::vector<int> same(plan.values.size());
-  std::vector<int> small;
+  std::unordered_map<std::string, int> constants;
   for (std::size_t v = 0; v < plan.values.size(); ++v) {
     same[v] = static_cast<int>(v);
     const PlanValue& pv = plan.values[v];
-    if (pv.kind != PlanValue::Kind::constant || numel(pv.shape) > most_compared) continue;
-    const auto equal = std::find_if(small.begin(), small.end(), [&](int u) {
-      return same_constant_values(plan, u, static_cast<int>(v), false, most_compared);
-    });
-    if (equal != small.end()) {
-      same[v] = *equal;
-      ++plan.summary.merged;
-    } else {
-      small.push_back(static_cast<int>(v));
-    }
+    if (pv.kind != PlanValue::Kind::constant || pv.batched || numel(pv.shape) > most_compared) continue;
+    std::string bits(static_cast<std::size_t>(numel(pv.shape)) * size_of(pv.dtype), '\0');
+    if (pv.constant.device() == Device::cpu())
+      std::memcpy(bits.data(), pv.constant.raw_data(), bits.size());
+    else
+      backend_for(pv.constant.device()).to_host(bits.data(), pv.constant.raw_data(), bits.size());
+    const std::string key = fmt::format("{}|{}|{}|", static_cast<int>(pv.dtype), fmt::join(pv.shape, ","),
+                                        to_string(pv.constant.device())) +
+                            bits;
+    const auto [it, first] = constants.emplace(key, static_cast<int>(v));
+    if (first) continue;
+    same[v] = it->second;
+    ++plan.summary.merged;
   }
+  std::vector<bool> result(plan.values.size(), false);
+  for (int v : plan.outputs) result[static_cast<std::size_t>(v)] = true;
   std::unordered_map<std::string, int> made;
   for (PlanStep& s : plan.steps) {
     for (int& v : s.in) v = same[static_cast<std::size_t>(v)];
@@ -172,10 +175,11 @@ void merge_common_steps(Plan& plan) {
     const auto [it, first] = made.emplace(step_key(s.op, s.attrs, s.in), s.out);
     if (first) continue;
     same[static_cast<std::size_t>(s.out)] = it->second;
-    ++plan.summary.merged;
+    if (!result[static_cast<std::size_t>(s.out)]) ++plan.summary.merged;
   }
 }
 
+// Keeps the steps the outputs need, renumbering producers.
 void eliminate_dead_steps(Plan& plan) {
   std::vector<bool> live(plan.values.size(), false);
   for (int v : plan.outputs) live[static_cast<std::size_t>(v)] = true;
@@ -472,6 +476,65 @@ bool diagonal_constant(const PlanValue& v) {
 }
 
 }  // namespace
+
+// sum(op(U) W * C, rows) with op(U) n x r, r <= 4 -> sum(W * (op(U)^T C), rows): a low-rank cotangent times a matrix,
+// elementwise times another, summed over rows, as the gradient of F diag(p^2) F^T's p has it (op(U) W = A_bar F for a
+// rank-2 A_bar, C = F). The first writes the n x m product, reads it back with C and writes and reads their product;
+// the second reads C once for an r x m product. Equal up to rounding (the n r terms of an entry are added in another
+// order). Runs before eliminate_dead_steps, which drops the n x m steps, and before merge_common_steps.
+void contract_low_rank_row_sums(Plan& plan) {
+  constexpr std::int64_t most_rank = 4;
+  const Axes rows = {0};
+  std::vector<int> readers = reader_counts(plan);
+  const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& total = plan.steps[i];
+    if (!is_sum_over(*total.op, total.attrs, rows)) continue;
+    const int q = total.in[0];
+    const PlanValue qv = value(q);
+    if (qv.kind != PlanValue::Kind::computed || qv.shape.size() != 2 || readers[static_cast<std::size_t>(q)] != 1)
+      continue;
+    const auto at = static_cast<std::size_t>(qv.producer);
+    const PlanStep times = plan.steps[at];
+    if (times.op->name != "mul" || times.in.size() != 2 || times.in[0] == times.in[1]) continue;
+    for (std::size_t side = 0; side < 2; ++side) {
+      const int p = times.in[side], c = times.in[1 - side];
+      const PlanValue& pv = value(p);
+      if (pv.kind != PlanValue::Kind::computed || readers[static_cast<std::size_t>(p)] != 1 || pv.shape != qv.shape ||
+          value(c).shape != qv.shape || value(c).dtype != qv.dtype)
+        continue;
+      const PlanStep& product = plan.steps[static_cast<std::size_t>(pv.producer)];
+      if (product.op != &matmul_op) continue;
+      const MatmulTransposes flags = matmul_transposes(product.attrs);
+      const int u = product.in[0], w = product.in[1];
+      const Shape &us = value(u).shape, &ws = value(w).shape;
+      if (flags.b || us.size() != 2 || ws.size() != 2 || value(w).dtype != qv.dtype) continue;
+      const std::int64_t rank = flags.a ? us[0] : us[1];
+      if (rank > most_rank || ws != Shape{rank, qv.shape[1]}) continue;
+      const Attrs thin = matmul_attrs({!flags.a, false});
+      const Operand ut_c = infer_output(matmul_op, {value(u).operand(), value(c).operand()}, thin);
+      if (ut_c.shape != ws || ut_c.dtype != qv.dtype) continue;
+      const Operand scaled = infer_output(*times.op, {value(w).operand(), ut_c}, times.attrs);
+      if (scaled.shape != ws || scaled.dtype != qv.dtype) continue;
+      // op(U)^T C where the elementwise product was (C may be made after the first product), then W times it.
+      plan.values.emplace_back(PlanValue::Kind::computed, ut_c.dtype, ut_c.shape, ut_c.batched);
+      const int ut_c_value = static_cast<int>(plan.values.size()) - 1;
+      plan.values.emplace_back(PlanValue::Kind::computed, scaled.dtype, scaled.shape, scaled.batched);
+      const int scaled_value = static_cast<int>(plan.values.size()) - 1;
+      plan.steps[at] = PlanStep{&matmul_op, thin, {u, c}, ut_c_value};
+      plan.values[static_cast<std::size_t>(times.out)].producer = -1;  // no step makes it any more
+      plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(at) + 1,
+                        PlanStep{times.op, times.attrs, {w, ut_c_value}, scaled_value});
+      ++i;  // the sum, one step down
+      plan.steps[i].in[0] = scaled_value;
+      for (std::size_t k = 0; k < plan.steps.size(); ++k)
+        plan.values[static_cast<std::size_t>(plan.steps[k].out)].producer = static_cast<int>(k);
+      readers = reader_counts(plan);
+      ++plan.summary.row_sums_contracted;
+      break;
+    }
+  }
+}
 
 // matmul(a, b) + D -> matmul_add_diagonal(a, b, D) when D is a captured diagonal matrix (eye(n),
 // c I, diag(v)) and the add is the product's only reader: the diagonal goes into the product's

@@ -12,6 +12,15 @@ namespace vt::detail {
 namespace {
 
 // ---------------------------------------------------------------- graph -> steps (with CSE)
+}  // namespace
+
+std::string step_key(const OpDef* op, const Attrs& attrs, const std::vector<int>& in) {
+  return fmt::format("{}|{}|{}|{}", static_cast<const void*>(op), fmt::join(in, ","), fmt::join(attrs.ints, ","),
+                     fmt::join(attrs.reals, ","));
+}
+
+namespace {
+
 class Builder {
  public:
   explicit Builder(Plan& plan) : plan_(plan) {}
@@ -143,6 +152,7 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
   reassociate_matmuls(*plan);
   mark_symmetric_products(*plan);
   fold_diagonal_adds(*plan);
+  contract_low_rank_row_sums(*plan);
   move_scalings_out_of_symmetric_sums(*plan);
   merge_common_steps(*plan);
   eliminate_dead_steps(*plan);

@@ -150,6 +150,7 @@ void fold_transposes_into_matmuls(Plan& plan);
 void reassociate_matmuls(Plan& plan);
 void mark_symmetric_products(Plan& plan);
 void fold_diagonal_adds(Plan& plan);
+void contract_low_rank_row_sums(Plan& plan);
 void move_scalings_out_of_symmetric_sums(Plan& plan);
 void merge_common_steps(Plan& plan);
 void eliminate_dead_steps(Plan& plan);
