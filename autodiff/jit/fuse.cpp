@@ -35,8 +35,9 @@ namespace vt::detail {
 namespace {
 
 // Elements per tile: a few buffers of 32 KB (float64) fit in L1/L2 while the per-kernel overhead stays small against
-// the tile's work (runs over a lower triangle take pieces of twice that: strip_rows, below). A multiple of cpu::sum_lanes that divides cpu::sum_segment, so that flat tiles never straddle a
-// segment of the reduce kernel and keep its lanes aligned.
+// the tile's work (runs over a lower triangle take pieces of twice that: strip_rows, below). A multiple of
+// cpu::sum_lanes that divides cpu::sum_segment, so that flat tiles never straddle a segment of the reduce kernel and
+// keep its lanes aligned.
 constexpr std::int64_t tile_elements = 4096;
 static_assert(cpu::sum_segment % tile_elements == 0 && tile_elements % cpu::sum_lanes == 0);
 // Below this many elements a call runs its steps one by one (one tile would be the whole output).
