@@ -14,17 +14,22 @@ using vt::testing::require_close;
 namespace {
 
 gp::Series co2() { return gp::read_csv(std::string(VTAPE_EXAMPLE_DATA) + "/co2_monthly.csv"); }
+
+// The series' values less their mean, as the example fits them.
+Tensor centred(const gp::Series& s) {
+  double mean = 0;
+  for (double v : s.y) mean += v / static_cast<double>(s.y.size());
+  std::vector<double> c;
+  for (double v : s.y) c.push_back(v - mean);
+  return Tensor::from_vector(c, {static_cast<std::int64_t>(c.size())});
+}
 }  // namespace
 
 TEST_CASE("the CO2 log marginal likelihood and its gradient match scikit-learn", "[gp]") {
   const gp::Series s = co2();
   REQUIRE(s.t.size() == 521);
-  double mean = 0;
-  for (double v : s.y) mean += v / static_cast<double>(s.y.size());
-  std::vector<double> centred;
-  for (double v : s.y) centred.push_back(v - mean);
   const gp::Inputs x(s.t);
-  const Tensor y = Tensor::from_vector(centred, {521});
+  const Tensor y = centred(s);
   const Tensor theta = load_npy(std::string(VTAPE_TEST_DATA) + "/co2/theta.npy");
   const auto [lml, g] = value_and_grad([&](const Tensor& t) { return gp::log_marginal_likelihood(t, x, y); })(theta);
   CHECK(lml.item() == Approx(load_npy(std::string(VTAPE_TEST_DATA) + "/co2/lml.npy").item()).epsilon(1e-10));
@@ -34,12 +39,8 @@ TEST_CASE("the CO2 log marginal likelihood and its gradient match scikit-learn",
 TEST_CASE("the CO2 likelihood's jitted gradient makes two passes over n x n memory and matches scikit-learn",
           "[gp][jit]") {
   const gp::Series s = co2();
-  double mean = 0;
-  for (double v : s.y) mean += v / static_cast<double>(s.y.size());
-  std::vector<double> centred;
-  for (double v : s.y) centred.push_back(v - mean);
   const gp::Inputs x(s.t);
-  const Tensor y = Tensor::from_vector(centred, {521});
+  const Tensor y = centred(s);
   const Tensor theta = load_npy(std::string(VTAPE_TEST_DATA) + "/co2/theta.npy");
   const auto step = jit(value_and_grad([&](const Tensor& t) { return gp::log_marginal_likelihood(t, x, y); }));
   // One run builds K from the distances (over its lower triangle), one forms K_bar and its 11 contractions: the
