@@ -511,16 +511,28 @@ void fuse_elementwise(Plan &plan) {
   // Runs too small to be tiled (a hyperparameter's few steps) between two runs of one shape do not keep them apart:
   // they become steps between them, run before or after the tiles.
   auto tiny = [&](const FusedGroup &g) { return numel(shape_of(plan, g)) < min_elements; };
-  for (FusedGroup &r : runs) {
-    r.lower_triangle = by_lower_triangle(plan, r, symmetric);  // a merged group's, since only equals merge
-    std::size_t t = groups.size();
+  auto skip_tiny = [&](std::size_t t, const FusedGroup &r) {
     while (
         t > 0 && tiny(groups[t - 1]) &&
         (shape_of(plan, groups[t - 1]) != shape_of(plan, r) || batched_of(plan, groups[t - 1]) != batched_of(plan, r)))
       --t;
-    // A run by the lower triangle and one that is not stay apart: joined, both would run whole.
-    if (t > 0 && groups[t - 1].lower_triangle == r.lower_triangle &&
-        can_merge(plan, groups[t - 1], r, internal, early, late)) {
+    return t;
+  };
+  // A run by the lower triangle and one that is not stay apart: joined, both would run whole.
+  auto joins = [&](std::size_t t, const FusedGroup &r) {
+    return t > 0 && groups[t - 1].lower_triangle == r.lower_triangle &&
+           can_merge(plan, groups[t - 1], r, internal, early, late);
+  };
+  for (FusedGroup &r : runs) {
+    r.lower_triangle = by_lower_triangle(plan, r, symmetric);  // a merged group's, since only equals merge
+    std::size_t t = skip_tiny(groups.size(), r);
+    bool join = joins(t, r);
+    // A lone step that cannot take r in stays a step between runs: r may still join the run before it.
+    if (!join && t > 0 && groups[t - 1].tiled.size() == 1) {
+      t = skip_tiny(t - 1, r);
+      join = joins(t, r);
+    }
+    if (join) {
       groups.resize(t);
       FusedGroup &g = groups.back();
       g.before.insert(g.before.end(), early.begin(), early.end());

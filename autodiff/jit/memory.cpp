@@ -73,14 +73,14 @@ void plan_memory(Plan& plan) {
       if (!(s.op->handle_inputs >> k & 1u) || s.op->aliases_input)
         last_read[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(s.in[k])].root)] = static_cast<int>(i);
   }
-  // Values of a few bytes (a hyperparameter, a sum) get arenas of their own, after the large values': a small value
-  // placed in a large one's freed buffer would tie the steps around it to the plan's order, and the fused runs
-  // (fuse.cpp) could no longer run a later run's tiles before a scalar step that reads it.
+  // Values of a few bytes (a hyperparameter, a sum) get arenas of their own, after the large values', and buffers never
+  // reused: a small value placed in another's freed buffer would tie the steps around it to the plan's order, and the
+  // fused runs (fuse.cpp) could no longer run a later run's tiles before the scalar steps between (64 bytes a value).
   Arena batched, fixed, small_batched, small_fixed;
   constexpr std::int64_t small_bytes = 256;
+  auto small = [&](const PlanValue& v) { return aligned(v.bytes()) <= small_bytes; };
   auto arena_of = [&](const PlanValue& v) -> Arena& {
-    const bool small = aligned(v.bytes()) <= small_bytes;
-    return v.batched ? (small ? small_batched : batched) : (small ? small_fixed : fixed);
+    return v.batched ? (small(v) ? small_batched : batched) : (small(v) ? small_fixed : fixed);
   };
   auto in_arena = [&](const PlanValue& v) { return v.kind == PlanValue::Kind::computed && !v.output_buffer; };
   // The buffers to free after each step: their last read, or their making when never read.
@@ -118,16 +118,14 @@ void plan_memory(Plan& plan) {
     }
     for (int v : dies_after[i]) {
       PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
-      if (handed_over[static_cast<std::size_t>(v)] || pv.offset < 0) continue;
+      if (handed_over[static_cast<std::size_t>(v)] || pv.offset < 0 || small(pv)) continue;
       arena_of(pv).release(pv.offset, aligned(pv.bytes()));
     }
   }
   // The small values' offsets, past the large ones'.
   for (std::size_t v = 0; v < plan.values.size(); ++v) {
     PlanValue& pv = plan.values[v];
-    if (static_cast<int>(v) != pv.root || !in_arena(pv) || pv.offset < 0 || &arena_of(pv) == &batched ||
-        &arena_of(pv) == &fixed)
-      continue;
+    if (static_cast<int>(v) != pv.root || !in_arena(pv) || pv.offset < 0 || !small(pv)) continue;
     pv.offset += pv.batched ? batched.size() : fixed.size();
   }
   plan.arena_batched = checked_add(batched.size(), small_batched.size(), "jit", "the plan's memory");

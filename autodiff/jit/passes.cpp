@@ -154,7 +154,9 @@ void merge_common_steps(Plan& plan) {
     const PlanValue& pv = plan.values[v];
     if (pv.kind != PlanValue::Kind::constant || pv.batched || numel(pv.shape) > most_compared) continue;
     std::string bits(static_cast<std::size_t>(numel(pv.shape)) * size_of(pv.dtype), '\0');
-    if (pv.constant.device() == Device::cpu())
+    if (bits.empty())
+      ;  // no bits to read: its dtype and shape are the key
+    else if (pv.constant.device() == Device::cpu())
       std::memcpy(bits.data(), pv.constant.raw_data(), bits.size());
     else
       backend_for(pv.constant.device()).to_host(bits.data(), pv.constant.raw_data(), bits.size());
@@ -481,7 +483,9 @@ bool diagonal_constant(const PlanValue& v) {
 // elementwise times another, summed over rows, as the gradient of F diag(p^2) F^T's p has it (op(U) W = A_bar F for a
 // rank-2 A_bar, C = F). The first writes the n x m product, reads it back with C and writes and reads their product;
 // the second reads C once for an r x m product. Equal up to rounding (the n r terms of an entry are added in another
-// order). Runs before eliminate_dead_steps, which drops the n x m steps, and before merge_common_steps.
+// order); with non-finite values, as with any reassociation, a result may be NaN where eager's is +-Inf (a zero of W
+// times an infinite U^T C), or the reverse. Runs before eliminate_dead_steps, which drops the n x m steps, and before
+// merge_common_steps.
 void contract_low_rank_row_sums(Plan& plan) {
   constexpr std::int64_t most_rank = 4;
   const Axes rows = {0};
