@@ -14,6 +14,17 @@ using namespace vt;
 
 namespace {
 
+// f() run on n OpenMP threads, the thread count restored after (also when f throws).
+template <class F>
+auto on_threads(int n, F &&f) {
+  struct Restore {
+    int threads = omp_get_max_threads();
+    ~Restore() { omp_set_num_threads(threads); }
+  } restore;
+  omp_set_num_threads(n);
+  return f();
+}
+
 template <class T>
 void require_bitwise(const Tensor &got, const Tensor &want) {
   REQUIRE(got.shape() == want.shape());
@@ -145,12 +156,8 @@ TEST_CASE("fused runs next to steps that alias and values that die inside the ru
 TEST_CASE("fused runs give the same bits at any thread count", "[jit][fuse]") {
   const Tensor x = randn({700, 300}, 15), row = randn({300}, 16), col = randn({700, 1}, 17);
   auto f = jit([](const Tensor &a, const Tensor &r, const Tensor &c) { return chain(a, r, c); });
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const Tensor one = f(x, row, col);
-  omp_set_num_threads(4);
-  const Tensor four = f(x, row, col);
-  omp_set_num_threads(threads);
+  const Tensor one = on_threads(1, [&] { return f(x, row, col); });
+  const Tensor four = on_threads(4, [&] { return f(x, row, col); });
   require_bitwise(one, four);
   require_bitwise(one, chain(x, row, col));
 }
@@ -232,12 +239,8 @@ namespace {
 template <class F, class... Args>
 void require_bitwise_at_any_thread_count(F &&fn, const Args &...args) {
   auto f = jit(fn);
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const auto one = f(args...);
-  omp_set_num_threads(4);
-  const auto four = f(args...);
-  omp_set_num_threads(threads);
+  const auto one = on_threads(1, [&] { return f(args...); });
+  const auto four = on_threads(4, [&] { return f(args...); });
   const auto want = fn(args...);
   require_bitwise(one, want);
   require_bitwise(four, want);
@@ -370,13 +373,10 @@ TEST_CASE("gradients through fused contractions match central differences and th
 
 TEST_CASE("a sum of many elements is the same at any thread count and close to an exact sum", "[fuse][reduce]") {
   const Tensor x = randn({3, 70001}, 34);
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const Tensor one = sum(x), rows = sum(x, {1});
-  omp_set_num_threads(4);
-  require_bitwise(sum(x), one);
-  require_bitwise(sum(x, {1}), rows);
-  omp_set_num_threads(threads);
+  const auto [one, rows] = on_threads(1, [&] { return std::pair{sum(x), sum(x, {1})}; });
+  const auto [one_on_four, rows_on_four] = on_threads(4, [&] { return std::pair{sum(x), sum(x, {1})}; });
+  require_bitwise(one_on_four, one);
+  require_bitwise(rows_on_four, rows);
   const std::vector<double> v = x.to_vector<double>();
   long double exact = 0;
   for (double e : v) exact += e;
@@ -417,10 +417,7 @@ TEST_CASE("runs on symmetric matrices compute the lower triangle: matrices bitwi
       CHECK(fm.compile(as_batch(thetas)).fused_lower >= 8);
       for (int threads : {1, 3}) {
         // Eager too at this thread count: Eigen blocks a large product by its thread count.
-        const int before = omp_get_max_threads();
-        omp_set_num_threads(threads);
-        const std::vector<Tensor> got = fm(thetas), want = vmap(matrices)(thetas);
-        omp_set_num_threads(before);
+        const auto [got, want] = on_threads(threads, [&] { return std::pair{fm(thetas), vmap(matrices)(thetas)}; });
         require_bitwise(got[0], want[0]);
         require_bitwise(got[1], want[1]);
       }
@@ -432,12 +429,8 @@ TEST_CASE("runs on symmetric matrices compute the lower triangle: matrices bitwi
       };
       const auto fs = jit(vmap(sums));
       CHECK(fs.compile(as_batch(thetas)).fused_lower >= 8);
-      const int before = omp_get_max_threads();
-      omp_set_num_threads(1);
-      const Tensor one = fs(thetas);
-      omp_set_num_threads(4);
-      const Tensor four = fs(thetas);
-      omp_set_num_threads(before);
+      const Tensor one = on_threads(1, [&] { return fs(thetas); });
+      const Tensor four = on_threads(4, [&] { return fs(thetas); });
       require_bitwise(one, four);
       const std::vector<double> got = astype(one, DType::f64).to_vector<double>();
       const std::vector<double> exact = astype(vmap(sums)(thetas), DType::f64).to_vector<double>();
@@ -534,12 +527,8 @@ TEST_CASE("scalings of a symmetric matrix move out of its sums; other sums keep 
   auto symmetric = [&](const Tensor &theta) { return fn(s, w, theta); };
   const PlanSummary summary = jit(vmap(symmetric)).compile(as_batch(thetas));
   CHECK(summary.scalings_moved >= 4);
-  const int before = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const Tensor one = jit(vmap(symmetric))(thetas);
-  omp_set_num_threads(3);
-  const Tensor three = jit(vmap(symmetric))(thetas);
-  omp_set_num_threads(before);
+  const Tensor one = on_threads(1, [&] { return jit(vmap(symmetric))(thetas); });
+  const Tensor three = on_threads(3, [&] { return jit(vmap(symmetric))(thetas); });
   require_bitwise(one, three);
   const std::vector<double> got = one.to_vector<double>(), want = vmap(symmetric)(thetas).to_vector<double>();
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 1e-12 * std::abs(want[i]));
@@ -596,12 +585,8 @@ TEST_CASE("jit merges steps that equal captured numbers or its own rewrites make
   const PlanSummary rewritten = jit(vmap(moved)).compile(as_batch(thetas));
   CHECK(rewritten.scalings_moved >= 1);
   CHECK(rewritten.kernels <= jit(vmap(by_hand)).compile(as_batch(thetas)).kernels);
-  const int before = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const Tensor one = jit(vmap(moved))(thetas);
-  omp_set_num_threads(3);
-  const Tensor three = jit(vmap(moved))(thetas);
-  omp_set_num_threads(before);
+  const Tensor one = on_threads(1, [&] { return jit(vmap(moved))(thetas); });
+  const Tensor three = on_threads(3, [&] { return jit(vmap(moved))(thetas); });
   require_bitwise(one, three);
   const std::vector<double> got = one.to_vector<double>(), want = vmap(moved)(thetas).to_vector<double>();
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 1e-12 * std::abs(want[i]));

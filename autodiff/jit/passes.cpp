@@ -20,6 +20,18 @@ namespace vt::detail {
 
 namespace {
 
+// A value of type t that a pass's new step makes (its producer: the step's index, or renumber_producers).
+int add_value(Plan& plan, const Operand& t) {
+  plan.values.emplace_back(PlanValue::Kind::computed, t.dtype, t.shape, t.batched);
+  return static_cast<int>(plan.values.size()) - 1;
+}
+
+// Every step's output's producer, after a pass inserted or replaced steps in place.
+void renumber_producers(Plan& plan) {
+  for (std::size_t k = 0; k < plan.steps.size(); ++k)
+    plan.values[static_cast<std::size_t>(plan.steps[k].out)].producer = static_cast<int>(k);
+}
+
 std::vector<int> reader_counts(const Plan& plan) {
   std::vector<int> readers(plan.values.size(), 0);
   for (const PlanStep& s : plan.steps)
@@ -123,8 +135,7 @@ void reassociate_matmuls(Plan& plan) {
       std::vector<Operand> types;
       for (int v : first) types.push_back(plan.values[static_cast<std::size_t>(v)].operand());
       const Operand t = infer_output(*s.op, types, first_attrs);
-      plan.values.emplace_back(PlanValue::Kind::computed, t.dtype, t.shape, t.batched);
-      const int tid = static_cast<int>(plan.values.size()) - 1;
+      const int tid = add_value(plan, t);
       plan.values.back().producer = static_cast<int>(steps.size());
       steps.push_back({s.op, first_attrs, first, tid});
       s.in = side == 0 ? std::vector<int>{p.value, tid} : std::vector<int>{tid, q.value};
@@ -521,18 +532,14 @@ void contract_low_rank_row_sums(Plan& plan) {
       const Operand scaled = infer_output(*times.op, {value(w).operand(), ut_c}, times.attrs);
       if (scaled.shape != ws || scaled.dtype != qv.dtype) continue;
       // op(U)^T C where the elementwise product was (C may be made after the first product), then W times it.
-      plan.values.emplace_back(PlanValue::Kind::computed, ut_c.dtype, ut_c.shape, ut_c.batched);
-      const int ut_c_value = static_cast<int>(plan.values.size()) - 1;
-      plan.values.emplace_back(PlanValue::Kind::computed, scaled.dtype, scaled.shape, scaled.batched);
-      const int scaled_value = static_cast<int>(plan.values.size()) - 1;
+      const int ut_c_value = add_value(plan, ut_c), scaled_value = add_value(plan, scaled);
       plan.steps[at] = PlanStep{&matmul_op, thin, {u, c}, ut_c_value};
       plan.values[static_cast<std::size_t>(times.out)].producer = -1;  // no step makes it any more
       plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(at) + 1,
                         PlanStep{times.op, times.attrs, {w, ut_c_value}, scaled_value});
       ++i;  // the sum, one step down
       plan.steps[i].in[0] = scaled_value;
-      for (std::size_t k = 0; k < plan.steps.size(); ++k)
-        plan.values[static_cast<std::size_t>(plan.steps[k].out)].producer = static_cast<int>(k);
+      renumber_producers(plan);
       readers = reader_counts(plan);
       ++plan.summary.row_sums_contracted;
       break;
@@ -630,14 +637,11 @@ void move_scalings_out_of_symmetric_sums(Plan& plan) {
       PlanStep outer = scale;
       outer.out = plan.steps[sum].out;
       if (reshaped) {
-        plan.values.emplace_back(PlanValue::Kind::computed, factor.dtype, factor.shape, factor.batched);
-        added.push_back(PlanStep{&reshape_op, reshape_attrs(total.shape), {sc.factor}, 0});
-        added.back().out = static_cast<int>(plan.values.size()) - 1;
+        added.push_back(PlanStep{&reshape_op, reshape_attrs(total.shape), {sc.factor}, add_value(plan, factor)});
         for (int& v : outer.in)
           if (v == sc.factor) v = added.back().out;
       }
-      plan.values.emplace_back(PlanValue::Kind::computed, total.dtype, total.shape, total.batched);
-      const int unscaled_total = static_cast<int>(plan.values.size()) - 1;
+      const int unscaled_total = add_value(plan, total);
       for (int& v : outer.in)
         if (v == sc.scaled) v = unscaled_total;
       added.push_back(outer);
@@ -645,8 +649,7 @@ void move_scalings_out_of_symmetric_sums(Plan& plan) {
       for (int& v : plan.steps[first].in)
         if (v == scale.out) v = sc.scaled;
       plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(sum) + 1, added.begin(), added.end());
-      for (std::size_t k = 0; k < plan.steps.size(); ++k)
-        plan.values[static_cast<std::size_t>(plan.steps[k].out)].producer = static_cast<int>(k);
+      renumber_producers(plan);
       ++plan.summary.scalings_moved;
       moved = true;
     }

@@ -9,11 +9,7 @@
 
 namespace vt::detail {
 
-namespace {
-
 // ---------------------------------------------------------------- graph -> steps (with CSE)
-}  // namespace
-
 std::string step_key(const OpDef* op, const Attrs& attrs, const std::vector<int>& in) {
   return fmt::format("{}|{}|{}|{}", static_cast<const void*>(op), fmt::join(in, ","), fmt::join(attrs.ints, ","),
                      fmt::join(attrs.reals, ","));
