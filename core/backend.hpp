@@ -157,9 +157,11 @@ class Backend {
 
   virtual void gemm(const GemmArgs& args) = 0;
   // l_i = the lower Cholesky factor of a_i (reading a_i's lower triangle; l may equal a), strict
-  // upper triangle 0. A matrix that is not positive definite is dealt with as `failure` says.
+  // upper triangle 0. With `lower_only`, the caller reads only l_i's lower triangle, so a backend may
+  // leave the strict upper one as it was (or ignore the flag). A matrix that is not positive
+  // definite is dealt with as `failure` says.
   virtual void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
-                        std::int64_t stride_l, const FactorFailure& failure) = 0;
+                        std::int64_t stride_l, bool lower_only, const FactorFailure& failure) = 0;
   virtual void trsm(const TrsmArgs& args) = 0;
   // Reverse mode of the factorization, in place (Murray 2016, blocked): g holds the cotangent of
   // each lower factor L_i on entry and the symmetric cotangent of A_i on exit.

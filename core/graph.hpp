@@ -165,6 +165,10 @@ struct OpDef {
   // Bit i set: the forward never reads input i's data (it is there for the adjoint or the type),
   // so a plan need not keep that buffer alive for this use.
   std::uint32_t handle_inputs = 0;
+  // Bit i set: of input i's matrices (its last two axes), the forward reads only the lower triangle,
+  // diagonal included (a factorization's A, a solve's factor), on every backend: a plan may leave
+  // the strict upper triangle unwritten where every reader is so.
+  std::uint32_t lower_triangle_inputs = 0;
   // When set, the output lives on this device rather than the inputs' (to_device); the forward
   // gets that device's backend.
   Device (*output_device)(const Attrs& attrs) = nullptr;

@@ -59,7 +59,8 @@ const OpDef cho_solve_op{.name = "cho_solve",
                              },
                          .forward = cho_solve_forward,
                          .adjoint = cho_solve_adjoint,
-                         .handle_inputs = 0b001};  // A: for the adjoint only
+                         .handle_inputs = 0b001,           // A: for the adjoint only
+                         .lower_triangle_inputs = 0b010};  // L
 
 Tensor cho_solve_raw(const Tensor& a, const Tensor& l, const Tensor& b) {
   return apply(cho_solve_op, {a, l, astype(b, a.dtype())});

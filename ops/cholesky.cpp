@@ -1,4 +1,6 @@
 // Cholesky family: cholesky, cholesky_checked, cho_factor. Shape rule, forward, adjoint.
+#include "cholesky.hpp"
+
 #include <cmath>
 
 #include "../core/graph.hpp"
@@ -16,6 +18,13 @@ namespace vt {
 
 namespace {
 
+// `lower_only`: every reader of the factor reads only its lower triangle (set by jit's
+// mark_lower_only_outputs; eager factors always have zeros above the diagonal).
+struct FactorAttrs {
+  bool lower_only = false;
+  auto fields() { return std::tie(lower_only); }
+};
+
 ExampleType square_type(const std::vector<ExampleType>& in, std::string_view op) {
   check_square(op, in[0].shape);
   return in[0];
@@ -26,8 +35,10 @@ ExampleType square_type(const std::vector<ExampleType>& in, std::string_view op)
 void factor_forward(const KernelArgs& k, bool checked) {
   const std::int64_t n = k.out.shape.back();
   const std::int64_t count = n == 0 ? 0 : numel(k.out.shape) / (n * n);
+  const bool lower_only = unpack_attrs<FactorAttrs>(k.attrs).lower_only;
   if (checked) {
-    k.backend.cholesky(k.out.dtype, count, n, k.in[0].data, n * n, k.out.data, n * n, FactorFailure::poisoning());
+    k.backend.cholesky(k.out.dtype, count, n, k.in[0].data, n * n, k.out.data, n * n, lower_only,
+                       FactorFailure::poisoning());
     return;
   }
   // The backend may call this after the op returns (a GPU finds out asynchronously): it keeps
@@ -42,7 +53,7 @@ void factor_forward(const KernelArgs& k, bool checked) {
                     op, at.where, n, n, minor),
         at.example, minor);
   };
-  k.backend.cholesky(k.out.dtype, count, n, k.in[0].data, n * n, k.out.data, n * n,
+  k.backend.cholesky(k.out.dtype, count, n, k.in[0].data, n * n, k.out.data, n * n, lower_only,
                      FactorFailure::raising(std::move(report)));
 }
 
@@ -87,7 +98,8 @@ constexpr OpDef factor_op() {
           .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, Name); },
           .forward = [](const KernelArgs& k) { factor_forward(k, Checked); },
           .adjoint = cholesky_adjoint,
-          .in_place = true};
+          .in_place = true,
+          .lower_triangle_inputs = 0b1};
 }
 
 constexpr char cholesky_name[] = "cholesky", cho_factor_name[] = "cho_factor",
@@ -98,12 +110,18 @@ const OpDef cholesky_checked_op = factor_op<cholesky_checked_name, true>();
 
 }  // namespace
 
-Tensor cholesky(const Tensor& a) { return apply(cholesky_op, {a}); }
+bool is_cholesky_factorization(const OpDef& op) {
+  return &op == &cholesky_op || &op == &cho_factor_op || &op == &cholesky_checked_op;
+}
 
-CholeskyFactor cho_factor(const Tensor& a) { return {a, apply(cho_factor_op, {a})}; }
+Attrs factor_attrs(bool lower_only) { return pack_attrs(FactorAttrs{lower_only}); }
+
+Tensor cholesky(const Tensor& a) { return apply(cholesky_op, {a}, factor_attrs(false)); }
+
+CholeskyFactor cho_factor(const Tensor& a) { return {a, apply(cho_factor_op, {a}, factor_attrs(false))}; }
 
 CheckedCholesky cholesky_checked(const Tensor& a) {
-  const Tensor l = apply(cholesky_checked_op, {a});
+  const Tensor l = apply(cholesky_checked_op, {a}, factor_attrs(false));
   // A failed example's diagonal is NaN from the failing minor on: count those entries.
   const Tensor d = stop_gradient(diagonal(l));
   const Tensor failed = sum(1.0 - equal(d, d), {-1});

@@ -39,7 +39,8 @@ const OpDef cholesky_inverse_op{
           const MatrixOperand l = matrix_operand(k.backend, k.in[0], batch, n, n, scratch, k.batched);
           k.backend.cholesky_inverse(k.out.dtype, numel(batch), n, l.data, l.stride, k.out.data, n * n);
         },
-    .adjoint = nullptr};
+    .adjoint = nullptr,
+    .lower_triangle_inputs = 0b1};
 
 std::vector<Tensor> logdet_adjoint(const Node& node, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
   const Tensor& a = node.inputs[0];
@@ -61,7 +62,8 @@ const OpDef logdet_op{.name = "logdet",
                           },
                       .forward = logdet_forward,
                       .adjoint = logdet_adjoint,
-                      .handle_inputs = 0b01};  // A: for the adjoint only
+                      .handle_inputs = 0b01,           // A: for the adjoint only
+                      .lower_triangle_inputs = 0b10};  // L: its diagonal
 
 }  // namespace
 

@@ -25,8 +25,8 @@ MatmulTransposes matmul_transposes(const Attrs& attrs);
 // forward then lets the backend compute one triangle and mirror it (GemmArgs::symmetric). Never set
 // by user code, so the mark changes neither eager results nor the attributes CSE compares.
 bool matmul_symmetric(const Attrs& attrs);
-// And a pass (mark_lower_only_products) marks a symmetric product whose readers all read only its
-// lower triangle (a Cholesky factorization): the backend may leave the strict upper triangle
+// And a pass (mark_lower_only_outputs) marks a symmetric product whose readers all read only its
+// lower triangle (a Cholesky factorization, a handle): the backend may leave the strict upper triangle
 // unwritten (GemmArgs::lower_only).
 bool matmul_lower_only(const Attrs& attrs);
 Attrs matmul_attrs(MatmulTransposes transposes, bool symmetric = false, bool lower_only = false);

@@ -39,8 +39,8 @@ class ForwardingBackend : public Backend {
   }
   void gemm(const GemmArgs& args) override { cpu().gemm(args); }
   void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
-                std::int64_t stride_l, const FactorFailure& failure) override {
-    cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, failure);
+                std::int64_t stride_l, bool lower_only, const FactorFailure& failure) override {
+    cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, lower_only, failure);
   }
   void trsm(const TrsmArgs& args) override { cpu().trsm(args); }
   void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,

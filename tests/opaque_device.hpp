@@ -109,15 +109,17 @@ class OpaqueDevice final : public Backend {
     enqueue([a] { cpu().gemm(a); });
   }
   void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
-                std::int64_t stride_l, const FactorFailure& failure) override {
+                std::int64_t stride_l, bool lower_only, const FactorFailure& failure) override {
     a = flip(a);
     l = flip(l);
     if (!failure.raise) {  // the CPU kernel fills the failed rows with NaN and reports nothing
-      enqueue([=] { cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure::poisoning()); });
+      enqueue(
+          [=] { cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, lower_only, FactorFailure::poisoning()); });
       return;
     }
     deferring([=, report = failure.report](Deferred& d) {
-      cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, FactorFailure::raising(first_into(d, report)));
+      cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, lower_only,
+                     FactorFailure::raising(first_into(d, report)));
     });
   }
   void gather(const View& in, const View& indices, IndexedAxis axis, const View& out,

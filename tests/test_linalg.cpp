@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "forwarding_backend.hpp"
 #include "gradcheck.hpp"
 
 using namespace vt;
@@ -363,6 +364,112 @@ TEST_CASE("cholesky_inverse kernel: (L L^T)^-1 against cho_solve and a closed fo
     }
   // No matrices: nothing is read or written.
   backend_for(Device::cpu()).cholesky_inverse(DType::f64, 0, 5, nullptr, 25, nullptr, 25);
+}
+
+TEST_CASE("cholesky kernel with lower_only: the same lower factor, the strict upper triangle left as it was",
+          "[linalg][cholesky]") {
+  Backend& cpu = backend_for(Device::cpu());
+  for (std::int64_t n : {1, 17, 130, 256}) {
+    INFO("n = " << n);
+    const Tensor a = spd({2}, n, 700 + static_cast<std::uint64_t>(n));
+    const std::vector<double> want = cholesky(a).to_vector<double>();
+    // In place, over A's lower triangle with a marker above: lower_only keeps the marker, else zeros.
+    for (bool lower_only : {false, true}) {
+      std::vector<double> work = tril(a).to_vector<double>();
+      const double marker = 7.25;
+      for (std::int64_t m = 0; m < 2; ++m)
+        for (std::int64_t i = 0; i < n; ++i)
+          for (std::int64_t j = i + 1; j < n; ++j) work[static_cast<std::size_t>((m * n + i) * n + j)] = marker;
+      cpu.cholesky(DType::f64, 2, n, work.data(), n * n, work.data(), n * n, lower_only, FactorFailure::poisoning());
+      std::int64_t lower_differs = 0, upper_kept = 0;
+      for (std::int64_t m = 0; m < 2; ++m)
+        for (std::int64_t i = 0; i < n; ++i)
+          for (std::int64_t j = 0; j < n; ++j) {
+            const auto e = static_cast<std::size_t>((m * n + i) * n + j);
+            if (j <= i)
+              lower_differs += work[e] != want[e];
+            else
+              upper_kept += work[e] == marker;
+          }
+      CHECK(lower_differs == 0);
+      CHECK(upper_kept == (lower_only ? n * (n - 1) : 0));
+    }
+  }
+}
+
+namespace {
+
+// A CPU-computing device that records each Cholesky factorization's lower_only flag.
+class FactorRecorder final : public vt::testing::ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
+                std::int64_t stride_l, bool lower_only, const FactorFailure& failure) override {
+    flags.push_back(lower_only);
+    ForwardingBackend::cholesky(dtype, count, n, a, stride_a, l, stride_l, lower_only, failure);
+  }
+  std::vector<bool> flags;
+};
+
+}  // namespace
+
+TEST_CASE("jit leaves a factor's upper triangle unwritten only when every reader reads the lower one",
+          "[linalg][cholesky][jit]") {
+  const Device recorded = Device::cuda(6);
+  FactorRecorder device(recorded);
+  const std::int64_t n = 40;
+  const Tensor a = spd({}, n, 710).to(recorded), b = randn({n}, 711).to(recorded);
+  const Tensor m = randn({n, n}, 712).to(recorded);
+  struct Case {
+    std::string name;
+    std::function<Tensor(const Tensor&)> f;
+    bool lower_only;
+  };
+  const std::vector<Case> cases = {
+      {"cho_solve", [&](const Tensor& x) { return cho_solve(cho_factor(x), b); }, true},
+      {"cho_solve and logdet, a GP's likelihood",
+       [&](const Tensor& x) {
+         const CholeskyFactor f = cho_factor(x);
+         return sum(b * cho_solve(f, b)) + logdet(f);
+       },
+       true},
+      {"its gradient (the factor's inverse)",
+       [&](const Tensor& x) {
+         return grad([&](const Tensor& y) {
+           const CholeskyFactor f = cho_factor(y);
+           return sum(b * cho_solve(f, b)) + logdet(f);
+         })(x);
+       },
+       true},
+      {"the factor a result", [&](const Tensor& x) { return cholesky(x); }, false},
+      {"the factor summed", [&](const Tensor& x) { return sum(cholesky(x)); }, false},
+      {"the factor in a product too",
+       [&](const Tensor& x) {
+         const CholeskyFactor f = cho_factor(x);
+         return cho_solve(f, b) + matmul(f.l, b);
+       },
+       false},
+      {"the factor reshaped, then solved with",
+       [&](const Tensor& x) {
+         const CholeskyFactor f = cho_factor(x);
+         return cho_solve(CholeskyFactor{f.a, reshape(reshape(f.l, {n * n}), {n, n})}, b);
+       },
+       false},
+      {"the Cholesky adjoint reads the factor",
+       [&](const Tensor& x) { return grad([&](const Tensor& y) { return sum(cholesky(y) * m); })(x); }, false},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    device.flags.clear();
+    const Tensor got = jit(c.f)(a);
+    REQUIRE(device.flags.size() == 1);
+    CHECK(device.flags[0] == c.lower_only);
+    device.flags.clear();
+    const Tensor eager = c.f(a);
+    REQUIRE(device.flags.size() == 1);
+    CHECK_FALSE(device.flags[0]);
+    CHECK(max_abs(got.to(Device::cpu()) - eager.to(Device::cpu())) <= 1e-12 * (1.0 + max_abs(eager.to(Device::cpu()))));
+  }
 }
 
 TEST_CASE("logdet's gradient is A^-1 from the factor's inverse, eager, jitted and batched", "[linalg][logdet][grad]") {

@@ -152,7 +152,7 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
   move_scalings_out_of_symmetric_sums(*plan);
   merge_common_steps(*plan);
   eliminate_dead_steps(*plan);
-  mark_lower_only_products(*plan);
+  mark_lower_only_outputs(*plan);
   for (const PlanStep& step : plan->steps) {
     // A collective's host-side message cannot be recorded for replay: such plans run directly.
     if (step.op->collective) plan->unrecordable = true;

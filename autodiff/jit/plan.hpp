@@ -154,7 +154,7 @@ void contract_low_rank_row_sums(Plan& plan);
 void move_scalings_out_of_symmetric_sums(Plan& plan);
 void merge_common_steps(Plan& plan);
 void eliminate_dead_steps(Plan& plan);
-void mark_lower_only_products(Plan& plan);
+void mark_lower_only_outputs(Plan& plan);
 // CPU plans compute a fused run whose values are all symmetric matrices of at least this order over their lower
 // triangle (fuse.cpp), and move scalings out of such matrices' sums (move_scalings_out_of_symmetric_sums).
 constexpr std::int64_t min_lower_triangle_order = 128;
@@ -174,8 +174,8 @@ class Symmetry {
   std::vector<signed char> memo_;  // by value: -1 not known yet
 };
 
-// Whether step s reads no more of its input k than the lower triangle: a Cholesky factorization's
-// matrix, or an input it only holds as a handle (cho_solve's A).
+// Whether step s reads no more of its input k than the lower triangle (OpDef::lower_triangle_inputs:
+// a Cholesky factorization's matrix, a solve's factor), or only holds it as a handle (cho_solve's A).
 bool reads_lower_triangle_only(const PlanStep& s, std::size_t k);
 void fold_constants(Plan& plan);
 // Whether captured tensors x and y hold the same bits (transposed: y = x^T, matrix by matrix); false

@@ -35,7 +35,7 @@ class CpuBackend final : public Backend {
   // Matrix kernels (matrix.cpp).
   void gemm(const GemmArgs& args) override;
   void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
-                std::int64_t stride_l, const FactorFailure& failure) override;
+                std::int64_t stride_l, bool lower_only, const FactorFailure& failure) override;
   void trsm(const TrsmArgs& args) override;
   void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
                          void* g, std::int64_t stride_g) override;

@@ -136,9 +136,9 @@ void CudaBackend::gemm(const GemmArgs& g) {
 // factors it as U^T U with U = L^T, which read row-major again is the lower factor L: the factor
 // comes back in place, with no transposing passes of ours (potrfBatched transposes internally).
 // cuSOLVER leaves the other triangle dirty (potrfBatched writes there), so one pass afterwards
-// zeroes it.
+// zeroes it, lower_only or not: on the GPU that pass is cheap.
 void CudaBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a,
-                           void* l, std::int64_t stride_l, const FactorFailure& failure) {
+                           void* l, std::int64_t stride_l, bool /*lower_only*/, const FactorFailure& failure) {
   require_floating(dtype, "cholesky");
   if (count == 0 || n == 0) return;
   auto entered = enter();

@@ -92,7 +92,8 @@ void time_kernels(std::int64_t n, int reps, std::vector<KernelRow>& rows) {
   reps = kernel_reps(reps, n);
 
   const auto [t_chol, t_llt] = median_thread_seconds(
-      reps, [&] { cpu.cholesky(dtype, 1, n, a_rows.data(), n * n, l.data(), n * n, vt::FactorFailure::poisoning()); },
+      reps,
+      [&] { cpu.cholesky(dtype, 1, n, a_rows.data(), n * n, l.data(), n * n, false, vt::FactorFailure::poisoning()); },
       [&] { llt.compute(a); });
   rows.push_back({"cholesky", name, n, 0, t_chol, t_llt});
 

@@ -1,0 +1,12 @@
+#pragma once
+// The Cholesky factorizations (cholesky, cho_factor, cholesky_checked) as jit's passes see them.
+#include "../core/graph.hpp"
+
+namespace vt {
+
+bool is_cholesky_factorization(const OpDef& op);
+// A factorization's attributes: with `lower_only`, the backend may leave the factor's strict upper
+// triangle unwritten (Backend::cholesky), for a plan in which every reader reads only the lower one.
+Attrs factor_attrs(bool lower_only);
+
+}  // namespace vt
