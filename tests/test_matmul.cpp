@@ -440,57 +440,61 @@ TEST_CASE("the CPU GEMM of a product flagged symmetric computes the full product
 // alpha and beta, with a shared B (stride 0) as the cotangents of solves have it.
 TEST_CASE("the CPU GEMM of thin products (m or k up to 4) matches a reference for every flag", "[matmul]") {
   Backend& cpu = backend_for(Device::cpu());
-  const std::int64_t count = 2, n = 37;
-  for (DType dtype : {DType::f64, DType::f32})
-    for (std::int64_t m : {1, 2, 4, 5, 40})
-      for (std::int64_t k : {1, 3, 4, 5, 70})
-        for (bool ta : {false, true})
-          for (bool tb : {false, true})
-            for (auto [alpha, beta] : {std::pair{1.0, 0.0}, {-0.5, 0.0}, {1.0, 1.0}, {2.0, -1.5}}) {
-              INFO(name_of(dtype) << " m = " << m << ", k = " << k << ", ta " << ta << ", tb " << tb << ", alpha "
-                                  << alpha << ", beta " << beta);
-              const Tensor a = ta ? randn({count, k, m}, 50, dtype) : randn({count, m, k}, 50, dtype);
-              const Tensor b = tb ? randn({n, k}, 51, dtype) : randn({k, n}, 51, dtype);
-              // A fresh buffer for the GEMM to write; NaN where beta = 0 says C is not read.
-              const Tensor c = beta == 0 ? full({count, m, n}, std::nan(""), dtype) : randn({count, m, n}, 52, dtype) * 1.0;
-              const std::vector<double> av = a.astype(DType::f64).to_vector<double>(),
-                                        bv = b.astype(DType::f64).to_vector<double>(),
-                                        c0 = c.astype(DType::f64).to_vector<double>();
-              cpu.gemm(GemmArgs{.dtype = dtype,
-                                .count = count,
-                                .m = m,
-                                .n = n,
-                                .k = k,
-                                .trans_a = ta,
-                                .trans_b = tb,
-                                .alpha = alpha,
-                                .beta = beta,
-                                .a = a.raw_data(),
-                                .stride_a = m * k,
-                                .b = b.raw_data(),
-                                .stride_b = 0,
-                                .c = const_cast<void*>(c.raw_data()),
-                                .stride_c = m * n});
-              const std::vector<double> got = c.astype(DType::f64).to_vector<double>();
-              double worst = 0;
-              for (std::int64_t e = 0; e < count; ++e)
-                for (std::int64_t i = 0; i < m; ++i)
-                  for (std::int64_t j = 0; j < n; ++j) {
-                    double dot = 0, scale = 0;
-                    for (std::int64_t l = 0; l < k; ++l) {
-                      const double x = av[static_cast<std::size_t>(e * m * k + (ta ? l * m + i : i * k + l))];
-                      const double y = bv[static_cast<std::size_t>(tb ? j * k + l : l * n + j)];
-                      dot += x * y;
-                      scale += std::fabs(x * y);
+  const std::int64_t count = 2;
+  // n: a few columns, and blocks of 32 and 8 columns with a tail (the few-row kernel's register blocks).
+  for (std::int64_t n : {7, 45})
+    for (DType dtype : {DType::f64, DType::f32})
+      for (std::int64_t m : {1, 2, 3, 4, 5, 40})
+        for (std::int64_t k : {1, 3, 4, 5, 70})
+          for (bool ta : {false, true})
+            for (bool tb : {false, true})
+              for (auto [alpha, beta] : {std::pair{1.0, 0.0}, {-0.5, 0.0}, {1.0, 1.0}, {2.0, -1.5}}) {
+                INFO(name_of(dtype) << " m = " << m << ", n = " << n << ", k = " << k << ", ta " << ta << ", tb " << tb
+                                    << ", alpha " << alpha << ", beta " << beta);
+                const Tensor a = ta ? randn({count, k, m}, 50, dtype) : randn({count, m, k}, 50, dtype);
+                const Tensor b = tb ? randn({n, k}, 51, dtype) : randn({k, n}, 51, dtype);
+                // A fresh buffer for the GEMM to write; NaN where beta = 0 says C is not read.
+                const Tensor c =
+                    beta == 0 ? full({count, m, n}, std::nan(""), dtype) : randn({count, m, n}, 52, dtype) * 1.0;
+                const std::vector<double> av = a.astype(DType::f64).to_vector<double>(),
+                                          bv = b.astype(DType::f64).to_vector<double>(),
+                                          c0 = c.astype(DType::f64).to_vector<double>();
+                cpu.gemm(GemmArgs{.dtype = dtype,
+                                  .count = count,
+                                  .m = m,
+                                  .n = n,
+                                  .k = k,
+                                  .trans_a = ta,
+                                  .trans_b = tb,
+                                  .alpha = alpha,
+                                  .beta = beta,
+                                  .a = a.raw_data(),
+                                  .stride_a = m * k,
+                                  .b = b.raw_data(),
+                                  .stride_b = 0,
+                                  .c = const_cast<void*>(c.raw_data()),
+                                  .stride_c = m * n});
+                const std::vector<double> got = c.astype(DType::f64).to_vector<double>();
+                double worst = 0;
+                for (std::int64_t e = 0; e < count; ++e)
+                  for (std::int64_t i = 0; i < m; ++i)
+                    for (std::int64_t j = 0; j < n; ++j) {
+                      double dot = 0, scale = 0;
+                      for (std::int64_t l = 0; l < k; ++l) {
+                        const double x = av[static_cast<std::size_t>(e * m * k + (ta ? l * m + i : i * k + l))];
+                        const double y = bv[static_cast<std::size_t>(tb ? j * k + l : l * n + j)];
+                        dot += x * y;
+                        scale += std::fabs(x * y);
+                      }
+                      const std::size_t at = static_cast<std::size_t>((e * m + i) * n + j);
+                      const double want = alpha * dot + (beta == 0 ? 0.0 : beta * c0[at]);
+                      const double error =
+                          std::fabs(got[at] - want) /
+                          (std::fabs(alpha) * scale + (beta == 0 ? 0.0 : std::fabs(beta * c0[at])) + 1e-300);
+                      worst = std::isnan(error) ? INFINITY : std::max(worst, error);
                     }
-                    const std::size_t at = static_cast<std::size_t>((e * m + i) * n + j);
-                    const double want = alpha * dot + (beta == 0 ? 0.0 : beta * c0[at]);
-                    const double error = std::fabs(got[at] - want) /
-                                         (std::fabs(alpha) * scale + (beta == 0 ? 0.0 : std::fabs(beta * c0[at])) + 1e-300);
-                    worst = std::isnan(error) ? INFINITY : std::max(worst, error);
-                  }
-              CHECK(worst <= tolerance(dtype) * static_cast<double>(k + 2));
-            }
+                CHECK(worst <= tolerance(dtype) * static_cast<double>(k + 2));
+              }
 }
 
 TEST_CASE("jit marks exactly the products it can prove symmetric, X D X^T, with the full product's values",

@@ -11,7 +11,8 @@
 // 521, 1024, float64 and float32), with Eigen's own threading off, against Eigen in the same run
 // (alternating): the Cholesky factorization against Eigen::LLT::compute; Cholesky solves of 1, 2
 // and 8 right-hand sides (trsm, then_transposed) against LLT::solveInPlace on a column-major copy;
-// the inverse from the factor (cholesky_inverse) against LLT::solve of the identity. A ratio under 1
+// the inverse from the factor (cholesky_inverse) against LLT::solve of the identity; thin products
+// (2 x n times n x n/2, B row-major and transposed; nrhs: the 2 rows) against Eigen's. A ratio under 1
 // is faster than Eigen. Run it on one core: OMP_NUM_THREADS=1 taskset -c 0.
 #include <fmt/core.h>
 
@@ -129,6 +130,40 @@ void time_kernels(std::int64_t n, int reps, std::vector<KernelRow>& rows) {
       reps, [&] { cpu.cholesky_inverse(dtype, 1, n, l.data(), n * n, work.data(), n * n); },
       [&] { inverse = llt.solve(ColMat::Identity(n, n)); });
   rows.push_back({"cholesky_inverse", name, n, 0, t_inverse, t_eigen_inverse});
+
+  // Thin products, the shape of the seed program's gradient contractions ([x, xbar]^T F): 2 rows times an n x n/2
+  // matrix, row-major (streamed by rows) and transposed (dotted by columns), against Eigen's product.
+  const std::int64_t cols = std::max<std::int64_t>(n / 2, 1), thin = 2;
+  const RowMat u = RowMat::Random(thin, n), f = RowMat::Random(n, cols), ft = f.transpose();
+  RowMat c(thin, cols), c_eigen(thin, cols);
+  for (bool transposed : {false, true}) {
+    const auto [t_thin, t_eigen_thin] = median_thread_seconds(
+        reps,
+        [&] {
+          cpu.gemm(vt::GemmArgs{.dtype = dtype,
+                                .count = 1,
+                                .m = thin,
+                                .n = cols,
+                                .k = n,
+                                .trans_a = false,
+                                .trans_b = transposed,
+                                .alpha = 1.0,
+                                .beta = 0.0,
+                                .a = u.data(),
+                                .stride_a = 0,
+                                .b = transposed ? ft.data() : f.data(),
+                                .stride_b = 0,
+                                .c = c.data(),
+                                .stride_c = 0});
+        },
+        [&] {
+          if (transposed)
+            c_eigen.noalias() = u * ft.transpose();
+          else
+            c_eigen.noalias() = u * f;
+        });
+    rows.push_back({transposed ? "thin gemm B^T" : "thin gemm", name, n, thin, t_thin, t_eigen_thin});
+  }
 }
 
 int run_kernels(int reps, bool json) {
