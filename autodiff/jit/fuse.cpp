@@ -616,20 +616,24 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
                Backend &be) {
   const std::size_t count = group.tiled.size();
   auto step = [&](std::size_t e) -> const PlanStep & { return plan.steps[static_cast<std::size_t>(group.tiled[e])]; };
-  auto run_steps = [&](auto &&indices) {
-    KernelViews views;
-    for (int i : indices) {
-      const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
-      if (s.op->aliases_input) continue;
-      call_views(plan, s, data, batch, views);
-      run_kernel(*s.op, s.attrs, views, batch, be);
-    }
+  KernelViews views;
+  auto run_step = [&](int i) {
+    const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
+    if (s.op->aliases_input) return;
+    call_views(plan, s, data, batch, views);
+    run_kernel(*s.op, s.attrs, views, batch, be);
+  };
+  auto run_steps = [&](const std::vector<int> &indices) {
+    for (int i : indices) run_step(i);
   };
   auto one_by_one = [&] {  // the plan's own order
-    std::vector<int> all;
-    for (int i = group.first; i < group.last; ++i) all.push_back(i);
-    run_steps(all);
+    for (int i = group.first; i < group.last; ++i) run_step(i);
   };
+  // Too small to tile (a few numbers per example, run by chunks of few examples): step by step, before building the
+  // tiles' views, which costs more than such steps.
+  const PlanValue &first_out = plan.values[static_cast<std::size_t>(step(0).out)];
+  if (!step(0).op->elementwise || numel(first_out.shape) * (first_out.batched ? batch : 1) < min_elements)
+    return one_by_one();
   // The maps' views over the whole output; sums have none (is_map false).
   std::vector<KernelViews> full(count);
   std::vector<bool> is_map(count);
@@ -639,7 +643,6 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
   }
   const Shape shape = full[0].out.shape;
   const std::int64_t total = numel(shape);
-  if (total < min_elements) return one_by_one();
 
   // Where each view's tile comes from: a scratch slot (>= 0) or its own buffer (-1); and for a sum, the entry whose
   // output it adds.
@@ -689,7 +692,7 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
     std::size_t k = 0, a = 0;
     for (int i = group.first; i < group.last; ++i) {
       if (a < group.after.size() && group.after[a] == i) {
-        run_steps(std::vector<int>{group.after[a++]});
+        run_step(group.after[a++]);
         continue;
       }
       if (k == sums.size() || group.tiled[sums[k]] != i) continue;
