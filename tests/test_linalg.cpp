@@ -441,7 +441,28 @@ TEST_CASE("jit leaves a factor's upper triangle unwritten only when every reader
          })(x);
        },
        true},
+      {"a captured matrix's factor (folded once)",
+       [&](const Tensor& x) { return cho_solve(cho_factor(a), matmul(x, b)); }, true},
+      {"cholesky_checked's factor in a solve, the status unused",
+       [&](const Tensor& x) {
+         return cho_solve(CholeskyFactor{x, cholesky_checked(x).l}, b);
+       },
+       true},
+      {"cholesky_checked's status used too",
+       [&](const Tensor& x) {
+         const CheckedCholesky c = cholesky_checked(x);
+         return cho_solve(CholeskyFactor{x, c.l}, b) + c.info;
+       },
+       false},
       {"the factor a result", [&](const Tensor& x) { return cholesky(x); }, false},
+      {"the factor a result through stop_gradient", [&](const Tensor& x) { return stop_gradient(cho_factor(x).l); },
+       false},
+      {"the factor summed through stop_gradient",
+       [&](const Tensor& x) {
+         const CholeskyFactor f = cho_factor(x);
+         return cho_solve(f, b) + sum(stop_gradient(f.l), {0});
+       },
+       false},
       {"the factor summed", [&](const Tensor& x) { return sum(cholesky(x)); }, false},
       {"the factor in a product too",
        [&](const Tensor& x) {

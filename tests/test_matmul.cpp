@@ -441,8 +441,9 @@ TEST_CASE("the CPU GEMM of a product flagged symmetric computes the full product
 TEST_CASE("the CPU GEMM of thin products (m or k up to 4) matches a reference for every flag", "[matmul]") {
   Backend& cpu = backend_for(Device::cpu());
   const std::int64_t count = 2;
-  // n: a few columns, and blocks of 32 and 8 columns with a tail (the few-row kernel's register blocks).
-  for (std::int64_t n : {7, 45})
+  // n: a few columns, and the few-row kernel's register blocks (16 to 64 columns by dtype and rows, then 8) with a
+  // tail.
+  for (std::int64_t n : {7, 45, 70})
     for (DType dtype : {DType::f64, DType::f32})
       for (std::int64_t m : {1, 2, 3, 4, 5, 40})
         for (std::int64_t k : {1, 3, 4, 5, 70})

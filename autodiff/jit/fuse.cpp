@@ -581,7 +581,8 @@ void fuse_elementwise(Plan &plan) {
     plan.fused.push_back(std::move(group));
   }
   // The values that runs by their lower triangle write: mirrored above the diagonal where something else reads them
-  // (a step other than such a run's tiled ones, a Cholesky factorization, or a handle), or they are results.
+  // (a step other than such a run's tiled ones, one that reads only the lower triangle, OpDef::lower_triangle_inputs,
+  // or a handle), or they are results.
   std::vector<bool> whole(plan.values.size(), false), lower_tiled(plan.steps.size(), false);
   for (const FusedGroup &g : plan.fused)
     if (g.lower_triangle)

@@ -5,6 +5,7 @@
 #include <Eigen/Cholesky>
 #include <Eigen/Dense>
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -58,7 +59,7 @@ void symmetric_product(const MA& a, const MB& b, MC& c, T alpha, T beta, bool lo
 // Products with one to four rows (m) or an inner dimension (k) of one to four: the low-rank
 // cotangents of solves make them ([x, xbar]^T F, [x, xbar] W). Eigen's GEMM packs all of op(B) for a
 // product that reads each element of it a few times, at about 3x the time of streaming it.
-constexpr Eigen::Index thin_product = 4;
+constexpr Eigen::Index thin_product = 4;  // few_rows_product has a kernel for each m up to it
 // A single thin product above this many multiply-adds keeps Eigen's GEMM, which can use every core.
 constexpr std::int64_t thin_single_most = std::int64_t{1} << 22;
 
@@ -81,17 +82,20 @@ void few_rows_block(const MA& a, const T* b, std::ptrdiff_t ldb, T* c, std::ptrd
     for (int j = 0; j < W; ++j) c[r * ldc + j0 + j] = sum[r][j];
 }
 
+// Blocks of 4 vector registers a row for up to 2 rows, 2 for more: at most 8 accumulators, which leaves room in AVX2's
+// 16 registers (AVX-512 has 32).
 template <int M, class MA, class T>
 void few_rows_by_blocks(const MA& a, const T* b, std::ptrdiff_t ldb, T* c, std::ptrdiff_t ldc, std::ptrdiff_t n,
                         T alpha, T beta) {
+  constexpr int width = Eigen::internal::packet_traits<T>::size * (M <= 2 ? 4 : 2);
   std::ptrdiff_t j = 0;
-  for (; j + 32 <= n; j += 32) few_rows_block<M, 32>(a, b, ldb, c, ldc, j, alpha, beta);
+  for (; j + width <= n; j += width) few_rows_block<M, width>(a, b, ldb, c, ldc, j, alpha, beta);
   for (; j + 8 <= n; j += 8) few_rows_block<M, 8>(a, b, ldb, c, ldc, j, alpha, beta);
   for (; j < n; ++j) few_rows_block<M, 1>(a, b, ldb, c, ldc, j, alpha, beta);
 }
 
 // C = alpha a b + beta C with a: m x k, m <= thin_product. A row-major b is streamed by rows into
-// blocks of C held in registers (32 columns of up to 4 rows: 16 AVX-512 registers), about 2x the speed
+// blocks of C held in registers (few_rows_by_blocks), about 2x the speed
 // of updating C's rows from each of b's and 0.4x the time of Eigen's product at n = 256
 // (tools/bench/bench_cholesky --kernels, "thin gemm"); a transposed one has contiguous columns, each
 // dotted with the m rows of alpha a, copied contiguous first.
@@ -111,7 +115,8 @@ void few_rows_product(const MA& a, const MB& b, MC& c, T alpha, T beta) {
       case 4:
         return by_blocks.template operator()<4>();
       default:
-        return;  // no rows
+        assert(c.rows() == 0);  // m <= thin_product
+        return;
     }
   } else {
     if (beta == T(0))

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <stdexcept>
 #include <string>
 #include <vtape/vtape.hpp>
 
@@ -162,6 +163,9 @@ void time_kernels(std::int64_t n, int reps, std::vector<KernelRow>& rows) {
           else
             c_eigen.noalias() = u * f;
         });
+    const double scale = c_eigen.cwiseAbs().maxCoeff(), off = (c - c_eigen).cwiseAbs().maxCoeff();
+    if (!(off <= 1e-4 * scale))
+      throw std::runtime_error(fmt::format("bench_cholesky: the thin product is off Eigen's by {} (n = {})", off, n));
     rows.push_back({transposed ? "thin gemm B^T" : "thin gemm", name, n, thin, t_thin, t_eigen_thin});
   }
 }
