@@ -369,6 +369,37 @@ TEST_CASE("jit reads x.t() feeding a matmul through a GEMM flag, with reassociat
   require_close(jg(a, b), per_example_products(a, b, true, false), 1e-12);
 }
 
+TEST_CASE("jit reads a captured F.t() as F with a GEMM flag when both are captured", "[matmul][jit]") {
+  GemmCounter device(counted);
+  const Tensor f = randn({6, 4}, 34).to(counted), ft = f.t();  // ft: its own buffer, holding F^T
+  std::vector<double> values = ft.to(Device::cpu()).to_vector<double>();
+  values[5] += 1e-3;  // one entry that is not F's
+  const Tensor off_t = Tensor::from_vector(values, {4, 6}).to(counted), p = randn({4}, 35).to(counted);
+  struct Case {
+    std::string name;
+    Tensor transposed;
+    bool shared;
+  };
+  for (const Case& c : {Case{"F.t()", ft, true}, Case{"F.t() with one entry changed", off_t, false}}) {
+    INFO(c.name);
+    // The seed's F diag(p^2) F^T, and a product that reads only the transpose (the gradient's [x, xbar]^T F).
+    auto fn = [&](const Tensor& q) { return matmul(f * square(q), c.transposed) + matmul(q * 2.0, c.transposed); };
+    auto j = jit(fn);
+    CHECK(j.compile(p).transposes_folded == (c.shared ? 2 : 0));
+    device.gemms.clear();
+    const Tensor got = j(p);
+    std::int64_t reads_transposed = 0;
+    bool symmetric = false;
+    for (const GemmArgs& g : device.gemms) {
+      reads_transposed += (g.a == c.transposed.raw_data()) + (g.b == c.transposed.raw_data());
+      symmetric = symmetric || g.symmetric;
+    }
+    CHECK(reads_transposed == (c.shared ? 0 : 2));
+    CHECK(symmetric == c.shared);
+    require_close(got.to(Device::cpu()), fn(p).to(Device::cpu()), 1e-12);
+  }
+}
+
 // ---------------------------------------------------------------- symmetric products, X D X^T
 namespace {
 

@@ -146,6 +146,7 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
            to_string(plan->device), to_string(d));
   fold_transposes_into_matmuls(*plan);
   reassociate_matmuls(*plan);
+  share_transposed_constants(*plan);
   mark_symmetric_products(*plan);
   fold_diagonal_adds(*plan);
   contract_low_rank_row_sums(*plan);

@@ -148,6 +148,7 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
 // Passes over a built plan (autodiff/jit/passes.cpp), in the order build_plan runs them.
 void fold_transposes_into_matmuls(Plan& plan);
 void reassociate_matmuls(Plan& plan);
+void share_transposed_constants(Plan& plan);
 void mark_symmetric_products(Plan& plan);
 void fold_diagonal_adds(Plan& plan);
 void contract_low_rank_row_sums(Plan& plan);
