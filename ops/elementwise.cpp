@@ -158,11 +158,13 @@ const OpDef sub_op = binary_op<BinaryKind::sub, sub_name>(
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, neg(g)) : Tensor()};
     });
+}  // namespace
 const OpDef mul_op = binary_op<BinaryKind::mul, mul_name>(
     [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * n.inputs[1]) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, g * n.inputs[0]) : Tensor()};
     });
+namespace {
 const OpDef div_op = binary_op<BinaryKind::div, div_name>(
     [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
       const Tensor gb = g / n.inputs[1];

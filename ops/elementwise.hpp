@@ -109,4 +109,8 @@ template <std::integral I> Tensor operator-(I a, const Tensor& b) { return sub(d
 template <std::integral I> Tensor operator*(I a, const Tensor& b) { return mul(detail::weak_scalar(b, std::int64_t(a)), b); }
 template <std::integral I> Tensor operator/(I a, const Tensor& b) { return div(detail::weak_scalar(b, std::int64_t(a)), b); }
 
+// mul's op, for plan passes that write a product of their own (jit scales a solve it already made).
+struct OpDef;
+extern const OpDef mul_op;
+
 }  // namespace vt

@@ -493,6 +493,51 @@ TEST_CASE("jit leaves a factor's upper triangle unwritten only when every reader
   }
 }
 
+TEST_CASE("jit takes a solve against s 1 as s times the solve against 1 it already makes", "[linalg][cho_solve][jit]") {
+  const std::int64_t n = 30;
+  const Tensor f = randn({n, 6}, 720), ones_n = ones({n}), twos = full({n}, 2.0), eye_n = eye(n), w = randn({n}, 721);
+  const Tensor ps = randn({4, 6}, 722);
+  const auto a_of = [&](const Tensor& p) { return matmul(f * square(p), f.t()) + eye_n; };
+  auto close = [](const Tensor& got, const Tensor& want) {
+    const std::vector<double> g = got.to_vector<double>(), e = want.to_vector<double>();
+    REQUIRE(g.size() == e.size());
+    for (std::size_t i = 0; i < g.size(); ++i) CHECK(std::abs(g[i] - e[i]) <= 1e-12 * (1.0 + std::abs(e[i])));
+  };
+  struct Case {
+    std::string name;
+    std::function<Tensor(const Tensor&)> loss;
+    std::int64_t scaled;
+  };
+  const std::vector<Case> cases = {
+      // The seed program: mean's cotangent, 1/n broadcast, is solved against in the gradient.
+      {"mean(cho_solve(A, 1))", [&](const Tensor& p) { return mean(cho_solve(cho_factor(a_of(p)), ones_n)); }, 1},
+      {"a solve against s 1 written out",
+       [&](const Tensor& p) {
+         const CholeskyFactor c = cho_factor(a_of(p));
+         return sum(cho_solve(c, ones_n) * w) + sum(cho_solve(c, broadcast_to(reshape(sum(p), {1}), {n})));
+       },
+       2},  // and the gradient's solve against 1 broadcast
+      {"against 2s: not ones", [&](const Tensor& p) { return mean(cho_solve(cho_factor(a_of(p)), twos)); }, 0},
+      {"a cotangent that is not one number",
+       [&](const Tensor& p) { return sum(cho_solve(cho_factor(a_of(p)), ones_n) * w); }, 0},
+      {"another factor",
+       [&](const Tensor& p) {
+         return mean(cho_solve(cho_factor(a_of(p)), ones_n)) +
+                sum(cho_solve(cho_factor(a_of(p * 2.0)), broadcast_to(reshape(sum(p), {1}), {n})));
+       },
+       1},  // mean's gradient's solve only: the other factor solves against nothing of ones
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const auto step = jit(vmap(value_and_grad(c.loss)));
+    CHECK(step.compile(as_batch(ps)).solves_scaled == c.scaled);
+    const auto [value, gradient] = step(ps);
+    const auto [eager_value, eager_gradient] = vmap(value_and_grad(c.loss))(ps);
+    close(value, eager_value);
+    close(gradient, eager_gradient);
+  }
+}
+
 TEST_CASE("logdet's gradient is A^-1 from the factor's inverse, eager, jitted and batched", "[linalg][logdet][grad]") {
   const std::int64_t n = 70;
   for (DType dtype : {DType::f64, DType::f32}) {

@@ -12,6 +12,7 @@
 
 #include "../../core/backend.hpp"
 #include "../../ops/cholesky.hpp"
+#include "../../ops/elementwise.hpp"
 #include "../../ops/layout.hpp"
 #include "../../ops/matmul.hpp"
 #include "../../ops/reduce.hpp"
@@ -583,6 +584,75 @@ void contract_low_rank_row_sums(Plan& plan) {
       renumber_producers(plan);
       readers = reader_counts(plan);
       ++plan.summary.row_sums_contracted;
+      break;
+    }
+  }
+}
+
+namespace {
+
+// Whether a captured tensor holds 1 in every element (read on the host like diagonal_constant, up to 2^18 elements).
+bool ones_constant(const PlanValue& v) {
+  if (v.kind != PlanValue::Kind::constant || v.batched || numel(v.shape) > (std::int64_t{1} << 18) ||
+      (v.dtype != DType::f64 && v.dtype != DType::f32))
+    return false;
+  const auto all_ones = [&](auto one) {
+    using T = decltype(one);
+    const auto count = static_cast<std::size_t>(numel(v.shape));
+    const T* h = static_cast<const T*>(v.constant.raw_data());
+    std::vector<T> copy;
+    if (v.constant.device() != Device::cpu()) {
+      copy.resize(count);
+      backend_for(v.constant.device()).to_host(copy.data(), h, count * sizeof(T));
+      h = copy.data();
+    }
+    return std::all_of(h, h + count, [&](T x) { return x == one; });
+  };
+  return v.dtype == DType::f64 ? all_ones(1.0) : all_ones(1.0f);
+}
+
+}  // namespace
+
+// cho_solve(A, L, broadcast_to(s)) -> cho_solve(A, L, 1) * s, s one number per example and 1 a captured vector of
+// ones, when the plan already solves against those ones with the same factor: A^-1 (s 1) = s A^-1 1. The gradient of
+// mean(cho_solve(A, 1)) (the seed program) solves against its cotangent, 1/n broadcast (as a column): one pass over
+// each factor less. Equal up to rounding (a product of two roundings where the solve rounds its own way).
+void scale_repeated_solves(Plan& plan) {
+  const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };
+  const auto producer = [&](int v) -> const PlanStep* {
+    const PlanValue& pv = value(v);
+    return pv.kind == PlanValue::Kind::computed ? &plan.steps[static_cast<std::size_t>(pv.producer)] : nullptr;
+  };
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    if (plan.steps[i].op->name != "cho_solve") continue;
+    const PlanStep solve = plan.steps[i];  // a copy: steps and values may grow below
+    int b = solve.in[2];
+    for (const PlanStep* p = producer(b); p != nullptr && p->op == &reshape_op; p = producer(b)) b = p->in[0];
+    const PlanStep* spread = producer(b);
+    if (spread == nullptr || spread->op->name != "broadcast_to" || numel(value(spread->in[0]).shape) != 1) continue;
+    const int s = spread->in[0];
+    const Operand out = value(solve.out).operand(), rhs = value(solve.in[2]).operand();
+    for (std::size_t j = 0; j < i; ++j) {
+      const PlanStep& first = plan.steps[j];
+      if (first.op != solve.op || first.in[0] != solve.in[0] || first.in[1] != solve.in[1]) continue;
+      const Shape ones_shape = value(first.in[2]).shape;  // [n]; b is [n] or the column [n, 1]
+      if (ones_shape.size() != 1 || (rhs.shape != ones_shape && rhs.shape != Shape{ones_shape[0], 1}) ||
+          !ones_constant(value(first.in[2])))
+        continue;
+      const int against_ones = first.out;
+      const Operand x = value(against_ones).operand();
+      if (x.dtype != out.dtype || value(s).dtype != out.dtype || (x.batched || value(s).batched) != out.batched)
+        continue;
+      int solved = against_ones;
+      if (x.shape != out.shape) {  // the solve against 1 seen as a column
+        solved = add_value(plan, Operand{x.dtype, out.shape, x.batched, nullptr});
+        plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(i),
+                          PlanStep{&reshape_op, reshape_attrs(out.shape), {against_ones}, solved});
+        ++i;
+      }
+      plan.steps[i] = PlanStep{&mul_op, Attrs{}, {solved, s}, solve.out};
+      renumber_producers(plan);
+      ++plan.summary.solves_scaled;
       break;
     }
   }

@@ -149,6 +149,7 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
   share_transposed_constants(*plan);
   mark_symmetric_products(*plan);
   fold_diagonal_adds(*plan);
+  scale_repeated_solves(*plan);
   contract_low_rank_row_sums(*plan);
   move_scalings_out_of_symmetric_sums(*plan);
   merge_common_steps(*plan);

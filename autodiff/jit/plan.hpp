@@ -151,6 +151,7 @@ void reassociate_matmuls(Plan& plan);
 void share_transposed_constants(Plan& plan);
 void mark_symmetric_products(Plan& plan);
 void fold_diagonal_adds(Plan& plan);
+void scale_repeated_solves(Plan& plan);
 void contract_low_rank_row_sums(Plan& plan);
 void move_scalings_out_of_symmetric_sums(Plan& plan);
 void merge_common_steps(Plan& plan);
