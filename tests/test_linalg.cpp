@@ -518,6 +518,13 @@ TEST_CASE("jit takes a solve against s 1 as s times the solve against 1 it alrea
        },
        2},  // and the gradient's solve against 1 broadcast
       {"against 2s: not ones", [&](const Tensor& p) { return mean(cho_solve(cho_factor(a_of(p)), twos)); }, 0},
+      {"s with more axes than the solve (its product would be [1, n])",
+       [&](const Tensor& p) {
+         const CholeskyFactor c = cho_factor(a_of(p));
+         return sum(cho_solve(c, ones_n) * w) +
+                sum(cho_solve(c, reshape(broadcast_to(reshape(sum(p), {1, 1}), {1, n}), {n})) * w);
+       },
+       0},
       {"a cotangent that is not one number",
        [&](const Tensor& p) { return sum(cho_solve(cho_factor(a_of(p)), ones_n) * w); }, 0},
       {"another factor",

@@ -456,14 +456,16 @@ void share_transposed_constants(Plan& plan) {
   for (PlanStep& s : plan.steps) {
     if (s.op != &matmul_op) continue;
     MatmulTransposes t = matmul_transposes(s.attrs);
+    bool flipped = false;
     for (std::size_t side = 0; side < 2; ++side) {
       const auto it = transpose_of.find(s.in[side]);
       if (it == transpose_of.end()) continue;
       s.in[side] = it->second;
       (side == 0 ? t.a : t.b) = !(side == 0 ? t.a : t.b);
+      flipped = true;
       ++plan.summary.transposes_folded;
     }
-    s.attrs = matmul_attrs(t);
+    if (flipped) s.attrs = matmul_attrs(t);
   }
 }
 
@@ -621,7 +623,8 @@ void scale_repeated_solves(Plan& plan) {
   const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };
   const auto producer = [&](int v) -> const PlanStep* {
     const PlanValue& pv = value(v);
-    return pv.kind == PlanValue::Kind::computed ? &plan.steps[static_cast<std::size_t>(pv.producer)] : nullptr;
+    const bool made = pv.kind == PlanValue::Kind::computed && pv.producer >= 0;
+    return made ? &plan.steps[static_cast<std::size_t>(pv.producer)] : nullptr;
   };
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     if (plan.steps[i].op->name != "cho_solve") continue;
@@ -641,8 +644,10 @@ void scale_repeated_solves(Plan& plan) {
         continue;
       const int against_ones = first.out;
       const Operand x = value(against_ones).operand();
-      if (x.dtype != out.dtype || value(s).dtype != out.dtype || (x.batched || value(s).batched) != out.batched)
-        continue;
+      Operand as_b = x;  // the solve against 1 in b's shape
+      as_b.shape = out.shape;
+      const Operand scaled = infer_output(mul_op, {as_b, value(s).operand()}, Attrs{});
+      if (scaled.shape != out.shape || scaled.dtype != out.dtype || scaled.batched != out.batched) continue;
       int solved = against_ones;
       if (x.shape != out.shape) {  // the solve against 1 seen as a column
         solved = add_value(plan, Operand{x.dtype, out.shape, x.batched, nullptr});
