@@ -319,6 +319,17 @@ void diagonal_scale_bases(const Plan& plan, int v, Inner inner, std::vector<int>
   }
 }
 
+// A captured tensor's elements as T, on the host: host memory is read in place, another device's copied into `copy`
+// (tensors are aligned to their dtype).
+template <class T>
+const T* host_elements(const PlanValue& v, std::vector<T>& copy) {
+  const T* data = static_cast<const T*>(v.constant.raw_data());
+  if (v.constant.device() == Device::cpu()) return data;
+  copy.resize(static_cast<std::size_t>(numel(v.shape)));
+  backend_for(v.constant.device()).to_host(copy.data(), data, copy.size() * sizeof(T));
+  return copy.data();
+}
+
 }  // namespace
 
 // Whether captured tensors x and y hold equal values (transposed: y = x^T, matrix by matrix), as
@@ -340,19 +351,8 @@ bool same_constant_values(const Plan& plan, int x, int y, bool transposed, std::
   const auto equal_as = [&](auto word) {
     using Word = decltype(word);
     const auto count = static_cast<std::size_t>(numel(vx.shape));
-    // Host memory is read in place; another device's is copied (tensors are aligned to their dtype).
-    const Word* hx = static_cast<const Word*>(vx.constant.raw_data());
-    const Word* hy = static_cast<const Word*>(vy.constant.raw_data());
     std::vector<Word> copy_x, copy_y;
-    if (vx.constant.device() != Device::cpu()) {
-      copy_x.resize(count);
-      copy_y.resize(count);
-      Backend& backend = backend_for(vx.constant.device());
-      backend.to_host(copy_x.data(), hx, count * sizeof(Word));
-      backend.to_host(copy_y.data(), hy, count * sizeof(Word));
-      hx = copy_x.data();
-      hy = copy_y.data();
-    }
+    const Word *hx = host_elements(vx, copy_x), *hy = host_elements(vy, copy_y);
     if (!transposed) return std::equal(hx, hx + count, hy);
     const std::int64_t rows = vx.shape[r - 2], cols = vx.shape[r - 1];
     const std::int64_t matrices = rows * cols == 0 ? 0 : numel(vx.shape) / (rows * cols);
@@ -513,13 +513,8 @@ bool diagonal_constant(const PlanValue& v) {
   const auto zero_off_diagonal = [&](auto zero) {
     using T = decltype(zero);
     const auto count = static_cast<std::size_t>(numel(v.shape));
-    const T* h = static_cast<const T*>(v.constant.raw_data());
     std::vector<T> copy;
-    if (v.constant.device() != Device::cpu()) {
-      copy.resize(count);
-      backend_for(v.constant.device()).to_host(copy.data(), h, count * sizeof(T));
-      h = copy.data();
-    }
+    const T* h = host_elements(v, copy);
     // Row by row, each row's entries before and after its diagonal one: no division per element, as
     // this runs at every compile (the seed's 256 x 256 identity).
     for (const T* row = h; row < h + count; row += n) {
@@ -593,22 +588,16 @@ void contract_low_rank_row_sums(Plan& plan) {
 
 namespace {
 
-// Whether a captured tensor holds 1 in every element (read on the host like diagonal_constant, up to 2^18 elements).
+// Whether a captured tensor holds 1 in every element (read on the host, up to 2^18 elements).
 bool ones_constant(const PlanValue& v) {
   if (v.kind != PlanValue::Kind::constant || v.batched || numel(v.shape) > (std::int64_t{1} << 18) ||
       (v.dtype != DType::f64 && v.dtype != DType::f32))
     return false;
   const auto all_ones = [&](auto one) {
     using T = decltype(one);
-    const auto count = static_cast<std::size_t>(numel(v.shape));
-    const T* h = static_cast<const T*>(v.constant.raw_data());
     std::vector<T> copy;
-    if (v.constant.device() != Device::cpu()) {
-      copy.resize(count);
-      backend_for(v.constant.device()).to_host(copy.data(), h, count * sizeof(T));
-      h = copy.data();
-    }
-    return std::all_of(h, h + count, [&](T x) { return x == one; });
+    const T* h = host_elements(v, copy);
+    return std::all_of(h, h + numel(v.shape), [&](T x) { return x == one; });
   };
   return v.dtype == DType::f64 ? all_ones(1.0) : all_ones(1.0f);
 }
