@@ -17,7 +17,10 @@ constexpr std::uint32_t max_header = 10000;
 // The text after `'key':` in a .npy header (a Python dict literal), spaces skipped; empty when the
 // key is absent. Plain string search: no regex, whose recursion a hostile header could overflow.
 std::string_view value_of(std::string_view header, std::string_view key) {
-  const std::string quoted = "'" + std::string(key) + "'";
+  // Appended, not `"'" + std::string(key) + "'"`, which GCC 12 misreads as overlapping copies
+  // (-Wrestrict, GCC bug 105329).
+  std::string quoted(1, '\'');
+  quoted.append(key).push_back('\'');
   std::size_t at = header.find(quoted);
   if (at == std::string_view::npos) return {};
   at = header.find_first_not_of(" ", at + quoted.size());

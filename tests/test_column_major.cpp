@@ -1,6 +1,7 @@
 // The CUDA backend's row-major -> column-major call translations (backends/cuda/column_major.hpp),
 // checked without a GPU: a plain column-major GEMM/TRSM with BLAS semantics, run on the same
 // memory with the translated arguments, must give what the CPU backend gives row-major.
+#include <vtape/core/eigen.hpp>
 #include <Eigen/Dense>
 #include <vtape/backends/cuda/column_major.hpp>
 

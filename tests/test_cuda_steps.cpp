@@ -2,6 +2,7 @@
 // item: strided index arithmetic, and the steps around cuSOLVER's column-major Cholesky that give
 // vtape's row-major lower factor. No GPU needed; cuSOLVER's potrf is stood in for by Eigen on
 // the column-major view, scribbling over the other triangle as potrfBatched was seen to do.
+#include <vtape/core/eigen.hpp>
 #include <Eigen/Dense>
 #include <limits>
 #include <random>

@@ -1,4 +1,5 @@
 // Linear algebra: cholesky, triangular_solve, cho_factor/cho_solve, logdet, solve.
+#include <vtape/core/eigen.hpp>
 #include <Eigen/Dense>
 #include <cmath>
 #include <limits>

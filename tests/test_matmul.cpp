@@ -1,3 +1,4 @@
+#include <vtape/core/eigen.hpp>
 #include <Eigen/Dense>
 
 #include "forwarding_backend.hpp"

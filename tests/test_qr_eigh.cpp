@@ -1,6 +1,7 @@
 // Decompositions: qr (reduced QR) and eigh (symmetric eigendecomposition): values by their defining
 // properties and against numpy, gradients against finite differences and numpy's forward-mode
 // derivatives, batching, jit, errors.
+#include <vtape/core/eigen.hpp>
 #include <Eigen/Dense>
 #include <cmath>
 #include <limits>

@@ -1,6 +1,7 @@
 // QR and symmetric eigendecomposition on Eigen, parallel across the batch like the other matrix
 // kernels (matrix.cpp). Each matrix is copied into the solver's column-major storage, which Eigen
 // needs anyway; the solvers are per thread, so their storage is reused from matrix to matrix.
+#include "../../core/eigen.hpp"
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>

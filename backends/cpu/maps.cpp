@@ -6,7 +6,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <Eigen/Core>
+#include "../../core/eigen.hpp"
 
 #include "../../core/error.hpp"
 #include "../element.hpp"

@@ -2,6 +2,7 @@
 // in-place factorization, parallel across the batch. Eigen's own threading is used only when
 // there is a single matrix (and not a thin product small enough for one core, below): inside the
 // batch-parallel region it runs single-threaded, so the cores are not oversubscribed.
+#include "../../core/eigen.hpp"
 #include <Eigen/Cholesky>
 #include <Eigen/Dense>
 #include <algorithm>

@@ -28,7 +28,8 @@ bool op_batch_family(Op op);  // reads or makes the batch: excluded from the vma
 bool op_approx(Op op);        // results may be reassociated (matmul, linear algebra, sums)
 
 struct Instr {
-  Op op = Op::Const;
+  explicit Instr(Op op = Op::Const) : op(op) {}  // the other fields start empty
+  Op op;
   std::vector<int> a;             // operand registers
   std::vector<std::int64_t> i;    // integer attrs: axes, shapes, flags
   std::vector<double> r;          // real attrs: scalars

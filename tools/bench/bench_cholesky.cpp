@@ -16,6 +16,7 @@
 // is faster than Eigen. Run it on one core: OMP_NUM_THREADS=1 taskset -c 0.
 #include <fmt/core.h>
 
+#include <vtape/core/eigen.hpp>
 #include <Eigen/Cholesky>
 #include <Eigen/Core>
 #include <algorithm>

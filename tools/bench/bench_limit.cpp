@@ -30,6 +30,7 @@
 #include <omp.h>
 #include <sys/resource.h>
 
+#include <vtape/core/eigen.hpp>
 #include <Eigen/Cholesky>
 #include <Eigen/Dense>
 #include <algorithm>
