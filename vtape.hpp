@@ -1,11 +1,14 @@
 #pragma once
-// vtape: one include for the whole public API.
+/// @file
+/// vtape: one include for the whole public API.
 #include "autodiff/grad.hpp"
 #include "autodiff/jit.hpp"
 #include "autodiff/vmap.hpp"
 #include "core/graph.hpp"
 #include "core/npy.hpp"
 #include "core/tensor.hpp"
+#include "core/tensor_eigen.hpp"
+#include "core/version.hpp"
 #include "ops/batch.hpp"
 #include "ops/creation.hpp"
 #include "ops/elementwise.hpp"

@@ -1,57 +1,58 @@
 #pragma once
-// jit: traces a function once per cache key into a plan, then replays the plan.
-//
-// The cache key holds each tensor argument's dtype, device, per-example shape and whether it is
-// batched -- never the batch size. Pass batched tensors (vt::as_batch, or results of vmap) and
-// every batch size runs the same plan: a new batch size never retraces. A plain tensor's whole
-// shape is in the key.
-//
-// Batch sizes and retracing: jit(vmap(f))(X) with a plain [B, ...] X (the JAX habit) works and
-// equals vmap(f)(X): X's leading axis is the batch, fixed in that plan, and since B is part of X's
-// shape, which is in the key, each new B traces again (counters().traces shows it). Passing
-// as_batch(X) instead keeps B out of the trace, so one plan serves every B. A plan that fixes B
-// refuses batched arguments of another size, naming both, where they meet X's examples (as in
-// vmap(f)(X, batched)); a batched (as_batch) argument that never meets them, free to have another
-// size in eager code, is refused when traced, whatever the sizes. A plan has one batch size: pass
-// both batched (as_batch before the call) or both plain, of one size, or call such a function
-// without jit. unbatch of a value computed from a plain
-// argument's as_batch traces (its B is known); of a batched argument's, it raises (B is not).
-//
-// Tracing runs the function on symbolic tensors, which carry types but no values: reading values
-// (item, to_vector) or the batch size (batch_size) while tracing raises vt::Error, so a trace can
-// never depend on B. Tensors the function creates or captures become constants of the plan, with
-// the values they had when it was traced.
-//
-// Ops whose inputs are all constants (captured tensors, or values computed from them only) are not
-// computed while tracing: the trace records them (vt::DeferConstantOps), so compiling costs the
-// same whatever the constants' sizes (an adjoint transposing a large captured matrix, say). The
-// plan folds them: they run once, on the plan's first call, and their values are kept with the plan
-// (PlanSummary::folded counts them; a failure among them, a constant that is not positive
-// definite, raises in that call and the next call tries again). Traced code that reads such a
-// value (item, to_vector) gets it computed then. The plan is the traced graph after
-// common-subexpression elimination, transposes read by a matmul folded into its GEMM flags
-// (x.t() is not copied), matmul reassociation ((P Q) Y -> P (Q Y) when Q's inner size
-// is small, the low-rank cotangents of cho_solve; exact in real arithmetic, so results may differ
-// from eager by rounding, and an Inf or overflow inside such a chain may come out as NaN), on the
-// CPU sums over symmetric matrices that add one triangle, the entries below the diagonal twice, with
-// scalings by one number moved out of them (equal to eager sums up to rounding, and a non-finite
-// factor may give NaN where eager gives +-Inf; README, "Runs on symmetric matrices") and
-// dead-code elimination, in execution order, with a memory plan computed once in per-example
-// units: a batched buffer's offset is its per-example offset times B, so a call needs one arena
-// whatever B is (and a buffer per result, which outlives the call). The plan keeps the arenas of
-// finished calls: a call takes the smallest kept arena that fits its B, and only a B larger than any
-// before allocates (replacing the largest kept one), so the plan holds the largest arena each
-// concurrent call has needed; release_memory() hands them back (counters().arenas counts the
-// allocations). Calls may run concurrently, each in an arena of its own; tracing is serialised (the cache's counters
-// stay readable meanwhile; a function asking for its own plan while it is being traced raises). The machinery is in
-// autodiff/jit/: plan, passes, memory, execute, cache.
-//
-// Composition: a jitted function called while another traces is inlined into that trace (so jitted
-// pieces compose, and a jitted function may call itself, its recursion ending on static shapes).
-// Inside grad or vjp it runs op by op, recorded for the gradient, like an ordinary function, and
-// with the tensors it captures as they are at that call (a plan has their values at its trace);
-// for speed, put jit outside: jit(grad(f)). grad's watch is per thread: a plan traced on another
-// thread that captures a tracked tensor is not used either (the function runs op by op).
+/// @file
+/// jit: traces a function once per cache key into a plan, then replays the plan.
+///
+/// The cache key holds each tensor argument's dtype, device, per-example shape and whether it is
+/// batched -- never the batch size. Pass batched tensors (vt::as_batch, or results of vmap) and
+/// every batch size runs the same plan: a new batch size never retraces. A plain tensor's whole
+/// shape is in the key.
+///
+/// Batch sizes and retracing: jit(vmap(f))(X) with a plain [B, ...] X (the JAX habit) works and
+/// equals vmap(f)(X): X's leading axis is the batch, fixed in that plan, and since B is part of X's
+/// shape, which is in the key, each new B traces again (counters().traces shows it). Passing
+/// as_batch(X) instead keeps B out of the trace, so one plan serves every B. A plan that fixes B
+/// refuses batched arguments of another size, naming both, where they meet X's examples (as in
+/// vmap(f)(X, batched)); a batched (as_batch) argument that never meets them, free to have another
+/// size in eager code, is refused when traced, whatever the sizes. A plan has one batch size: pass
+/// both batched (as_batch before the call) or both plain, of one size, or call such a function
+/// without jit. unbatch of a value computed from a plain
+/// argument's as_batch traces (its B is known); of a batched argument's, it raises (B is not).
+///
+/// Tracing runs the function on symbolic tensors, which carry types but no values: reading values
+/// (item, to_vector) or the batch size (batch_size) while tracing raises vt::Error, so a trace can
+/// never depend on B. Tensors the function creates or captures become constants of the plan, with
+/// the values they had when it was traced.
+///
+/// Ops whose inputs are all constants (captured tensors, or values computed from them only) are not
+/// computed while tracing: the trace records them (vt::DeferConstantOps), so compiling costs the
+/// same whatever the constants' sizes (an adjoint transposing a large captured matrix, say). The
+/// plan folds them: they run once, on the plan's first call, and their values are kept with the plan
+/// (PlanSummary::folded counts them; a failure among them, a constant that is not positive
+/// definite, raises in that call and the next call tries again). Traced code that reads such a
+/// value (item, to_vector) gets it computed then. The plan is the traced graph after
+/// common-subexpression elimination, transposes read by a matmul folded into its GEMM flags
+/// (x.t() is not copied), matmul reassociation ((P Q) Y -> P (Q Y) when Q's inner size
+/// is small, the low-rank cotangents of cho_solve; exact in real arithmetic, so results may differ
+/// from eager by rounding, and an Inf or overflow inside such a chain may come out as NaN), on the
+/// CPU sums over symmetric matrices that add one triangle, the entries below the diagonal twice, with
+/// scalings by one number moved out of them (equal to eager sums up to rounding, and a non-finite
+/// factor may give NaN where eager gives +-Inf; docs/ARCHITECTURE.md, "The passes") and
+/// dead-code elimination, in execution order, with a memory plan computed once in per-example
+/// units: a batched buffer's offset is its per-example offset times B, so a call needs one arena
+/// whatever B is (and a buffer per result, which outlives the call). The plan keeps the arenas of
+/// finished calls: a call takes the smallest kept arena that fits its B, and only a B larger than any
+/// before allocates (replacing the largest kept one), so the plan holds the largest arena each
+/// concurrent call has needed; release_memory() hands them back (counters().arenas counts the
+/// allocations). Calls may run concurrently, each in an arena of its own; tracing is serialised (the cache's counters
+/// stay readable meanwhile; a function asking for its own plan while it is being traced raises). The machinery is in
+/// autodiff/jit/: plan, passes, memory, execute, cache.
+///
+/// Composition: a jitted function called while another traces is inlined into that trace (so jitted
+/// pieces compose, and a jitted function may call itself, its recursion ending on static shapes).
+/// Inside grad or vjp it runs op by op, recorded for the gradient, like an ordinary function, and
+/// with the tensors it captures as they are at that call (a plan has their values at its trace);
+/// for speed, put jit outside: jit(grad(f)). grad's watch is per thread: a plan traced on another
+/// thread that captures a tracked tensor is not used either (the function runs op by op).
 #include <any>
 #include <array>
 #include <functional>
@@ -69,67 +70,67 @@ namespace vt {
 
 struct JitCounters {
   std::int64_t calls = 0;
-  std::int64_t traces = 0;      // cache misses: how often the function was traced and planned
-  std::int64_t cache_hits = 0;  // calls that reused a plan
-  double trace_ms = 0;          // total time spent tracing
-  double plan_ms = 0;           // total time spent building plans
-  // On a backend that records (a GPU), each plan is recorded once per batch size and replayed:
-  std::int64_t recordings = 0;  // batch sizes recorded
-  std::int64_t replays = 0;     // calls that replayed a recording
-  // Arenas allocated for calls run step by step: a plan keeps the arenas of finished calls and
-  // reuses them, growing one only for a batch size larger than any before (see release_memory).
+  std::int64_t traces = 0;      ///< cache misses: how often the function was traced and planned
+  std::int64_t cache_hits = 0;  ///< calls that reused a plan
+  double trace_ms = 0;          ///< total time spent tracing
+  double plan_ms = 0;           ///< total time spent building plans
+  /// On a backend that records (a GPU), each plan is recorded once per batch size and replayed:
+  std::int64_t recordings = 0;  ///< batch sizes recorded
+  std::int64_t replays = 0;     ///< calls that replayed a recording
+  /// Arenas allocated for calls run step by step: a plan keeps the arenas of finished calls and
+  /// reuses them, growing one only for a batch size larger than any before (see release_memory).
   std::int64_t arenas = 0;
-  // Calls run by chunks of examples (on the CPU: see JitChunkExamples), and the examples per chunk
-  // of the latest such call of any of the plans (0 when none ran by chunks).
+  /// Calls run by chunks of examples (on the CPU: see JitChunkExamples), and the examples per chunk
+  /// of the latest such call of any of the plans (0 when none ran by chunks).
   std::int64_t chunked_calls = 0;
   std::int64_t chunk_examples = 0;
 };
 
-// On the CPU, a plan runs its batched steps by chunks of examples: the steps that depend on no
-// batched value run once, then one parallel region (OpenMP) in which each thread takes the next
-// chunk and runs every batched step over it, its per-example working set sized to a core's L2 (at
-// least one example), with reductions over the batch (batch_sum, batch_mean, a shared parameter's
-// gradient) writing a partial per chunk that is combined in chunk order; then the steps that read
-// those reductions. The chunks depend on the batch size and the plan, never on the number of
-// threads, so results are identical whatever it is; they equal a whole-batch run's up to the
-// rounding of the reductions' sums. Memory is one chunk's per thread instead of the whole batch's.
-// A plan runs whole-batch when a batched step reads a reduction over the batch (centring by a batch
-// mean, batch_max's gradient), when it fixes its batch size (vmap of a plain argument), and on a
-// GPU. An error names its example's index in the whole batch, the first failing one as a whole-batch
-// run would.
-//
-// JitChunkExamples(n), while it lives, makes the plans this thread calls use chunks of n examples
-// (n > 0; a batch of at most n runs whole), where the backend runs by chunks; 0 restores the
-// backend's choice. For tests and tuning.
+/// On the CPU, a plan runs its batched steps by chunks of examples: the steps that depend on no
+/// batched value run once, then one parallel region (OpenMP) in which each thread takes the next
+/// chunk and runs every batched step over it, its per-example working set sized to a core's L2 (at
+/// least one example), with reductions over the batch (batch_sum, batch_mean, a shared parameter's
+/// gradient) writing a partial per chunk that is combined in chunk order; then the steps that read
+/// those reductions. The chunks depend on the batch size and the plan, never on the number of
+/// threads, so results are identical whatever it is; they equal a whole-batch run's up to the
+/// rounding of the reductions' sums. Memory is one chunk's per thread instead of the whole batch's.
+/// A plan runs whole-batch when a batched step reads a reduction over the batch (centring by a batch
+/// mean, batch_max's gradient), when it fixes its batch size (vmap of a plain argument), and on a
+/// GPU. An error names its example's index in the whole batch, the first failing one as a whole-batch
+/// run would.
+///
+/// JitChunkExamples(n), while it lives, makes the plans this thread calls use chunks of n examples
+/// (n > 0; a batch of at most n runs whole), where the backend runs by chunks; 0 restores the
+/// backend's choice. For tests and tuning.
 class JitChunkExamples {
  public:
   explicit JitChunkExamples(std::int64_t examples);
   ~JitChunkExamples();
   JitChunkExamples(const JitChunkExamples&) = delete;
   JitChunkExamples& operator=(const JitChunkExamples&) = delete;
-  static std::int64_t active();  // 0: the backend's choice
+  static std::int64_t active();  ///< 0: the backend's choice
 
  private:
   std::int64_t previous_;
 };
 
 struct PlanSummary {
-  std::int64_t traced_ops = 0;   // ops recorded by the trace
-  std::int64_t steps = 0;        // steps of the plan, aliases included
-  std::int64_t kernels = 0;      // steps that run a kernel
+  std::int64_t traced_ops = 0;   ///< ops recorded by the trace
+  std::int64_t steps = 0;        ///< steps of the plan, aliases included
+  std::int64_t kernels = 0;      ///< steps that run a kernel
   std::int64_t constants = 0;
-  std::int64_t folded = 0;       // steps on constants only: run on the plan's first call, then kept
-  std::int64_t merged = 0;       // common subexpressions removed: equal steps, and captured numbers of equal bits
-  std::int64_t reassociated = 0; // matmul chains reordered
-  std::int64_t transposes_folded = 0;  // x.t() (or a captured x^T of a captured x) read by a matmul as a GEMM flag
-  std::int64_t scalings_moved = 0;     // scalings by one number moved out of sums over symmetric matrices (CPU)
-  std::int64_t row_sums_contracted = 0;  // sums over rows of (a product of rank <= 4) * C, taken as W * (U^T C)
-  std::int64_t solves_scaled = 0;        // cho_solve(A, s 1) taken as s cho_solve(A, 1), a solve the plan already makes
-  std::int64_t fused = 0;              // elementwise steps run tile by tile in groups (CPU plans)
-  std::int64_t fused_runs = 0;         // groups large enough to run by tiles: each reads and writes memory once a tile
-  std::int64_t fused_lower = 0;        // of those, steps on symmetric matrices run over the lower triangle
-  std::int64_t arena_bytes_per_example = 0;  // batched buffers: times B per call
-  std::int64_t arena_bytes_fixed = 0;        // unbatched buffers
+  std::int64_t folded = 0;       ///< steps on constants only: run on the plan's first call, then kept
+  std::int64_t merged = 0;       ///< common subexpressions removed: equal steps, and captured numbers of equal bits
+  std::int64_t reassociated = 0; ///< matmul chains reordered
+  std::int64_t transposes_folded = 0;  ///< x.t() (or a captured x^T of a captured x) read by a matmul as a GEMM flag
+  std::int64_t scalings_moved = 0;     ///< scalings by one number moved out of sums over symmetric matrices (CPU)
+  std::int64_t row_sums_contracted = 0;  ///< sums over rows of (a product of rank <= 4) * C, taken as W * (U^T C)
+  std::int64_t solves_scaled = 0;        ///< cho_solve(A, s 1) taken as s cho_solve(A, 1), a solve the plan already makes
+  std::int64_t fused = 0;              ///< elementwise steps run tile by tile in groups (CPU plans)
+  std::int64_t fused_runs = 0;         ///< groups large enough to run by tiles: each reads and writes memory once a tile
+  std::int64_t fused_lower = 0;        ///< of those, steps on symmetric matrices run over the lower triangle
+  std::int64_t arena_bytes_per_example = 0;  ///< batched buffers: times B per call
+  std::int64_t arena_bytes_fixed = 0;        ///< unbatched buffers
 };
 
 namespace detail {
@@ -194,7 +195,7 @@ class Jitted {
     return detail::rebuild(detail::run_plan(*entry->plan, in), std::any_cast<const R&>(entry->skeleton));
   }
 
-  // Traces and plans for these arguments without running: what a call would compile.
+  /// Traces and plans for these arguments without running: what a call would compile.
   template <class... Args>
   PlanSummary compile(const Args&... args) const {
     using R = decltype(f_(Tensor(args)...));
@@ -203,8 +204,8 @@ class Jitted {
 
   JitCounters counters() const { return cache_->counters(); }
 
-  // Hands back the memory the plans keep between calls (their arenas, and on a GPU their
-  // recordings); the next call allocates (and records) again. Plans and their folded constants stay.
+  /// Hands back the memory the plans keep between calls (their arenas, and on a GPU their
+  /// recordings); the next call allocates (and records) again. Plans and their folded constants stay.
   void release_memory() const { cache_->release_memory(); }
 
  private:
@@ -220,7 +221,7 @@ class Jitted {
   }
 
   F f_;
-  std::shared_ptr<detail::JitCache> cache_;  // shared by copies of this callable
+  std::shared_ptr<detail::JitCache> cache_;  ///< shared by copies of this callable
 };
 
 template <class F>
@@ -229,3 +230,19 @@ Jitted<F> jit(F f) {
 }
 
 }  // namespace vt
+
+// A PlanSummary and JitCounters print one line per field: its name, its value and what it counts.
+// (Left out of the API reference: doxygen cannot place a specialization of fmt's template.)
+/// @cond
+template <>
+struct fmt::formatter<vt::PlanSummary> {
+  constexpr auto parse(format_parse_context& ctx) { return ctx.begin(); }
+  format_context::iterator format(const vt::PlanSummary& s, format_context& ctx) const;
+};
+
+template <>
+struct fmt::formatter<vt::JitCounters> {
+  constexpr auto parse(format_parse_context& ctx) { return ctx.begin(); }
+  format_context::iterator format(const vt::JitCounters& c, format_context& ctx) const;
+};
+/// @endcond

@@ -110,7 +110,7 @@ Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::share
   return Tensor(std::move(impl));
 }
 
-namespace {
+namespace detail {
 // The elements of `v` (on `device`) as `as`, row-major into host memory at `out`: converted by the
 // device's backend, then one copy to the host.
 void read_to_host(Device device, const View& v, DType as, void* out) {
@@ -125,7 +125,7 @@ void read_to_host(Device device, const View& v, DType as, void* out) {
   backend.copy(v, View{as, staged.data, v.shape, strides});
   copy_bytes(Device{}, out, device, staged.data, bytes);
 }
-}  // namespace
+}  // namespace detail
 
 std::int64_t Tensor::stored_numel() const {
   const View v = view_of(*this);
@@ -140,7 +140,7 @@ std::string batch_description(const Tensor& t) {
 }
 }  // namespace detail
 
-void Tensor::read_all(DType as, void* out) const { read_to_host(device(), view_of(*this), as, out); }
+void Tensor::read_all(DType as, void* out) const { detail::read_to_host(device(), view_of(*this), as, out); }
 
 void Tensor::read_one(DType as, void* out) const {
   if (is_batched() && !(numel() == 1 && impl().batch == 1))
@@ -150,7 +150,7 @@ void Tensor::read_one(DType as, void* out) const {
   if (numel() != 1) fail("item: needs a tensor with one element, got shape {}", to_string(shape()));
   View element = view_of(*this);
   element.shape.assign(element.shape.size(), 1);
-  read_to_host(device(), element, as, out);
+  detail::read_to_host(device(), element, as, out);
 }
 
 void Tensor::read_at(DType as, std::initializer_list<std::int64_t> index, void* out) const {
@@ -170,39 +170,7 @@ void Tensor::read_at(DType as, std::initializer_list<std::int64_t> index, void* 
   element.data = static_cast<char*>(element.data) + flat * size_of(dtype());
   element.shape = {};
   element.strides = {};
-  read_to_host(device(), element, as, out);
+  detail::read_to_host(device(), element, as, out);
 }
 
 }  // namespace vt
-
-// Prints like numpy: nested brackets, with dtype and (when batched) the batch size.
-fmt::format_context::iterator fmt::formatter<vt::Tensor>::format(const vt::Tensor& t, format_context& ctx) const {
-  auto out = ctx.out();
-  if (!t.defined()) return fmt::format_to(out, "Tensor(undefined)");
-  if (t.is_symbolic() && !t.impl().deferred)
-    return fmt::format_to(out, "Tensor(traced, shape={}, dtype={}{})", vt::to_string(t.shape()), vt::name_of(t.dtype()),
-                          t.is_batched() ? ", batched" : "");
-  const bool integer = vt::is_integer(t.dtype());
-  const std::vector<double> v = integer ? std::vector<double>() : t.to_vector<double>();
-  const std::vector<std::int64_t> iv = integer ? t.to_vector<std::int64_t>() : std::vector<std::int64_t>();
-  vt::Shape shape = t.shape();
-  if (t.is_batched()) shape.insert(shape.begin(), t.impl().batch);
-  const vt::Shape strides = vt::contiguous_strides(shape);
-  out = fmt::format_to(out, "Tensor(");
-  std::function<void(std::size_t, std::int64_t)> rec = [&](std::size_t axis, std::int64_t base) {
-    if (axis == shape.size()) {
-      const auto at = static_cast<std::size_t>(base);
-      out = integer ? fmt::format_to(out, "{}", iv[at]) : fmt::format_to(out, "{:.6g}", v[at]);
-      return;
-    }
-    out = fmt::format_to(out, "[");
-    for (std::int64_t i = 0; i < shape[axis]; ++i) {
-      if (i) out = fmt::format_to(out, ", ");
-      rec(axis + 1, base + i * strides[axis]);
-    }
-    out = fmt::format_to(out, "]");
-  };
-  rec(0, 0);
-  return fmt::format_to(out, ", dtype={}{})", vt::name_of(t.dtype()),
-                        t.is_batched() ? fmt::format(", batch={}", t.impl().batch) : std::string());
-}

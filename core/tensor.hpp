@@ -1,14 +1,14 @@
 #pragma once
-// Tensor: an immutable, reference-counted value with a dtype, a device, a shape and shared
-// storage. Ops return new tensors and never write into their inputs, which is what makes
-// recording them on a tape (and tracing them for jit) safe.
-//
-// Batch: a tensor is either unbatched or batched. A batched tensor stores B examples of its
-// per-example shape back to back, [B, ...shape()], and ops apply to every example at once.
-// Code inside `vmap` sees only the per-example shape; B itself never enters a traced graph.
+/// @file
+/// Tensor: an immutable, reference-counted value with a dtype, a device, a shape and shared
+/// storage. Ops return new tensors and never write into their inputs, which is what makes
+/// recording them on a tape (and tracing them for jit) safe.
+///
+/// Batch: a tensor is either unbatched or batched. A batched tensor stores B examples of its
+/// per-example shape back to back, [B, ...shape()], and ops apply to every example at once.
+/// Code inside `vmap` sees only the per-example shape; B itself never enters a traced graph.
 #include <fmt/format.h>
 
-#include <Eigen/Core>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -19,21 +19,29 @@
 #include "backend.hpp"
 #include "dtype.hpp"
 #include "error.hpp"
+#include "print.hpp"
 #include "shape.hpp"
 #include "view.hpp"
+
+// Eigen is not included here: it costs most of a translation unit's parsing, and only the Eigen
+// interop needs it (core/tensor_eigen.hpp, which vtape.hpp includes).
+namespace Eigen {
+template <typename Derived>
+class MatrixBase;
+}
 
 namespace vt {
 
 struct Node;
 
-// A block of device memory, freed when the last tensor viewing it goes away. `owner`, when set,
-// keeps borrowed memory alive instead (from_blob).
+/// A block of device memory, freed when the last tensor viewing it goes away. `owner`, when set,
+/// keeps borrowed memory alive instead (from_blob).
 struct Storage {
   Device device;
   void* data = nullptr;
   std::size_t bytes = 0;
   std::shared_ptr<void> owner;
-  bool owned = true;  // false for borrowed memory
+  bool owned = true;  ///< false for borrowed memory
   Storage(Device device, std::size_t bytes);
   Storage(Device device, void* data, std::size_t bytes, std::shared_ptr<void> owner);
   Storage(const Storage&) = delete;
@@ -43,16 +51,16 @@ struct Storage {
 
 struct TensorImpl {
   DType dtype = DType::f64;
-  Shape shape;             // per example
+  Shape shape;             ///< per example
   bool batched = false;
-  std::int64_t batch = 0;  // B of a concrete batched tensor
+  std::int64_t batch = 0;  ///< B of a concrete batched tensor
   Device device;
-  std::shared_ptr<Storage> storage;  // null for a symbolic (traced) tensor
-  std::int64_t offset = 0;           // in elements; the data is contiguous from here
-  std::shared_ptr<Node> node;        // the op that made it, when recorded
-  bool tracked = false;              // a gradient may flow through it
-  // Made while jit traces from constants only: recorded for the plan (which computes it on its
-  // first run), not computed. Its batch size is known; reading its values computes it then (once).
+  std::shared_ptr<Storage> storage;  ///< null for a symbolic (traced) tensor
+  std::int64_t offset = 0;           ///< in elements; the data is contiguous from here
+  std::shared_ptr<Node> node;        ///< the op that made it, when recorded
+  bool tracked = false;              ///< a gradient may flow through it
+  /// Made while jit traces from constants only: recorded for the plan (which computes it on its
+  /// first run), not computed. Its batch size is known; reading its values computes it then (once).
   bool deferred = false;
 };
 
@@ -67,15 +75,16 @@ class Tensor {
   static Tensor from_vector(const std::vector<double>& values, const Shape& shape, DType dtype = DType::f64,
                             Device device = {});
   static Tensor scalar(double value, DType dtype = DType::f64, Device device = {});
-  // An integer tensor (int64 by default, or int32), exact for every int64 value. Raises for a
-  // floating dtype (use from_vector) and, for int32, for a value that does not fit it.
+  /// An integer tensor (int64 by default, or int32), exact for every int64 value. Raises for a
+  /// floating dtype (use from_vector) and, for int32, for a value that does not fit it.
   static Tensor from_ints(const std::vector<std::int64_t>& values, const Shape& shape, DType dtype = DType::i64,
                           Device device = {});
-  // Copies any Eigen matrix or vector (column vectors become rank 1).
+  /// Copies any Eigen matrix or vector (column vectors become rank 1). Defined in
+  /// core/tensor_eigen.hpp (included by vtape.hpp).
   template <class Derived>
   static Tensor from_eigen(const Eigen::MatrixBase<Derived>& m);
-  // Wraps existing contiguous row-major memory without copying; `owner` keeps it alive (may be null
-  // when the caller guarantees the memory outlives every tensor made from it).
+  /// Wraps existing contiguous row-major memory without copying; `owner` keeps it alive (may be null
+  /// when the caller guarantees the memory outlives every tensor made from it).
   static Tensor from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner = nullptr);
 
   // ---- inspection
@@ -87,42 +96,44 @@ class Tensor {
   std::int64_t numel() const { return vt::numel(impl().shape); }
   Device device() const { return impl().device; }
   bool is_batched() const { return impl().batched; }
-  std::int64_t batch_size() const;  // B of a batched tensor
-  // No values yet: a traced tensor, or one deferred by jit (TensorImpl::deferred), which a read computes.
+  std::int64_t batch_size() const;  ///< B of a batched tensor
+  /// No values yet: a traced tensor, or one deferred by jit (TensorImpl::deferred), which a read computes.
   bool is_symbolic() const { return impl().storage == nullptr; }
 
   // ---- element access (copies to the host from any device; for tests and small results).
-  // T is float, double, std::int32_t or std::int64_t (any other type is a compile error); values
-  // are converted from the tensor's dtype as astype converts them (core/dtype.hpp: float to integer
-  // truncates toward zero, NaN gives 0, out of range saturates).
-  template <class T = double> T item() const;                       // a one-element tensor
+  /// T is float, double, std::int32_t or std::int64_t (any other type is a compile error); values
+  /// are converted from the tensor's dtype as astype converts them (core/dtype.hpp: float to integer
+  /// truncates toward zero, NaN gives 0, out of range saturates).
+  template <class T = double> T item() const;                       ///< a one-element tensor
   template <class T = double> T at(std::initializer_list<std::int64_t> index) const;
-  template <class T = double> std::vector<T> to_vector() const;     // every element, row-major, batch first
-  // A row-major Eigen view of a CPU tensor of rank <= 2 without copying (rank 1 gives a column).
+  template <class T = double> std::vector<T> to_vector() const;     ///< every element, row-major, batch first
+  /// A row-major Eigen view of a CPU tensor of rank <= 2 without copying (rank 1 gives a column):
+  /// an `Eigen::Map<const Eigen::Matrix<T, Dynamic, Dynamic, RowMajor>>`. Defined in
+  /// core/tensor_eigen.hpp (included by vtape.hpp).
   template <class T>
-  Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> as_eigen() const;
+  auto as_eigen() const;
 
-  // Raw pointer to the first element (contiguous row-major) in the memory of the tensor's device,
-  // for backends and interop.
+  /// Raw pointer to the first element (contiguous row-major) in the memory of the tensor's device,
+  /// for backends and interop.
   const void* raw_data() const;
   template <class T> const T* data() const;
 
   // ---- convenience forms of common ops (defined with their ops, in ops/)
-  Tensor t() const;  // swaps the last two axes (the matrix transpose)
+  Tensor t() const;  ///< swaps the last two axes (the matrix transpose)
   Tensor operator-() const;
   Tensor astype(DType dtype) const;
   Tensor reshape(const Shape& shape) const;
-  Tensor to(Device device) const;  // vt::to_device
+  Tensor to(Device device) const;  ///< vt::to_device
 
   TensorImpl& impl() const;
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
  private:
-  // The untyped halves of the element access templates: every stored element (batch included),
-  // one element, as `as` into host memory at `out`.
+  /// The untyped halves of the element access templates: every stored element (batch included),
+  /// one element, as `as` into host memory at `out`.
   std::int64_t stored_numel() const;
   void read_all(DType as, void* out) const;
-  void read_one(DType as, void* out) const;  // raises unless the tensor has one element
+  void read_one(DType as, void* out) const;  ///< raises unless the tensor has one element
   void read_at(DType as, std::initializer_list<std::int64_t> index, void* out) const;
 
   std::shared_ptr<TensorImpl> impl_;
@@ -140,7 +151,7 @@ Tensor filled(const Shape& shape, double value, DType dtype, Device device, std:
 Tensor uploaded(const Tensor& host, Device device);
 }  // namespace detail
 
-// The physical view of a tensor's data as [B, ...shape] when batched, else shape.
+/// The physical view of a tensor's data as [B, ...shape] when batched, else shape.
 View view_of(const Tensor& t);
 
 namespace detail {
@@ -148,6 +159,8 @@ namespace detail {
 void materialize(const Tensor& t);
 // "a batch of B examples of shape S", for messages about batched tensors.
 std::string batch_description(const Tensor& t);
+// The elements of `v` (on `device`) as `as`, row-major into host memory at `out`.
+void read_to_host(Device device, const View& v, DType as, void* out);
 }  // namespace detail
 
 // ------------------------------------------------------------------ templates
@@ -184,18 +197,6 @@ std::vector<T> Tensor::to_vector() const {
   return out;
 }
 
-template <class Derived>
-Tensor Tensor::from_eigen(const Eigen::MatrixBase<Derived>& m) {
-  using T = typename Derived::Scalar;
-  static_assert(is_element_type<T>, "vtape tensors hold float, double, std::int32_t or std::int64_t");
-  const bool vector = Derived::ColsAtCompileTime == 1;
-  Shape shape = vector ? Shape{m.rows()} : Shape{m.rows(), m.cols()};
-  Tensor out = empty(shape, dtype_of<T>());
-  Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-      static_cast<T*>(const_cast<void*>(out.raw_data())), m.rows(), m.cols()) = m;
-  return out;
-}
-
 template <class T>
 const T* Tensor::data() const {
   if (dtype_of<T>() != dtype())
@@ -203,23 +204,31 @@ const T* Tensor::data() const {
   return static_cast<const T*>(raw_data());
 }
 
-template <class T>
-Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> Tensor::as_eigen() const {
-  if (device().kind != DeviceKind::cpu) fail("as_eigen: tensor is on {}, not the CPU", to_string(device()));
-  if (is_batched())
-    fail("as_eigen: needs an unbatched tensor, but the tensor is {}; view the plain [B, ...] tensor, unbatch(x), "
-         "or one example of it",
-         detail::batch_description(*this));
-  if (ndim() > 2) fail("as_eigen: needs a tensor of rank <= 2, got shape {}", to_string(shape()));
-  const std::int64_t rows = ndim() == 0 ? 1 : shape()[0];
-  const std::int64_t cols = ndim() == 2 ? shape()[1] : 1;
-  return {data<T>(), rows, cols};
-}
-
 }  // namespace vt
 
+// Tensors format as numpy prints arrays (core/print.hpp); `{:.N}` prints N digits after the point
+// at most, instead of vt::print_options().precision. (Left out of the API reference: doxygen
+// cannot place a specialization of fmt's template.)
+/// @cond
 template <>
 struct fmt::formatter<vt::Tensor> {
-  constexpr auto parse(format_parse_context& ctx) { return ctx.begin(); }
+  int precision = -1;  // -1: the print options' precision
+
+  constexpr auto parse(format_parse_context& ctx) {
+    auto it = ctx.begin();
+    if (it != ctx.end() && *it == '.') {
+      precision = 0;
+      bool digits = false;
+      for (++it; it != ctx.end() && *it >= '0' && *it <= '9'; ++it) {
+        precision = precision * 10 + (*it - '0');
+        digits = true;
+        if (precision > 64) throw format_error("vt::Tensor format: the precision {:.N} takes N up to 64");
+      }
+      if (!digits) throw format_error("vt::Tensor format: expected digits after '.', as in {:.4}");
+    }
+    if (it != ctx.end() && *it != '}') throw format_error("vt::Tensor format: the only spec is a precision, {:.N}");
+    return it;
+  }
   format_context::iterator format(const vt::Tensor& t, format_context& ctx) const;
 };
+/// @endcond

@@ -38,7 +38,7 @@ TEST_CASE("transfers keep values, dtype and batching, and reading goes through t
   CHECK(m.at<double>({1, 2}) == 6.0);
   CHECK(m.at<float>({0, 1}) == 2.0f);
   CHECK(sum(m).item() == 21.0);
-  CHECK(fmt::format("{}", m) == "Tensor([[1, 2, 3], [4, 5, 6]], dtype=float32)");
+  CHECK(fmt::format("{}", m) == "Tensor([[1., 2., 3.],\n        [4., 5., 6.]], dtype=float32)");
   CHECK(eye(3, DType::f64, stand_in).to_vector<double>() == std::vector<double>{1, 0, 0, 0, 1, 0, 0, 0, 1});
   CHECK(arange(0, 3, 1, DType::f64, stand_in).to_vector<double>() == std::vector<double>{0, 1, 2});
   CHECK(randn({4}, 3, DType::f64, stand_in).to_vector<double>() == randn({4}, 3).to_vector<double>());

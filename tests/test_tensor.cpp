@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <vtape/core/eigen.hpp>
 #include <Eigen/Dense>
 
 #include "gradcheck.hpp"
@@ -89,7 +90,8 @@ TEST_CASE("from_blob wraps memory without a copy and keeps its owner alive", "[t
 }
 
 TEST_CASE("fmt formats tensors like numpy", "[tensor]") {
-  CHECK(fmt::format("{}", arange(0, 4).reshape({2, 2})) == "Tensor([[0, 1], [2, 3]], dtype=float64)");
+  // numpy: repr(np.arange(4.).reshape(2, 2)), repr(np.float32(0.5)); more in test_print.cpp.
+  CHECK(fmt::format("{}", arange(0, 4).reshape({2, 2})) == "Tensor([[0., 1.],\n        [2., 3.]], dtype=float64)");
   CHECK(fmt::format("{}", Tensor::scalar(0.5, DType::f32)) == "Tensor(0.5, dtype=float32)");
   CHECK(fmt::format("{}", Tensor()) == "Tensor(undefined)");
 }
