@@ -1,11 +1,12 @@
 #pragma once
-// Reverse mode over the recorded graph: grad, value_and_grad, vjp (and stop_gradient, from ops/).
-//
-// The transforms take a C++ callable of tensors and return another callable. Arguments are
-// marked as variables, the function runs (recording the ops that depend on them), and the reverse
-// sweep walks the recorded nodes from the output back, calling each op's adjoint. Adjoints are
-// ordinary ops, so the backward pass is recorded too whenever an outer transform watches: grad of
-// grad works.
+/// @file
+/// Reverse mode over the recorded graph: grad, value_and_grad, vjp (and stop_gradient, from ops/).
+///
+/// The transforms take a C++ callable of tensors and return another callable. Arguments are
+/// marked as variables, the function runs (recording the ops that depend on them), and the reverse
+/// sweep walks the recorded nodes from the output back, calling each op's adjoint. Adjoints are
+/// ordinary ops, so the backward pass is recorded too whenever an outer transform watches: grad of
+/// grad works.
 #include <array>
 #include <functional>
 #include <tuple>
@@ -17,10 +18,10 @@
 
 namespace vt {
 
-// The cotangents of `wrt` for `outputs` seeded with `cotangents` (same shapes as the outputs;
-// empty means ones). Tensors in `wrt` that the outputs do not depend on get zeros.
-// `differentiable`: an outer transform will differentiate the result, so adjoints must be written
-// with differentiable ops; otherwise they may use faster kernels that have no adjoint.
+/// The cotangents of `wrt` for `outputs` seeded with `cotangents` (same shapes as the outputs;
+/// empty means ones). Tensors in `wrt` that the outputs do not depend on get zeros.
+/// `differentiable`: an outer transform will differentiate the result, so adjoints must be written
+/// with differentiable ops; otherwise they may use faster kernels that have no adjoint.
 std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
                              const std::vector<Tensor>& wrt, bool differentiable = true);
 
@@ -61,8 +62,8 @@ void check_differentiable(const Tensor& x, int argnum, const char* transform);
 std::vector<int> check_argnums(const std::vector<int>& argnums, std::size_t arity, const char* transform);
 }  // namespace detail
 
-// value_and_grad(f, argnums)(args...) -> {f(args...), [d f / d args[i] for i in argnums]}; f must
-// return a scalar.
+/// value_and_grad(f, argnums)(args...) -> {f(args...), [d f / d args[i] for i in argnums]}; f must
+/// return a scalar.
 template <class F>
 auto value_and_grad(F f, std::vector<int> argnums) {
   return [f = std::move(f), argnums = std::move(argnums)](const auto&... args) {
@@ -84,7 +85,7 @@ auto value_and_grad(F f, std::vector<int> argnums) {
   };
 }
 
-// value_and_grad with respect to the first argument: returns {value, gradient}.
+/// value_and_grad with respect to the first argument: returns {value, gradient}.
 template <class F>
 auto value_and_grad(F f) {
   return [vg = value_and_grad(std::move(f), std::vector<int>{0})](const auto&... args) {
@@ -93,8 +94,8 @@ auto value_and_grad(F f) {
   };
 }
 
-// grad(f)(args...) is the gradient of scalar f with respect to its first argument;
-// grad(f, argnums) returns one gradient per listed argument.
+/// grad(f)(args...) is the gradient of scalar f with respect to its first argument;
+/// grad(f, argnums) returns one gradient per listed argument.
 template <class F>
 auto grad(F f) {
   return [vg = value_and_grad(std::move(f))](const auto&... args) { return vg(args...).second; };
@@ -104,8 +105,8 @@ auto grad(F f, std::vector<int> argnums) {
   return [vg = value_and_grad(std::move(f), std::move(argnums))](const auto&... args) { return vg(args...).second; };
 }
 
-// vjp(f, primals...) -> {f(primals...), pullback}, where pullback(cotangent) returns the
-// cotangents of every primal. f returns one tensor of any shape; the cotangent has its shape.
+/// vjp(f, primals...) -> {f(primals...), pullback}, where pullback(cotangent) returns the
+/// cotangents of every primal. f returns one tensor of any shape; the cotangent has its shape.
 template <class F, class... Args>
 auto vjp(F f, const Args&... primals) {
   std::array<Tensor, sizeof...(Args)> in{Tensor(primals)...};

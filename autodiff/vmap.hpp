@@ -1,21 +1,22 @@
 #pragma once
-// vmap: maps a function over a batch axis by making it the tensors' batch dimension.
-//
-// vmap(f)(X) runs f once, on batched tensors whose shape() is the per-example shape; every op is
-// one kernel call over the whole batch, and unbatched tensors f captures are broadcast across the
-// batch without copies. Results are batched tensors (the batch first-class, [B, ...] in storage),
-// which reduce, differentiate and jit like any tensor; `out_axes` >= 0 returns plain tensors with
-// the batch at that axis instead.
-//
-// Under jit, the JAX habit jit(vmap(f))(X) with a plain [B, ...] X works: X's leading axis is the
-// batch, and B, part of X's shape, is in jit's cache key, so each new B traces again (out_axes >= 0
-// works there too). jit(vmap(f))(as_batch(X)) never retraces for a new B: the batch size does not
-// enter the trace (but out_axes >= 0, whose result's shape holds B, is refused there).
-//
-// in_axes: one entry per argument, the axis to map over, or vt::not_mapped; empty maps axis 0 of
-// every argument. An argument that is already batched is mapped over its batch (in_axes 0).
-// Nested vmap (vmap inside a vmap body, or mapping a batched tensor over another axis) is refused
-// with an error.
+/// @file
+/// vmap: maps a function over a batch axis by making it the tensors' batch dimension.
+///
+/// vmap(f)(X) runs f once, on batched tensors whose shape() is the per-example shape; every op is
+/// one kernel call over the whole batch, and unbatched tensors f captures are broadcast across the
+/// batch without copies. Results are batched tensors (the batch first-class, [B, ...] in storage),
+/// which reduce, differentiate and jit like any tensor; `out_axes` >= 0 returns plain tensors with
+/// the batch at that axis instead.
+///
+/// Under jit, the JAX habit jit(vmap(f))(X) with a plain [B, ...] X works: X's leading axis is the
+/// batch, and B, part of X's shape, is in jit's cache key, so each new B traces again (out_axes >= 0
+/// works there too). jit(vmap(f))(as_batch(X)) never retraces for a new B: the batch size does not
+/// enter the trace (but out_axes >= 0, whose result's shape holds B, is refused there).
+///
+/// in_axes: one entry per argument, the axis to map over, or vt::not_mapped; empty maps axis 0 of
+/// every argument. An argument that is already batched is mapped over its batch (in_axes 0).
+/// Nested vmap (vmap inside a vmap body, or mapping a batched tensor over another axis) is refused
+/// with an error.
 #include <optional>
 #include <vector>
 
@@ -28,7 +29,7 @@ namespace vt {
 
 inline constexpr std::optional<std::int64_t> not_mapped = std::nullopt;
 using InAxes = std::vector<std::optional<std::int64_t>>;
-// out_axes default: keep results batched.
+/// out_axes default: keep results batched.
 inline constexpr std::int64_t batched_out = -1;
 
 namespace detail {

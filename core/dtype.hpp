@@ -8,24 +8,24 @@
 
 namespace vt {
 
-// Element types. Floating tensors are what vtape differentiates; integer tensors hold indices,
-// group labels and counts. Masks (comparisons, `where` conditions) are not a separate bool type:
-// they are 1/0 tensors of the operands' dtype (float or integer).
-//
-// Integers:
-// - Only some ops accept them (creation, astype, layout and indexing ops, to_device, where, add,
-//   sub, mul, neg, abs, sign, maximum, minimum, comparisons, sum, max and the batch ops that move
-//   data); every other op raises a vt::Error naming the op and the dtype (OpDef::integers, checked
-//   once by apply).
-// - div on two integer tensors is true division in float64, as in JAX and numpy (`/`).
-// - Integer arithmetic wraps modulo 2^bits (two's complement), on every backend: no undefined
-//   behaviour on overflow. Sums accumulate in the tensor's own width, so they are exact whenever the
-//   result fits.
-// - No gradient flows through integer tensors: they are never tracked, and asking for the gradient
-//   with respect to one raises.
-// - Float to integer conversion (astype, to_vector<int>, item, at) truncates toward zero as in C++
-//   and numpy; NaN gives 0 and values out of range saturate to the integer type's limits (as XLA),
-//   so no conversion is undefined behaviour.
+/// Element types. Floating tensors are what vtape differentiates; integer tensors hold indices,
+/// group labels and counts. Masks (comparisons, `where` conditions) are not a separate bool type:
+/// they are 1/0 tensors of the operands' dtype (float or integer).
+///
+/// Integers:
+/// - Only some ops accept them (creation, astype, layout and indexing ops, to_device, where, add,
+///   sub, mul, neg, abs, sign, maximum, minimum, comparisons, sum, max and the batch ops that move
+///   data); every other op raises a vt::Error naming the op and the dtype (OpDef::integers, checked
+///   once by apply).
+/// - div on two integer tensors is true division in float64, as in JAX and numpy (`/`).
+/// - Integer arithmetic wraps modulo 2^bits (two's complement), on every backend: no undefined
+///   behaviour on overflow. Sums accumulate in the tensor's own width, so they are exact whenever the
+///   result fits.
+/// - No gradient flows through integer tensors: they are never tracked, and asking for the gradient
+///   with respect to one raises.
+/// - Float to integer conversion (astype, `to_vector<int>`, item, at) truncates toward zero as in C++
+///   and numpy; NaN gives 0 and values out of range saturate to the integer type's limits (as XLA),
+///   so no conversion is undefined behaviour.
 enum class DType { f32, f64, i32, i64 };
 
 constexpr std::size_t size_of(DType d) { return d == DType::f32 || d == DType::i32 ? 4 : 8; }
@@ -41,18 +41,18 @@ constexpr std::string_view name_of(DType d) {
 constexpr bool is_integer(DType d) { return d == DType::i32 || d == DType::i64; }
 constexpr bool is_floating(DType d) { return d == DType::f32 || d == DType::f64; }
 
-// Promotion between tensors: a float with an integer gives the float; otherwise the wider type
-// wins (float32 with float64 gives float64, int32 with int64 gives int64).
-// C++ scalars are weak, as in JAX: `x * 2.0` and `x + 1` keep a floating x's dtype, and an integer
-// C++ scalar keeps an integer tensor's dtype (`i + 1`); a floating C++ scalar with an integer tensor
-// gives float64 (`i * 0.5`), vtape's default float.
+/// Promotion between tensors: a float with an integer gives the float; otherwise the wider type
+/// wins (float32 with float64 gives float64, int32 with int64 gives int64).
+/// C++ scalars are weak, as in JAX: `x * 2.0` and `x + 1` keep a floating x's dtype, and an integer
+/// C++ scalar keeps an integer tensor's dtype (`i + 1`); a floating C++ scalar with an integer tensor
+/// gives float64 (`i * 0.5`), vtape's default float.
 constexpr DType promote(DType a, DType b) {
   if (a == b) return a;
   if (is_floating(a) != is_floating(b)) return is_floating(a) ? a : b;
   return size_of(a) >= size_of(b) ? a : b;
 }
 
-// The C++ types of tensor elements: float, double, std::int32_t, std::int64_t.
+/// The C++ types of tensor elements: float, double, std::int32_t, std::int64_t.
 template <class T>
 inline constexpr bool is_element_type = std::is_same_v<T, float> || std::is_same_v<T, double> ||
                                         std::is_same_v<T, std::int32_t> || std::is_same_v<T, std::int64_t>;
@@ -68,7 +68,7 @@ constexpr DType dtype_of() {
   else return DType::i64;
 }
 
-// Calls fn with a value of the C++ type of d: visit_dtype(d, [](auto zero) { using T = decltype(zero); ... }).
+/// Calls fn with a value of the C++ type of d: `visit_dtype(d, [](auto zero) { using T = decltype(zero); ... })`.
 template <class Fn>
 decltype(auto) visit_dtype(DType d, Fn&& fn) {
   switch (d) {
@@ -80,8 +80,8 @@ decltype(auto) visit_dtype(DType d, Fn&& fn) {
   return fn(double{});
 }
 
-// visit_dtype for kernels that exist only for floats (exp, solves, factorizations). apply refuses
-// integer inputs to those ops first, so an integer dtype here is an internal error.
+/// visit_dtype for kernels that exist only for floats (exp, solves, factorizations). apply refuses
+/// integer inputs to those ops first, so an integer dtype here is an internal error.
 template <class Fn>
 decltype(auto) visit_float_dtype(DType d, Fn&& fn) {
   if (d == DType::f32) return fn(float{});

@@ -1,22 +1,24 @@
 #pragma once
-// The graph (the tape). Every op is described once by an OpDef: its shape rule, its forward
-// kernel dispatch and its adjoint. `apply` is the single entry point that runs an op: it checks
-// the inputs, infers the output type, runs the forward kernel (or, for symbolic inputs under jit,
-// only records), and records a Node when a gradient may flow through the result.
-//
-// Nodes hold the per-example output type and never the batch size, so a recorded graph is the same
-// for every batch size.
-//
-// Four descriptions of a value, from the most abstract to the most physical:
-//   Tensor       what users hold: dtype, device, per-example shape, batching, storage, history.
-//   ExampleType  dtype and per-example shape: what an op's shape rule sees (no batch, no data).
-//   Operand      an ExampleType with its batching and its data pointer: an op's input or output
-//                as apply and jit's plan building see it (infer_output, kernel_views); B travels
-//                beside it.
-//   View         the strided window a backend kernel reads or writes (core/view.hpp): the batch
-//                axis, when there is one, is an ordinary leading axis of stride 0 or one example.
-// (jit's plans describe their values as PlanValue, autodiff/jit/plan.hpp: an ExampleType, its
-// batching, and where the value comes from: an argument, a constant or a step.)
+/// @file
+/// The graph (the tape). Every op is described once by an OpDef: its shape rule, its forward
+/// kernel dispatch and its adjoint. `apply` is the single entry point that runs an op: it checks
+/// the inputs, infers the output type, runs the forward kernel (or, for symbolic inputs under jit,
+/// only records), and records a Node when a gradient may flow through the result.
+///
+/// Nodes hold the per-example output type and never the batch size, so a recorded graph is the same
+/// for every batch size.
+///
+/// Four descriptions of a value, from the most abstract to the most physical:
+///
+///     Tensor       what users hold: dtype, device, per-example shape, batching, storage, history.
+///     ExampleType  dtype and per-example shape: what an op's shape rule sees (no batch, no data).
+///     Operand      an ExampleType with its batching and its data pointer: an op's input or output
+///                  as apply and jit's plan building see it (infer_output, kernel_views); B travels
+///                  beside it.
+///     View         the strided window a backend kernel reads or writes (core/view.hpp): the batch
+///                  axis, when there is one, is an ordinary leading axis of stride 0 or one example.
+/// (jit's plans describe their values as PlanValue, autodiff/jit/plan.hpp: an ExampleType, its
+/// batching, and where the value comes from: an argument, a constant or a step.)
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -31,10 +33,10 @@
 
 namespace vt {
 
-// Static (non-tensor) arguments of an op (axes, flags, constants), packed as jit compares and
-// hashes them. Ops never index them by position: each op with attributes declares a struct of
-// named fields whose `fields()` ties them in order, and pack_attrs / unpack_attrs below are the one
-// place that converts. A field is an integer, bool or enum, a double, a Shape or a Device.
+/// Static (non-tensor) arguments of an op (axes, flags, constants), packed as jit compares and
+/// hashes them. Ops never index them by position: each op with attributes declares a struct of
+/// named fields whose `fields()` ties them in order, and pack_attrs / unpack_attrs below are the one
+/// place that converts. A field is an integer, bool or enum, a double, a Shape or a Device.
 struct Attrs {
   std::vector<std::int64_t> ints;
   std::vector<double> reals;
@@ -92,49 +94,49 @@ Typed unpack_attrs(const Attrs& a) {
 
 struct ExampleType {
   DType dtype;
-  Shape shape;  // per example
+  Shape shape;  ///< per example
 };
 
-// An op's input or output as apply sees it (see the list at the top).
+/// An op's input or output as apply sees it (see the list at the top).
 struct Operand {
   DType dtype;
-  Shape shape;  // per example
+  Shape shape;  ///< per example
   bool batched;
   void* data;
 };
 
-// Arguments handed to a forward kernel. When `batched`, every view carries a leading batch axis
-// of size `batch` (stride 0 for unbatched inputs, which are broadcast, never copied).
+/// Arguments handed to a forward kernel. When `batched`, every view carries a leading batch axis
+/// of size `batch` (stride 0 for unbatched inputs, which are broadcast, never copied).
 struct KernelArgs {
-  std::string_view op;  // for error messages
+  std::string_view op;  ///< for error messages
   Backend& backend;
   const std::vector<View>& in;
   const View& out;
   const Attrs& attrs;
   bool batched;
   std::int64_t batch;
-  // The examples [first_example, first_example + batch) of a call over whole_batch examples: a jit
-  // plan on the CPU runs its batched steps by chunks of examples. Ops that divide by the batch size
-  // (batch_mean) use whole_batch, and errors name an example by its index in the whole batch. An
-  // eager op or a whole-batch step has whole_batch == batch and first_example == 0.
+  /// The examples [first_example, first_example + batch) of a call over whole_batch examples: a jit
+  /// plan on the CPU runs its batched steps by chunks of examples. Ops that divide by the batch size
+  /// (batch_mean) use whole_batch, and errors name an example by its index in the whole batch. An
+  /// eager op or a whole-batch step has whole_batch == batch and first_example == 0.
   std::int64_t whole_batch = 0;
   std::int64_t first_example = 0;
-  // How many leading axes of the views are the batch's (0 or 1): a per-example axis d is view axis
-  // lead() + d.
+  /// How many leading axes of the views are the batch's (0 or 1): a per-example axis d is view axis
+  /// lead() + d.
   std::size_t lead() const { return batched ? 1 : 0; }
 };
 
-// What an adjoint is told besides its node, the node's output and that output's cotangent.
+/// What an adjoint is told besides its node, the node's output and that output's cotangent.
 struct AdjointContext {
-  // Whether input i wants a cotangent, so that work for constants is skipped.
+  /// Whether input i wants a cotangent, so that work for constants is skipped.
   std::vector<bool> needs;
-  // An outer transform differentiates this backward pass: cotangents must be written with
-  // differentiable ops. When false, an adjoint may use faster kernels that have no adjoint.
+  /// An outer transform differentiates this backward pass: cotangents must be written with
+  /// differentiable ops. When false, an adjoint may use faster kernels that have no adjoint.
   bool differentiated = true;
-  // The differentiated outputs are unbatched (a loss over the batch): the cotangent of an unbatched
-  // input that batched examples use is the sum of the examples' cotangents. An adjoint may then
-  // return that sum itself, unbatched (say, one GEMM over the batch), instead of one cotangent per
-  // example for the reverse sweep to sum.
+  /// The differentiated outputs are unbatched (a loss over the batch): the cotangent of an unbatched
+  /// input that batched examples use is the sum of the examples' cotangents. An adjoint may then
+  /// return that sum itself, unbatched (say, one GEMM over the batch), instead of one cotangent per
+  /// example for the reverse sweep to sum.
   bool sums_over_batch = false;
 };
 
@@ -142,50 +144,50 @@ struct Node;
 
 struct OpDef {
   std::string_view name;
-  // Output type from the per-example input types; raises vt::Error naming the op on bad input.
+  /// Output type from the per-example input types; raises vt::Error naming the op on bad input.
   ExampleType (*infer)(const std::vector<ExampleType>& in, const Attrs& attrs);
   void (*forward)(const KernelArgs& args);
-  // Cotangents of the inputs given the output and its cotangent, written with ordinary ops so that
-  // the backward pass is itself a recorded graph. An undefined Tensor means "no gradient".
-  // Null for ops that are not differentiable (gradients stop there).
+  /// Cotangents of the inputs given the output and its cotangent, written with ordinary ops so that
+  /// the backward pass is itself a recorded graph. An undefined Tensor means "no gradient".
+  /// Null for ops that are not differentiable (gradients stop there).
   std::vector<Tensor> (*adjoint)(const Node& node, const Tensor& out, const Tensor& gout,
                                  const AdjointContext& context);
-  // Inputs whose dtype may differ from the first one's (casts); by default all must agree.
+  /// Inputs whose dtype may differ from the first one's (casts); by default all must agree.
   bool mixed_dtypes = false;
-  // The output is input 0's storage seen with another shape (reshape, identity): no kernel runs.
+  /// The output is input 0's storage seen with another shape (reshape, identity): no kernel runs.
   bool aliases_input = false;
-  // The output is unbatched although inputs are batched: the op reduces over the batch.
+  /// The output is unbatched although inputs are batched: the op reduces over the batch.
   bool reduces_batch = false;
-  // How a reduces_batch op's results over parts of the batch combine into its result over the whole
-  // batch (a jit plan runs them by chunks of examples and combines the chunks' results in order).
+  /// How a reduces_batch op's results over parts of the batch combine into its result over the whole
+  /// batch (a jit plan runs them by chunks of examples and combines the chunks' results in order).
   ReduceKind batch_partials = ReduceKind::sum;
-  // The forward also works with the output in input 0's buffer (same size and batching), so a
-  // plan may reuse that buffer when input 0 dies here.
+  /// The forward also works with the output in input 0's buffer (same size and batching), so a
+  /// plan may reuse that buffer when input 0 dies here.
   bool in_place = false;
-  // Bit i set: the forward never reads input i's data (it is there for the adjoint or the type),
-  // so a plan need not keep that buffer alive for this use.
+  /// Bit i set: the forward never reads input i's data (it is there for the adjoint or the type),
+  /// so a plan need not keep that buffer alive for this use.
   std::uint32_t handle_inputs = 0;
-  // Bit i set: of input i's matrices (its last two axes), the forward reads only the lower triangle,
-  // diagonal included (a factorization's A, a solve's factor), on every backend: a plan may leave
-  // the strict upper triangle unwritten where every reader is so.
+  /// Bit i set: of input i's matrices (its last two axes), the forward reads only the lower triangle,
+  /// diagonal included (a factorization's A, a solve's factor), on every backend: a plan may leave
+  /// the strict upper triangle unwritten where every reader is so.
   std::uint32_t lower_triangle_inputs = 0;
-  // When set, the output lives on this device rather than the inputs' (to_device); the forward
-  // gets that device's backend.
+  /// When set, the output lives on this device rather than the inputs' (to_device); the forward
+  /// gets that device's backend.
   Device (*output_device)(const Attrs& attrs) = nullptr;
-  // The op accepts integer tensors (core/dtype.hpp lists which do). Every other op is for floats
-  // only: infer_output refuses integer inputs to it, naming the op and the dtype.
+  /// The op accepts integer tensors (core/dtype.hpp lists which do). Every other op is for floats
+  /// only: infer_output refuses integer inputs to it, naming the op and the dtype.
   bool integers = false;
-  // Each output element depends only on the inputs' elements at the same (broadcast) position, and
-  // the forward works on any sub-block of the output with the inputs' matching views (maps, where,
-  // casts): jit may run a run of such steps tile by tile (autodiff/jit/fuse.cpp).
+  /// Each output element depends only on the inputs' elements at the same (broadcast) position, and
+  /// the forward works on any sub-block of the output with the inputs' matching views (maps, where,
+  /// casts): jit may run a run of such steps tile by tile (autodiff/jit/fuse.cpp).
   bool elementwise = false;
-  // The forward talks to other processes (vt::mpi's all-reduce): it must run exactly once per
-  // call, on the calling thread, so a plan holding one is never recorded for replay. Its inputs
-  // are unbatched, so a chunked plan runs it before or after the chunks, never inside them.
+  /// The forward talks to other processes (vt::mpi's all-reduce): it must run exactly once per
+  /// call, on the calling thread, so a plan holding one is never recorded for replay. Its inputs
+  /// are unbatched, so a chunked plan runs it before or after the chunks, never inside them.
   bool collective = false;
 };
 
-// The shape rule of ops whose output has input 0's type.
+/// The shape rule of ops whose output has input 0's type.
 inline ExampleType same_type(const std::vector<ExampleType>& in, const Attrs&) { return in[0]; }
 
 struct Node {
@@ -196,30 +198,30 @@ struct Node {
 
 Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs = {});
 
-// The output type and batching of `op` on inputs of these types; raises on bad input. Shared by
-// apply and by jit, so both see one set of rules.
+/// The output type and batching of `op` on inputs of these types; raises on bad input. Shared by
+/// apply and by jit, so both see one set of rules.
 Operand infer_output(const OpDef& op, const std::vector<Operand>& in, const Attrs& attrs);
 
-// The views a forward kernel gets for these operands: when any input is batched, every input view
-// has a leading batch axis of size `batch` (stride 0 for an unbatched input, broadcast without a
-// copy), and so does the output when it is batched. Apart from that axis's size and the data
-// pointers, they depend only on the operands' types and batching: jit computes them once per plan.
+/// The views a forward kernel gets for these operands: when any input is batched, every input view
+/// has a leading batch axis of size `batch` (stride 0 for an unbatched input, broadcast without a
+/// copy), and so does the output when it is batched. Apart from that axis's size and the data
+/// pointers, they depend only on the operands' types and batching: jit computes them once per plan.
 struct KernelViews {
   std::vector<View> in;
   View out;
-  bool batched = false;  // any input is batched
+  bool batched = false;  ///< any input is batched
 };
 KernelViews kernel_views(const std::vector<Operand>& in, const Operand& out, std::int64_t batch);
 
-// Runs op's forward kernel over these views (nothing runs for an empty output). Shared by apply and
-// jit plans. The views hold examples [first_example, first_example + batch) of whole_batch (-1: the
-// whole batch, `batch`).
+/// Runs op's forward kernel over these views (nothing runs for an empty output). Shared by apply and
+/// jit plans. The views hold examples [first_example, first_example + batch) of whole_batch (-1: the
+/// whole batch, `batch`).
 void run_kernel(const OpDef& op, const Attrs& attrs, const KernelViews& views, std::int64_t batch, Backend& backend,
                 std::int64_t whole_batch = -1, std::int64_t first_example = 0);
 
-// Outside vmap, a batched tensor is a batch of examples and a reduction over all of its axes
-// includes the batch. Inside vmap bodies and reverse sweeps every op is per example; this scope
-// (per thread) marks those regions.
+/// Outside vmap, a batched tensor is a batch of examples and a reduction over all of its axes
+/// includes the batch. Inside vmap bodies and reverse sweeps every op is per example; this scope
+/// (per thread) marks those regions.
 class PerExampleScope {
  public:
   PerExampleScope();
@@ -232,12 +234,12 @@ class PerExampleScope {
   bool previous_;
 };
 
-// While jit traces (per thread), an op whose inputs are all concrete or deferred constants is not
-// computed: apply records it, and the result is a deferred tensor (TensorImpl::deferred) that the
-// plan computes on its first run, so tracing costs nothing proportional to the constants (an
-// adjoint transposing a captured matrix, say). Not deferred: ops on tensors a gradient tracks,
-// aliases of concrete tensors (free), transfers between devices, ops without inputs.
-// DeferConstantOps(false) suspends it (computing a deferred tensor's values, a plan's folding).
+/// While jit traces (per thread), an op whose inputs are all concrete or deferred constants is not
+/// computed: apply records it, and the result is a deferred tensor (TensorImpl::deferred) that the
+/// plan computes on its first run, so tracing costs nothing proportional to the constants (an
+/// adjoint transposing a captured matrix, say). Not deferred: ops on tensors a gradient tracks,
+/// aliases of concrete tensors (free), transfers between devices, ops without inputs.
+/// DeferConstantOps(false) suspends it (computing a deferred tensor's values, a plan's folding).
 class DeferConstantOps {
  public:
   explicit DeferConstantOps(bool on = true);
@@ -250,8 +252,8 @@ class DeferConstantOps {
   bool previous_;
 };
 
-// Counts, on this thread and while it lives, each op that `apply` runs or records and each
-// adjoint the reverse sweep calls, by op name: what a computation really did, observable.
+/// Counts, on this thread and while it lives, each op that `apply` runs or records and each
+/// adjoint the reverse sweep calls, by op name: what a computation really did, observable.
 class OpCounter {
  public:
   OpCounter();

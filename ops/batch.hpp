@@ -1,10 +1,11 @@
 #pragma once
-// Batch family: moving between plain tensors and batched ones, and reducing over the batch.
-//
-// A batched tensor holds B examples of its per-example shape, stored [B, ...shape()]. Every op
-// applies to each example, with unbatched operands broadcast across the batch (no copy). Outside
-// vmap, reductions over all axes (sum, mean, max with no axes) also reduce over the batch; with
-// explicit axes they name per-example axes. The batch size never enters a jit trace or plan.
+/// @file
+/// Batch family: moving between plain tensors and batched ones, and reducing over the batch.
+///
+/// A batched tensor holds B examples of its per-example shape, stored [B, ...shape()]. Every op
+/// applies to each example, with unbatched operands broadcast across the batch (no copy). Outside
+/// vmap, reductions over all axes (sum, mean, max with no axes) also reduce over the batch; with
+/// explicit axes they name per-example axes. The batch size never enters a jit trace or plan.
 #include <optional>
 
 #include "../core/tensor.hpp"
@@ -14,20 +15,20 @@ namespace vt {
 struct OpDef;
 struct Attrs;
 
-// A plain tensor [B, ...] as a batch of B examples of shape [...] (no copy). Under jit, as_batch
-// (or vmap) of a plain argument fixes B in that plan: B is part of the argument's shape, which is in
-// jit's cache key, so another B traces again. Passing batched tensors in avoids that.
+/// A plain tensor [B, ...] as a batch of B examples of shape [...] (no copy). Under jit, as_batch
+/// (or vmap) of a plain argument fixes B in that plan: B is part of the argument's shape, which is in
+/// jit's cache key, so another B traces again. Passing batched tensors in avoids that.
 Tensor as_batch(const Tensor& x);
-// The plain [B, ...] tensor of a batched one (no copy). Not available while jit traces, where B
-// is a run-time value.
+/// The plain [B, ...] tensor of a batched one (no copy). Not available while jit traces, where B
+/// is a run-time value.
 Tensor unbatch(const Tensor& x);
 
-// Reductions over the batch: per-example shape in, unbatched out (integers as sum, mean and max do).
+/// Reductions over the batch: per-example shape in, unbatched out (integers as sum, mean and max do).
 Tensor batch_sum(const Tensor& x);
 Tensor batch_mean(const Tensor& x);
-Tensor batch_max(const Tensor& x);  // ties share the gradient evenly
+Tensor batch_max(const Tensor& x);  ///< ties share the gradient evenly
 
-// x (unbatched) repeated for every example of `like`'s batch.
+/// x (unbatched) repeated for every example of `like`'s batch.
 Tensor broadcast_to_batch(const Tensor& x, const Tensor& like);
 
 namespace detail {

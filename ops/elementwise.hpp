@@ -1,11 +1,12 @@
 #pragma once
-// Elementwise maps with numpy broadcasting. Tensor operands are promoted (core/dtype.hpp); C++
-// scalars are weak: an integer scalar takes the tensor's dtype, a floating one a floating tensor's
-// dtype, and makes an integer tensor float64.
-//
-// Integer tensors: neg, abs, sign, add, sub, mul, maximum, minimum, the comparisons, where and
-// astype take them (integer arithmetic wraps); div is true division, in float64 when both operands
-// are integers (as `/` in numpy and JAX); the other maps take floats only.
+/// @file
+/// Elementwise maps with numpy broadcasting. Tensor operands are promoted (core/dtype.hpp); C++
+/// scalars are weak: an integer scalar takes the tensor's dtype, a floating one a floating tensor's
+/// dtype, and makes an integer tensor float64.
+///
+/// Integer tensors: neg, abs, sign, add, sub, mul, maximum, minimum, the comparisons, where and
+/// astype take them (integer arithmetic wraps); div is true division, in float64 when both operands
+/// are integers (as `/` in numpy and JAX); the other maps take floats only.
 #include <concepts>
 #include <cstdint>
 
@@ -22,50 +23,50 @@ Tensor square(const Tensor& x);
 Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
 Tensor tanh(const Tensor& x);
-Tensor abs(const Tensor& x);   // gradient sign(x), 0 at 0
-Tensor sign(const Tensor& x);  // not differentiable (gradient 0)
-// Special functions per element: the C library's, except digamma, trigamma, sigmoid and softplus,
-// which are vtape's own (backends/special_math.hpp, the same on every backend). Gradients are the
-// derivatives' closed forms; at a domain edge they are what the formula gives (log10' at 0 is inf,
-// lgamma' at a pole is digamma's NaN or inf).
-Tensor log10(const Tensor& x);  // gradient 1 / (x ln 10)
-Tensor log2(const Tensor& x);   // gradient 1 / (x ln 2)
-Tensor exp2(const Tensor& x);   // gradient 2^x ln 2
-Tensor exp10(const Tensor& x);  // 10^x (glibc's exp10); gradient 10^x ln 10
-Tensor expm1(const Tensor& x);  // exp(x) - 1, exact near 0; gradient expm1(x) + 1
-Tensor erf(const Tensor& x);    // gradient 2/sqrt(pi) exp(-x^2)
-Tensor erfc(const Tensor& x);   // 1 - erf(x), exact in the tail; gradient -2/sqrt(pi) exp(-x^2)
-Tensor lgamma(const Tensor& x);  // log |gamma(x)|; +inf at the poles 0, -1, ...; gradient digamma(x)
-// psi(x) = lgamma'(x). As scipy: -inf at +0, +inf at -0, NaN at the poles -1, -2, ... and at -inf.
-// Gradient trigamma(x).
+Tensor abs(const Tensor& x);   ///< gradient sign(x), 0 at 0
+Tensor sign(const Tensor& x);  ///< not differentiable (gradient 0)
+/// Special functions per element: the C library's, except digamma, trigamma, sigmoid and softplus,
+/// which are vtape's own (backends/special_math.hpp, the same on every backend). Gradients are the
+/// derivatives' closed forms; at a domain edge they are what the formula gives (log10' at 0 is inf,
+/// lgamma' at a pole is digamma's NaN or inf).
+Tensor log10(const Tensor& x);  ///< gradient 1 / (x ln 10)
+Tensor log2(const Tensor& x);   ///< gradient 1 / (x ln 2)
+Tensor exp2(const Tensor& x);   ///< gradient 2^x ln 2
+Tensor exp10(const Tensor& x);  ///< 10^x (glibc's exp10); gradient 10^x ln 10
+Tensor expm1(const Tensor& x);  ///< exp(x) - 1, exact near 0; gradient expm1(x) + 1
+Tensor erf(const Tensor& x);    ///< gradient 2/sqrt(pi) exp(-x^2)
+Tensor erfc(const Tensor& x);   ///< 1 - erf(x), exact in the tail; gradient -2/sqrt(pi) exp(-x^2)
+Tensor lgamma(const Tensor& x);  ///< log |gamma(x)|; +inf at the poles 0, -1, ...; gradient digamma(x)
+/// psi(x) = lgamma'(x). As scipy: -inf at +0, +inf at -0, NaN at the poles -1, -2, ... and at -inf.
+/// Gradient trigamma(x).
 Tensor digamma(const Tensor& x);
-// psi'(x); +inf at the poles 0, -1, ..., 0 at +inf, NaN at -inf. Not differentiable: its gradient
-// raises vt::Error (polygamma of order 2 is not implemented).
+/// psi'(x); +inf at the poles 0, -1, ..., 0 at +inf, NaN at -inf. Not differentiable: its gradient
+/// raises vt::Error (polygamma of order 2 is not implemented).
 Tensor trigamma(const Tensor& x);
-// 1 / (1 + exp(-x)), without overflow for any x; gradient sigmoid(x) sigmoid(-x) (= y (1 - y), exact
-// also where y rounds to 1).
+/// 1 / (1 + exp(-x)), without overflow for any x; gradient sigmoid(x) sigmoid(-x) (= y (1 - y), exact
+/// also where y rounds to 1).
 Tensor sigmoid(const Tensor& x);
-// log(1 + exp(x)), without overflow: x for large x, exp(x) for very negative x; gradient sigmoid(x).
+/// log(1 + exp(x)), without overflow: x for large x, exp(x) for very negative x; gradient sigmoid(x).
 Tensor softplus(const Tensor& x);
 
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
-Tensor pow(const Tensor& a, const Tensor& b);      // d/db uses log(a): defined for a > 0 (0 where a == 0)
-Tensor maximum(const Tensor& a, const Tensor& b);  // ties split the gradient evenly
-Tensor minimum(const Tensor& a, const Tensor& b);  // ties split the gradient evenly; NaN propagates
-// x limited to [lo, hi] (NaN stays NaN). Gradient 1 for lo <= x <= hi, bounds included (JAX's
-// minimum(maximum(x, lo), hi) gives 1/2 at a bound), 0 outside. Raises vt::Error when lo > hi or
-// a bound is NaN; infinite bounds are allowed. The bounds are weak float scalars, so an integer x
-// gives a float64 result; to keep x's integer dtype, use minimum(maximum(x, lo), hi) with bounds
-// that are tensors of that dtype.
+Tensor pow(const Tensor& a, const Tensor& b);      ///< d/db uses log(a): defined for a > 0 (0 where a == 0)
+Tensor maximum(const Tensor& a, const Tensor& b);  ///< ties split the gradient evenly
+Tensor minimum(const Tensor& a, const Tensor& b);  ///< ties split the gradient evenly; NaN propagates
+/// x limited to [lo, hi] (NaN stays NaN). Gradient 1 for lo <= x <= hi, bounds included (JAX's
+/// minimum(maximum(x, lo), hi) gives 1/2 at a bound), 0 outside. Raises vt::Error when lo > hi or
+/// a bound is NaN; infinite bounds are allowed. The bounds are weak float scalars, so an integer x
+/// gives a float64 result; to keep x's integer dtype, use minimum(maximum(x, lo), hi) with bounds
+/// that are tensors of that dtype.
 Tensor clip(const Tensor& x, double lo, double hi);
-// Comparisons give 1 or 0 in the operands' (promoted) dtype, integer or float, and stop gradients.
+/// Comparisons give 1 or 0 in the operands' (promoted) dtype, integer or float, and stop gradients.
 Tensor less(const Tensor& a, const Tensor& b);
 Tensor greater(const Tensor& a, const Tensor& b);
 Tensor equal(const Tensor& a, const Tensor& b);
-// cond != 0 ? a : b, all three broadcast together; cond (of any dtype) takes no gradient.
+/// cond != 0 ? a : b, all three broadcast together; cond (of any dtype) takes no gradient.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor astype(const Tensor& x, DType dtype);
 
@@ -74,7 +75,7 @@ Tensor sub(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
 Tensor div(const Tensor& a, double b);
 Tensor pow(const Tensor& a, double b);
-Tensor pow(double a, const Tensor& b);  // gradient a^b log(a); 0 where a == 0, as pow's exponent gradient
+Tensor pow(double a, const Tensor& b);  ///< gradient a^b log(a); 0 where a == 0, as pow's exponent gradient
 
 namespace detail {
 // A C++ scalar as the tensor it stands for in a binary op with `like` (weak scalars, above).
@@ -82,7 +83,7 @@ Tensor weak_scalar(const Tensor& like, double value);
 Tensor weak_scalar(const Tensor& like, std::int64_t value);
 }  // namespace detail
 
-// Integer C++ scalars (`x + 1`, `i * 2`): exact for every int64 value on an integer tensor.
+/// Integer C++ scalars (`x + 1`, `i * 2`): exact for every int64 value on an integer tensor.
 template <std::integral I> Tensor add(const Tensor& a, I b) { return add(a, detail::weak_scalar(a, std::int64_t(b))); }
 template <std::integral I> Tensor sub(const Tensor& a, I b) { return sub(a, detail::weak_scalar(a, std::int64_t(b))); }
 template <std::integral I> Tensor mul(const Tensor& a, I b) { return mul(a, detail::weak_scalar(a, std::int64_t(b))); }
@@ -109,8 +110,8 @@ template <std::integral I> Tensor operator-(I a, const Tensor& b) { return sub(d
 template <std::integral I> Tensor operator*(I a, const Tensor& b) { return mul(detail::weak_scalar(b, std::int64_t(a)), b); }
 template <std::integral I> Tensor operator/(I a, const Tensor& b) { return div(detail::weak_scalar(b, std::int64_t(a)), b); }
 
-// mul's op, for plan passes that write a product of their own (jit scales a solve it already made).
 struct OpDef;
+/// mul's op, for plan passes that write a product of their own (jit scales a solve it already made).
 extern const OpDef mul_op;
 
 }  // namespace vt

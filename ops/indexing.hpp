@@ -1,23 +1,24 @@
 #pragma once
-// Indexing family: slices, concatenation, stacking, diagonals and triangles.
+/// @file
+/// Indexing family: slices, concatenation, stacking, diagonals and triangles.
 #include <vector>
 
 #include "../core/tensor.hpp"
 
 namespace vt {
 
-// Elements start, start+step, ... before stop along `axis`, with Python's rules for negative and
-// out-of-range bounds; step > 0.
+/// Elements start, start+step, ... before stop along `axis`, with Python's rules for negative and
+/// out-of-range bounds; step > 0.
 Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t stop, std::int64_t step = 1);
-// Joins tensors along an existing axis (concatenate) or a new one (stack); dtypes are promoted.
+/// Joins tensors along an existing axis (concatenate) or a new one (stack); dtypes are promoted.
 Tensor concatenate(const std::vector<Tensor>& xs, std::int64_t axis = 0);
 Tensor stack(const std::vector<Tensor>& xs, std::int64_t axis = 0);
-// numpy's diag: a vector gives a square matrix with it on the diagonal; a matrix gives its
-// main diagonal.
+/// numpy's diag: a vector gives a square matrix with it on the diagonal; a matrix gives its
+/// main diagonal.
 Tensor diag(const Tensor& x);
-// The main diagonal of the last two axes, leading axes kept (numpy.diagonal(x, 0, -2, -1)).
+/// The main diagonal of the last two axes, leading axes kept (numpy.diagonal(x, 0, -2, -1)).
 Tensor diagonal(const Tensor& x);
-// The lower (tril) or upper (triu) triangle of the last two axes from the k-th diagonal, the rest 0.
+/// The lower (tril) or upper (triu) triangle of the last two axes from the k-th diagonal, the rest 0.
 Tensor tril(const Tensor& x, std::int64_t k = 0);
 Tensor triu(const Tensor& x, std::int64_t k = 0);
 
