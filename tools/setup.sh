@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# Installs the Debian packages vtape builds with, when missing, and configures build/.
-# Sourced by tools/run-example and tools/run-tests; safe to run again (builds are incremental).
+# Installs the Debian packages vtape builds with, when missing, configures build/ (showing CMake's
+# summary: the build type, whether the CUDA module and the MPI layer are built) and builds.
+#   tools/setup.sh [--docs] [cmake --build arguments...]
+# --docs also installs doxygen, for the API reference. Run by tools/run-example and
+# tools/run-tests; safe to run again (builds are incremental). VTAPE_BUILD_DIR picks the build
+# folder (build/), VTAPE_CMAKE_ARGS adds arguments to its first configure (e.g. -DVTAPE_CUDA=ON).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-packages=(cmake g++ make libeigen3-dev catch2 libfmt-dev liblbfgsb-dev libcli11-dev libopenmpi-dev openmpi-bin)
+packages=(cmake g++ ninja-build libeigen3-dev catch2 libfmt-dev liblbfgsb-dev libcli11-dev libopenmpi-dev openmpi-bin)
+if [ "${1:-}" = "--docs" ]; then
+  packages+=(doxygen)
+  shift
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+build=${VTAPE_BUILD_DIR:-$root/build}
 if ((${#missing[@]})); then
   echo "vtape: installing ${missing[*]}" >&2
   if [ "$(id -u)" -eq 0 ]; then sudo=""; elif command -v sudo >/dev/null; then sudo=sudo; else
@@ -16,9 +25,17 @@ if ((${#missing[@]})); then
   fi
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # A build folder configured before these packages were there looks for them again.
+  [ -f "$build/CMakeCache.txt" ] && rm -f "$build/CMakeCache.txt"
 fi
-build=${VTAPE_BUILD_DIR:-$root/build}
 if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" ${VTAPE_CMAKE_ARGS:-} >/dev/null
+  mkdir -p "$build"
+  # shellcheck disable=SC2086  # VTAPE_CMAKE_ARGS is a list of arguments
+  if ! cmake -S "$root" -B "$build" -G Ninja ${VTAPE_CMAKE_ARGS:-} >"$build/configure.log" 2>&1; then
+    cat "$build/configure.log" >&2
+    echo "vtape: configuring $build failed (the log above is in $build/configure.log)" >&2
+    exit 1
+  fi
+  grep -E '^-- vtape|^CMake Warning' "$build/configure.log" | sed 's/^-- /configure: /' >&2
 fi
 cmake --build "$build" -j "$(nproc)" "$@"

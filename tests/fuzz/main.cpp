@@ -8,6 +8,7 @@
 // fixed then: overflow nested-jit jit-capture-grad (each now fails the run like any other).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -49,7 +50,15 @@ int main(int argc, char** argv) {
   std::map<std::string, int> kinds, checks, failing, known;
   std::map<std::string, std::string> first_seen;  // category + message head -> printed once
   int printed = 0, hard = 0, soft = 0;
+  // Progress: a line per tenth of the run (at least every 1000 programs), so a long run shows it moves.
+  const std::uint64_t every = std::max<std::uint64_t>(1, std::min<std::uint64_t>(1000, (count + 9) / 10));
   for (std::uint64_t s = seed; s < seed + count; ++s) {
+    if (!quiet && s > seed && (s - seed) % every == 0) {
+      const double so_far = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("vtape_fuzz: %llu of %llu programs in %.1f s, %d failures\n",
+                  static_cast<unsigned long long>(s - seed), static_cast<unsigned long long>(count), so_far, hard);
+      std::fflush(stdout);
+    }
     if (timeout) alarm(timeout);
     const vtfuzz::Outcome o = vtfuzz::run_one(s, opt);
     ++kinds[o.kind];

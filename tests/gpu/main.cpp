@@ -1,11 +1,10 @@
 // The GPU tests' entry point: without a usable CUDA device the whole program reports "skipped"
 // (exit code 77, which ctest is told means skipped), never "passed".
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-
 #include <cstdio>
 #include <string_view>
-#include <vtape/vtape.hpp>
+#include <vtape/core/backend.hpp>
+
+#include "../catch_session.hpp"
 
 int main(int argc, char** argv) {
   bool listing = false;
@@ -20,5 +19,5 @@ int main(int argc, char** argv) {
       return 77;
     }
   }
-  return Catch::Session().run(argc, argv);
+  return run_catch_session(argc, argv);
 }
