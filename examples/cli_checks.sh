@@ -58,6 +58,7 @@ good() {
 
 # --- demo: no arguments ---
 good 'gradient = ' "$demo"
+good 'traces for batch sizes 8 and 3: 1$' "$demo"  # the README's tour: one trace for every batch size
 good 'Usage: .*demo' "$demo" --help
 bad 'extra' "$demo" extra
 bad '--bogus' "$demo" --bogus
@@ -117,6 +118,14 @@ bad '--reps' "$fourier" --reps 4294967296
 bad '--bogus' "$fourier" --nobs 16 --ngp 2 --samples 2 --reps 1 --bogus
 bad '--nobs' "$fourier" --ngp 2 --nobs
 bad 'extra' "$fourier" --nobs 16 extra
+# More memory than any machine has (4096 threads, each holding an 8192 x 8192 example): refused at once.
+OMP_NUM_THREADS=4096 bad 'out of memory: the direct form needs at least' "$fourier" --nobs 8192 --ngp 2 --samples 4096
+# A run estimated at more than a few seconds reports its progress on stderr.
+OMP_NUM_THREADS=1 attempt 60 "$fourier" --nobs 1024 --ngp 2 --samples 20 --reps 1
+if [ "$rc" -ne 0 ] || ! grep -qE '^gp_fourier: direct form: 20 samples of a 1024 x 1024 factorization' "$tmp/err" ||
+   ! grep -qE '^gp_fourier: direct form: 20 of 20 samples in [0-9]+ s$' "$tmp/err"; then
+  complain "$shown: status $rc, or no progress on stderr"
+fi
 
 # --- gp_grouped ---
 good 'agree to ([0-9.]+e-(1[0-9]|0[89])|0\.0e\+00) \(value\)' "$grouped" --npoints 64 --ngroups 8 --nbatch 3 --ncheck 2 --reps 1
@@ -155,6 +164,15 @@ if [ -n "$co2" ]; then
   bad '--data' "$co2" --data "$tmp/missing.csv" --eval --theta "$theta"
   printf 't,value\n1958.2,315.7\n1958.3,oops\n' >"$tmp/bad.csv"
   bad 'bad.csv:3' "$co2" --data "$tmp/bad.csv" --eval --theta "$theta"  # a runtime error: one line too
+  # Too few rows to fit 11 hyperparameters: refused, naming the file; evaluating there still works.
+  printf 't,value\n1958.2,315.7\n' >"$tmp/one.csv"
+  bad 'one.csv: 1 data row; fitting the 11 hyperparameters needs at least 12' "$co2" --data "$tmp/one.csv"
+  awk 'NR > 1 && NR <= 13' "$(dirname "$0")/data/co2_monthly.csv" | sed '1i t,value' >"$tmp/twelve.csv"
+  head -12 "$tmp/twelve.csv" >"$tmp/eleven.csv"
+  bad 'eleven.csv: 11 data rows' "$co2" --data "$tmp/eleven.csv" --starts 1
+  good '"data": ".*/one\.csv", "n": 1, ' "$co2" --data "$tmp/one.csv" --eval --theta "$theta"
+  good '^.*/twelve\.csv, 12 rows; 1 starts' "$co2" --data "$tmp/twelve.csv" --starts 1
+  good '^Mauna Loa CO2 \(examples/data/co2_monthly\.csv\), 521 rows' "$co2" --starts 1
   bad '--device' "$co2" --device cuda:x --eval --theta "$theta"
   bad '--bogus' "$co2" --eval --theta "$theta" --bogus
   bad 'extra' "$co2" --json extra

@@ -1,33 +1,61 @@
-// A first look at vtape: a small Gaussian negative log-likelihood, its value and its gradient.
+// A first look at vtape, the README's short tour as a program: a small Gaussian negative
+// log-likelihood with its value and gradient, then a Gaussian-process log marginal likelihood
+// evaluated at several starts at once with jit(vmap(value_and_grad(f))). CI runs it, so the tour
+// stays in step with the library.
 #include <fmt/core.h>
 
+#include <cmath>
+#include <numbers>
 #include <vtape/vtape.hpp>
 
 #include "example_cli.hpp"
 
 int main(int argc, char** argv) try {
-  CLI::App app{"A first look at vtape: a small Gaussian negative log-likelihood, its value and its gradient. Takes no "
-               "arguments.",
+  CLI::App app{"A first look at vtape (the README's tour): a Gaussian negative log-likelihood with its value and "
+               "gradient, then a Gaussian-process likelihood at 8 starts at once. Takes no arguments.",
                "demo"};
   cli::configure(app);
   if (const std::optional<int> status = cli::parse(app, argc, argv)) return *status;
 
-  const vt::Tensor x = vt::linspace(-1.0, 1.0, 5);
-  const vt::Tensor y = vt::Tensor::from_vector({-1.9, -1.1, 0.1, 0.9, 2.1}, {5});
+  {
+    vt::Tensor x = vt::linspace(-1, 1, 5);  // float64 unless a dtype is given
+    vt::Tensor y = vt::Tensor::from_vector({-1.9, -1.1, 0.1, 0.9, 2.1}, {5});
 
-  // Least squares with a learned noise scale: theta = [slope, log sigma].
-  auto nll = [&](const vt::Tensor& theta) {
-    const vt::Tensor slope = vt::slice(theta, 0, 0, 1);
-    const vt::Tensor log_sigma = vt::slice(theta, 0, 1, 2);
-    const vt::Tensor r = (y - slope * x) / vt::exp(log_sigma);
-    return vt::sum(0.5 * vt::square(r) + log_sigma);
+    auto nll = [&](const vt::Tensor& theta) {  // theta = [slope, log sigma]
+      vt::Tensor r = (y - vt::slice(theta, 0, 0, 1) * x) / vt::exp(vt::slice(theta, 0, 1, 2));
+      return vt::sum(0.5 * vt::square(r) + vt::slice(theta, 0, 1, 2));
+    };
+    auto [value, gradient] = vt::value_and_grad(nll)(vt::Tensor::from_vector({1.5, 0.0}, {2}));
+    fmt::print("nll      = {}\ngradient = {}\n", value, gradient);  // tensors print as numpy prints them
+    fmt::print("nll      = {:.6f}\n", value.item());                 // or read them: item, at, to_vector
+  }
+
+  // Data for the GP: n points on [0, 1], their squared distances, noisy observations.
+  const int count = 50;
+  const double n = count;
+  const vt::Tensor t = vt::linspace(0, 1, count);
+  const vt::Tensor d2 = vt::square(vt::reshape(t, {count, 1}) - vt::reshape(t, {1, count}));
+  const vt::Tensor y = vt::sin(t * 6.0) + vt::randn({count}, 7) * 0.1;
+  const vt::Tensor eye_n = vt::eye(count);
+
+  // A Gaussian-process log marginal likelihood, log N(y | 0, K(theta)), through one Cholesky factor.
+  auto lml = [&](const vt::Tensor& theta) {  // theta = [log amplitude, log length, log noise]
+    auto p = [&](int i) { return vt::exp(vt::slice(theta, 0, i, i + 1)); };
+    vt::Tensor K = p(0) * vt::exp(d2 * -0.5 / vt::square(p(1))) + eye_n * p(2);
+    vt::CholeskyFactor f = vt::cho_factor(K);
+    return -0.5 * (vt::sum(y * vt::cho_solve(f, y)) + vt::logdet(f)) - 0.5 * n * std::log(2 * std::numbers::pi);
   };
 
-  const vt::Tensor theta = vt::Tensor::from_vector({1.5, 0.0}, {2});
-  auto [value, gradient] = vt::value_and_grad(nll)(theta);
-  fmt::print("theta    = {}\n", theta);
-  fmt::print("nll      = {:.6f}\n", value.item());
-  fmt::print("gradient = {}\n", gradient);
+  // Many starts at once: vmap maps the per-start value and gradient over a batch, jit plans it
+  // once for every batch size.
+  auto step = vt::jit(vt::vmap(vt::value_and_grad(lml)));
+  vt::Tensor thetas = vt::randn({8, 3}, /*seed=*/1);          // 8 starts, one per row
+  auto [values, grads] = step(vt::as_batch(thetas));         // 8 values; 8 gradients of shape [3]
+  std::vector<double> lmls = values.to_vector<double>();     // batch first: lmls[k] is start k's
+  auto [v3, g3] = step(vt::as_batch(vt::randn({3, 3}, 2)));  // another batch size: the same plan
+  fmt::print("log marginal likelihood at 8 starts = {}\n", values);
+  fmt::print("gradients = {}\n", vt::unbatch(grads));
+  fmt::print("start 0: {:.6f}; traces for batch sizes 8 and 3: {}\n", lmls[0], step.counters().traces);
   return 0;
 } catch (...) {
   return cli::fail_with_current_exception("demo");

@@ -101,6 +101,17 @@ std::string json_list(const std::vector<double>& v) {
   return "[" + s + "]";
 }
 
+// `text` inside a JSON string: quotes, backslashes and control characters escaped.
+std::string json_escaped(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", static_cast<int>(c));
+    else out += c;
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -138,6 +149,14 @@ int main(int argc, char** argv) try {
 
   const gp::Series series = gp::read_csv(data);
   const auto n = static_cast<std::int64_t>(series.t.size());
+  // The data's name in every report: the bundled series, or the file given.
+  const std::string data_name = data == VTAPE_CO2_DATA ? "Mauna Loa CO2 (examples/data/co2_monthly.csv)" : data;
+  // Fewer observations than hyperparameters leave the likelihood free to run off along the
+  // directions the data cannot see; evaluating it at a point is still defined.
+  if (!eval && n <= gp::n_theta)
+    return cli::fail("gp_co2", fmt::format("{}: {} data row{}; fitting the {} hyperparameters needs at least {} "
+                                           "(--eval --theta ... evaluates the likelihood with any number)",
+                                           data, n, n == 1 ? "" : "s", gp::n_theta, gp::n_theta + 1));
   double mean = 0;
   for (double v : series.y) mean += v / static_cast<double>(n);
   std::vector<double> centred;
@@ -155,8 +174,8 @@ int main(int argc, char** argv) try {
     std::vector<double> grad = g.to_vector<double>();
     for (double& x : grad) x = -x;
     if (mpi.rank() == 0)
-      fmt::print("{{\"n\": {}, \"theta\": {}, \"lml\": {:.10g}, \"grad\": {}}}\n", n, json_list(theta), -v.item(),
-               json_list(grad));
+      fmt::print("{{\"data\": \"{}\", \"n\": {}, \"theta\": {}, \"lml\": {:.10g}, \"grad\": {}}}\n", json_escaped(data),
+                 n, json_list(theta), -v.item(), json_list(grad));
     return 0;
   }
 
@@ -244,14 +263,14 @@ int main(int argc, char** argv) try {
   if (mpi.rank() != 0) return 0;
   const vt::JitCounters c = evaluate.counters();
   if (json) {
-    fmt::print("{{\"n\": {}, \"lml\": {:.10g}, \"theta\": {}, \"kernel\": \"{}\", \"starts\": {}, \"evaluations\": {}, "
-               "\"rounds\": {}, \"fit_seconds\": {:.3f}, \"traces\": {}, \"best_start\": {}, \"status\": \"{}\", "
-               "\"device\": \"{}\"}}\n",
-               n, lml, json_list(theta), gp::sklearn_notation(theta), starts, evaluations, rounds, seconds, c.traces,
+    fmt::print("{{\"data\": \"{}\", \"n\": {}, \"lml\": {:.10g}, \"theta\": {}, \"kernel\": \"{}\", \"starts\": {}, "
+               "\"evaluations\": {}, \"rounds\": {}, \"fit_seconds\": {:.3f}, \"traces\": {}, \"best_start\": {}, "
+               "\"status\": \"{}\", \"device\": \"{}\"}}\n",
+               json_escaped(data), n, lml, json_list(theta), gp::sklearn_notation(theta), starts, evaluations, rounds, seconds, c.traces,
                best_start, status, vt::to_string(device));
     return 0;
   }
-  fmt::print("Mauna Loa CO2, {} months; {} starts, {} evaluations in {} batched rounds, {:.2f} s ({} trace) on {}\n", n,
+  fmt::print("{}, {} rows; {} starts, {} evaluations in {} batched rounds, {:.2f} s ({} trace) on {}\n", data_name, n,
              starts, evaluations, rounds, seconds, c.traces, vt::to_string(device));
   if (mpi.on()) fmt::print("starts spread over {} MPI ranks\n", mpi.size());
   fmt::print("best start {} ({}), log marginal likelihood {:.3f}\n", best_start, status, lml);
