@@ -122,7 +122,7 @@ bad 'extra' "$fourier" --nobs 16 extra
 OMP_NUM_THREADS=4096 bad 'out of memory: the direct form needs at least' "$fourier" --nobs 8192 --ngp 2 --samples 4096
 # A run estimated at more than a few seconds reports its progress on stderr.
 OMP_NUM_THREADS=1 attempt 60 "$fourier" --nobs 1024 --ngp 2 --samples 20 --reps 1
-if [ "$rc" -ne 0 ] || ! grep -qE '^gp_fourier: direct form: 20 samples of a 1024 x 1024 factorization' "$tmp/err" ||
+if [ "$rc" -ne 0 ] || ! grep -qE '^gp_fourier: direct form: 20 samples, each an order-1024 factorization and its gradient' "$tmp/err" ||
    ! grep -qE '^gp_fourier: direct form: 20 of 20 samples in [0-9]+ s$' "$tmp/err"; then
   complain "$shown: status $rc, or no progress on stderr"
 fi

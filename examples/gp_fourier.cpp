@@ -138,9 +138,9 @@ int main(int argc, char** argv) try {
       grads = g.to_vector<double>();
       return;
     }
-    fmt::print(stderr, "gp_fourier: {} form: {} samples of a {} x {} factorization, {:.1e} flops each: about {} on {} "
-               "threads\n", f.name, samples, f.factor_order, f.factor_order, f.flops_per_sample, duration(estimate),
-               threads);
+    fmt::print(stderr, "gp_fourier: {} form: {} sample{}, each an order-{} factorization and its gradient ({:.1e} "
+               "flops): about {} on {} thread{}\n", f.name, samples, samples == 1 ? "" : "s", f.factor_order,
+               f.flops_per_sample, duration(estimate), threads, threads == 1 ? "" : "s");
     const auto slice = std::clamp<std::int64_t>(
         static_cast<std::int64_t>(static_cast<double>(samples) * quiet_seconds / estimate), 1, samples);
     const auto t0 = std::chrono::steady_clock::now();
