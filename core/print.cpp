@@ -44,24 +44,22 @@ Shown<T> shown_elements(const Tensor& t, const View& full, bool summarise, std::
   if (s.values.empty()) return s;
   const Shape shown_strides = contiguous_strides(s.shape);
   const DType as = dtype_of<T>();
+  std::vector<std::size_t> cut_axes;  // fewer than 40: each holds at least 3 elements
+  for (std::size_t a = 0; a < rank; ++a)
+    if (s.cut[a]) cut_axes.push_back(a);
   std::vector<T> block;
-  for (std::uint64_t corner = 0; corner < (std::uint64_t{1} << rank); ++corner) {
+  // Each corner takes the leading or the trailing entries of every cut axis; the others are read whole.
+  for (std::uint64_t corner = 0; corner < (std::uint64_t{1} << cut_axes.size()); ++corner) {
     View v = full;
     std::int64_t shown_offset = 0;
-    bool skip = false;
-    for (std::size_t a = 0; a < rank; ++a) {
-      const bool trailing = (corner >> a) & 1;
-      if (!s.cut[a]) {
-        skip |= trailing;  // an uncut axis is read whole, once
-        continue;
-      }
+    for (std::size_t c = 0; c < cut_axes.size(); ++c) {
+      const std::size_t a = cut_axes[c];
       v.shape[a] = edge;
-      if (trailing) {
+      if ((corner >> c) & 1) {
         v.data = static_cast<char*>(v.data) + (full.shape[a] - edge) * full.strides[a] * size_of(full.dtype);
         shown_offset += edge * shown_strides[a];
       }
     }
-    if (skip) continue;
     block.resize(static_cast<std::size_t>(numel(v.shape)));
     detail::read_to_host(t.device(), v, as, block.data());
     // Scatter the block into the shown array: walk its elements in row-major order.
