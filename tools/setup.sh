@@ -36,6 +36,6 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     echo "vtape: configuring $build failed (the log above is in $build/configure.log)" >&2
     exit 1
   fi
-  grep -E '^-- vtape|^CMake Warning' "$build/configure.log" | sed 's/^-- /configure: /' >&2
+  grep -E '^-- vtape|^CMake Warning' "$build/configure.log" | sed 's/^-- /configure: /' >&2 || true
 fi
 cmake --build "$build" -j "$(nproc)" "$@"
