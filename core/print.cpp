@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tensor.hpp"
@@ -29,6 +31,24 @@ struct Shown {
   std::vector<T> values;  // row-major over `shape`
 };
 
+// A device copies a strided view of at most 8 axes that cannot merge (the CUDA kernels' limit): a
+// block of more is read by its leading axis, one slice after another.
+constexpr std::size_t max_read_axes = 8;
+void read_block(Device device, const View& v, DType as, void* out) {
+  if (v.shape.size() <= max_read_axes || device.kind == DeviceKind::cpu) {
+    detail::read_to_host(device, v, as, out);
+    return;
+  }
+  View slice = v;
+  slice.shape.erase(slice.shape.begin());
+  slice.strides.erase(slice.strides.begin());
+  const std::size_t bytes = static_cast<std::size_t>(numel(slice.shape)) * size_of(as);
+  for (std::int64_t i = 0; i < v.shape[0]; ++i) {
+    read_block(device, slice, as, static_cast<char*>(out) + static_cast<std::size_t>(i) * bytes);
+    slice.data = static_cast<char*>(slice.data) + v.strides[0] * size_of(v.dtype);
+  }
+}
+
 // Reads the shown elements, one block per combination of leading and trailing ranges (at most
 // 2^rank reads), so that printing a large tensor never copies the whole of it to the host.
 template <class T>
@@ -37,7 +57,7 @@ Shown<T> shown_elements(const Tensor& t, const View& full, bool summarise, std::
   const std::size_t rank = full.shape.size();
   s.cut.resize(rank);
   for (std::size_t a = 0; a < rank; ++a) {
-    s.cut[a] = summarise && full.shape[a] > 2 * edge;
+    s.cut[a] = summarise && full.shape[a] > 0 && edge <= (full.shape[a] - 1) / 2;  // more than 2 edge entries
     s.shape.push_back(s.cut[a] ? 2 * edge : full.shape[a]);
   }
   s.values.resize(static_cast<std::size_t>(numel(s.shape)));
@@ -61,7 +81,7 @@ Shown<T> shown_elements(const Tensor& t, const View& full, bool summarise, std::
       }
     }
     block.resize(static_cast<std::size_t>(numel(v.shape)));
-    detail::read_to_host(t.device(), v, as, block.data());
+    read_block(t.device(), v, as, block.data());
     // Scatter the block into the shown array: walk its elements in row-major order.
     const Shape block_strides = contiguous_strides(v.shape);
     for (std::size_t k = 0; k < block.size(); ++k) {
@@ -127,20 +147,23 @@ Parts parts_of(const std::string& s) {
 template <class T>
 Style float_style(const std::vector<T>& values, int precision) {
   Style st;
-  double max_abs = 0, min_abs = INFINITY;
+  T max_abs = 0, min_abs = std::numeric_limits<T>::infinity();
   bool finite = false, non_finite = false, negative_inf = false;
   for (T v : values) {
     if (std::isinf(v) && v < 0) negative_inf = true;
     non_finite |= !std::isfinite(v);
     if (!std::isfinite(v)) continue;
     finite = true;
-    const double a = std::abs(static_cast<double>(v));
+    const T a = std::abs(v);
     if (a == 0) continue;
     max_abs = std::max(max_abs, a);
     min_abs = std::min(min_abs, a);
   }
+  // numpy decides in the values' own type, and moves to scientific notation at
+  // 10^min(8, the type's decimal digits): 1e6 for float32, 1e8 for float64.
+  const T large = std::is_same_v<T, float> ? T(1e6) : T(1e8);
   if (finite) {
-    st.scientific = max_abs > 0 && (max_abs >= 1e8 || min_abs < 1e-4 || max_abs / min_abs > 1e3);
+    st.scientific = max_abs > 0 && (max_abs >= large || min_abs < T(1e-4) || max_abs / min_abs > T(1000));
     int exp_len = 0;
     for (T v : values) {
       if (!std::isfinite(v)) continue;
@@ -169,9 +192,12 @@ std::string format_float(T v, const Style& st, int precision) {
     return fmt::format("{:>{}}", text, width);
   }
   if (st.scientific) {
-    // The shortest digits (at most `precision`), padded with zeros to the column's digits.
-    Parts p = parts_of(shortest(v, precision, true));
-    p.fraction.resize(static_cast<std::size_t>(st.digits), '0');
+    // Every element with the column's digits, those of its exact value (numpy's min_digits).
+    char buf[512];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific, st.digits);
+    std::string text(buf, r.ptr);
+    if (st.digits == 0) text.insert(text.find('e'), ".");
+    const Parts p = parts_of(text);
     const char sign = p.exponent[0];
     std::string exp_digits = p.exponent.substr(1);
     exp_digits.insert(0, static_cast<std::size_t>(std::max(0, st.exp_digits - static_cast<int>(exp_digits.size()))), '0');
@@ -240,7 +266,6 @@ struct Layout {
         }
       }
       if (n > 0) extend_line(s, line, child(n - 1), elem_width, indent);
-      if (summary && n == 0) extend_line(s, line, "...", elem_width, indent);
       s += line;
     } else {
       const std::string separator = "," + std::string(shape.size() - axis - 1, '\n');
@@ -248,7 +273,6 @@ struct Layout {
         s += indent + child(i) + separator;
         if (summary && i + 1 == edge) s += indent + "..." + separator;
       }
-      if (summary && n == 0) s += indent + "..." + separator;
       if (n > 0) s += indent + child(n - 1);
     }
     return "[" + s.substr(std::min(s.size(), indent.size())) + "]";
@@ -275,7 +299,7 @@ PrintOptions print_options() {
 void set_print_options(const PrintOptions& o) {
   if (o.precision < 0 || o.precision > 64) fail("set_print_options: precision is {}; it must be in 0..64", o.precision);
   if (o.threshold < 0) fail("set_print_options: threshold is {}; it must be >= 0", o.threshold);
-  if (o.edgeitems < 0) fail("set_print_options: edgeitems is {}; it must be >= 0", o.edgeitems);
+  if (o.edgeitems < 1) fail("set_print_options: edgeitems is {}; it must be >= 1", o.edgeitems);
   if (o.linewidth < 1) fail("set_print_options: linewidth is {}; it must be >= 1", o.linewidth);
   std::lock_guard lock(options_mutex);
   current_options = o;
@@ -306,9 +330,13 @@ fmt::format_context::iterator fmt::formatter<vt::Tensor>::format(const vt::Tenso
   std::string suffix = fmt::format("dtype={}", vt::name_of(t.dtype()));
   if (t.is_batched()) suffix += fmt::format(", batch={}", t.impl().batch);
   std::string body;
-  if (vt::numel(full.shape) == 0 && full.shape.size() != 1) {
-    body = "[]";
+  // As numpy's repr, the shape is written out where the text does not show it: an empty tensor
+  // (other than [0]) and a summarised one.
+  const std::int64_t count = vt::numel(full.shape);
+  if ((count == 0 && full.shape.size() != 1) || count > o.threshold)
     suffix = fmt::format("shape={}, {}", vt::to_string(full.shape), suffix);
+  if (count == 0) {
+    body = "[]";
   } else {
     const std::string indent(prefix.size() + 1, ' ');
     const std::int64_t width = o.linewidth - 1;  // the ',' after the elements

@@ -130,8 +130,13 @@ int main(int argc, char** argv) try {
 
   // Runs a form over every sample. A run estimated to take long goes by slices of the batch (no new
   // trace: the plan serves every batch size) and reports its progress on stderr after each.
+  // The plan runs examples in parallel: at most one thread per sample is busy.
+  const double busy_threads = std::min<double>(threads, static_cast<double>(samples));
+  auto estimated_seconds = [&](const Form& f) {
+    return f.flops_per_sample * static_cast<double>(samples) / (assumed_flops_per_thread * busy_threads);
+  };
   auto evaluate = [&](const Form& f, std::vector<double>& values, std::vector<double>& grads) {
-    const double estimate = f.flops_per_sample * static_cast<double>(samples) / (assumed_flops_per_thread * threads);
+    const double estimate = estimated_seconds(f);
     if (estimate < quiet_seconds) {
       const auto [v, g] = f.run(batch);
       values = v.to_vector<double>();
@@ -141,8 +146,10 @@ int main(int argc, char** argv) try {
     fmt::print(stderr, "gp_fourier: {} form: {} sample{}, each an order-{} factorization and its gradient ({:.1e} "
                "flops): about {} on {} thread{}\n", f.name, samples, samples == 1 ? "" : "s", f.factor_order,
                f.flops_per_sample, duration(estimate), threads, threads == 1 ? "" : "s");
-    const auto slice = std::clamp<std::int64_t>(
-        static_cast<std::int64_t>(static_cast<double>(samples) * quiet_seconds / estimate), 1, samples);
+    // Slices of a few seconds, and of whole multiples of the threads, which they keep busy.
+    const std::int64_t per_slice = std::max<std::int64_t>(
+        1, static_cast<std::int64_t>(static_cast<double>(samples) * quiet_seconds / estimate) / threads);
+    const std::int64_t slice = std::min(samples, per_slice * threads);
     const auto t0 = std::chrono::steady_clock::now();
     for (std::int64_t from = 0; from < samples; from += slice) {
       const std::int64_t to = std::min(samples, from + slice);
@@ -158,7 +165,7 @@ int main(int argc, char** argv) try {
     }
   };
   auto time_ms = [&](const Form& f) {
-    const double estimate = f.flops_per_sample * static_cast<double>(samples) / (assumed_flops_per_thread * threads);
+    const double estimate = estimated_seconds(f);
     std::vector<double> t;
     for (int r = 0; r < reps; ++r) {
       const auto t0 = std::chrono::steady_clock::now();

@@ -87,7 +87,7 @@ Tensor tensor_of(const PrintCase& c) {
 
 TEST_CASE("tensors print as numpy prints the same arrays", "[print]") {
   const std::vector<PrintCase> cases = read_print_cases();
-  REQUIRE(cases.size() >= 30);
+  REQUIRE(cases.size() >= 50);
   for (const PrintCase& c : cases) {
     INFO(c.name);
     const PrintOptionsScope scope(c.options);
@@ -99,6 +99,13 @@ TEST_CASE("tensors print as numpy prints the same arrays", "[print]") {
 }
 
 TEST_CASE("a large tensor prints summarised, in lines of the set width", "[print]") {
+  {
+    PrintOptions o = print_options();
+    o.edgeitems = std::int64_t{1} << 62;  // more than any axis: nothing is cut, nothing overflows
+    o.threshold = 0;
+    const PrintOptionsScope scope(o);
+    CHECK(fmt::format("{}", arange(0, 3)) == "Tensor([0., 1., 2.], shape=[3], dtype=float64)");
+  }
   // The report that started this: a 100 x 100 tensor printed as one line of 101,802 characters.
   const Tensor big = randn({1000, 1000}, 5);
   const std::string text = fmt::format("{}", big);
@@ -146,6 +153,7 @@ TEST_CASE("print options: numpy's defaults, checked values, restored by a scope"
   refused([](PrintOptions& o) { o.precision = 65; }, "precision is 65");
   refused([](PrintOptions& o) { o.threshold = -1; }, "threshold is -1");
   refused([](PrintOptions& o) { o.edgeitems = -2; }, "edgeitems is -2");
+  refused([](PrintOptions& o) { o.edgeitems = 0; }, "edgeitems is 0; it must be >= 1");
   refused([](PrintOptions& o) { o.linewidth = 0; }, "linewidth is 0");
 }
 

@@ -4,7 +4,8 @@
 #   tools/setup.sh [--docs] [cmake --build arguments...]
 # --docs also installs doxygen, for the API reference. Run by tools/run-example and
 # tools/run-tests; safe to run again (builds are incremental). VTAPE_BUILD_DIR picks the build
-# folder (build/), VTAPE_CMAKE_ARGS adds arguments to its first configure (e.g. -DVTAPE_CUDA=ON).
+# folder (build/), VTAPE_CMAKE_ARGS adds arguments to its configure (e.g. -DVTAPE_CUDA=ON), which
+# runs the first time and again after packages were installed.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 packages=(cmake g++ ninja-build libeigen3-dev catch2 libfmt-dev liblbfgsb-dev libcli11-dev libopenmpi-dev openmpi-bin)
@@ -24,14 +25,17 @@ if ((${#missing[@]})); then
     exit 1
   fi
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  # A build folder configured before these packages were there looks for them again.
-  [ -f "$build/CMakeCache.txt" ] && rm -f "$build/CMakeCache.txt"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-if [ ! -f "$build/CMakeCache.txt" ]; then
+# Configure when build/ has no build files yet (a first run, or a configure that failed), or when
+# packages were just installed (what the last configure did not find, it looks for again; the
+# settings in build/CMakeCache.txt stay).
+generator=()
+[ -f "$build/CMakeCache.txt" ] || generator=(-G Ninja)
+if [ ! -f "$build/build.ninja" ] && [ ! -f "$build/Makefile" ] || ((${#missing[@]})); then
   mkdir -p "$build"
   # shellcheck disable=SC2086  # VTAPE_CMAKE_ARGS is a list of arguments
-  if ! cmake -S "$root" -B "$build" -G Ninja ${VTAPE_CMAKE_ARGS:-} >"$build/configure.log" 2>&1; then
+  if ! cmake -S "$root" -B "$build" "${generator[@]}" ${VTAPE_CMAKE_ARGS:-} >"$build/configure.log" 2>&1; then
     cat "$build/configure.log" >&2
     echo "vtape: configuring $build failed (the log above is in $build/configure.log)" >&2
     exit 1

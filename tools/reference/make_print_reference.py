@@ -30,22 +30,26 @@ DEFAULT = (8, 1000, 3, 75)
 
 
 def tensor_repr(a, options, batch):
-    """numpy's array_repr (numpy/_core/arrayprint.py) with vtape's class name and suffix."""
+    """numpy's array_repr (numpy/_core/arrayprint.py, _array_repr_implementation) with vtape's
+    class name, the dtype always shown, a batched tensor's batch size after it, and shapes written
+    as vtape writes them ([2, 3], not (2, 3))."""
     precision, threshold, edgeitems, linewidth = options
     prefix = "Tensor("
-    dtype_str = "dtype=" + NAMES[a.dtype.type] + (f", batch={batch}" if batch else "") + ")"
     with np.printoptions(precision=precision, threshold=threshold, edgeitems=edgeitems, linewidth=linewidth):
-        if a.size == 0 and a.ndim != 1:
-            body = "[]"
-            dtype_str = "shape=[" + ", ".join(str(d) for d in a.shape) + "], " + dtype_str
-        else:
-            body = np.array2string(a, separator=", ", prefix=prefix, suffix=",")
-    arr_str = prefix + body + ","
+        lst = np.array2string(a, linewidth, separator=", ", prefix=prefix, suffix=")")
+    extras = []
+    if (a.size == 0 and a.shape != (0,)) or a.size > threshold:
+        extras.append("shape=[" + ", ".join(str(d) for d in a.shape) + "]")
+    extras.append("dtype=" + NAMES[a.dtype.type])
+    if batch:
+        extras.append(f"batch={batch}")
+    arr_str = prefix + lst + ","
+    extra_str = ", ".join(extras) + ")"
     last_line_len = len(arr_str) - (arr_str.rfind("\n") + 1)
     spacer = " "
-    if last_line_len + len(dtype_str) + 1 > linewidth:
+    if last_line_len + len(extra_str) + 1 > linewidth:
         spacer = "\n" + " " * len(prefix)
-    return arr_str + spacer + dtype_str
+    return arr_str + spacer + extra_str
 
 
 rng = np.random.default_rng(20261203)
@@ -96,6 +100,21 @@ case("big integers wrap", np.arange(30, dtype=np.int64) * 1234567891011)
 case("a summarised vector", np.linspace(0.0, 1.0, 2001))
 case("integers summarised", np.arange(2000, dtype=np.int32).reshape(40, 50))
 case("a summarised batch", rng.standard_normal((1200, 2)), batched=True)
+case("float32 in scientific notation shows each value's own digits", np.array([1e-5, 0.1, 0.123456789], dtype=f32))
+case("float32 small random values", (rng.standard_normal(6) * 1e-3).astype(f32))
+case("float32 goes scientific from 1e6", np.array([2e6, 3e6], dtype=f32))
+case("float32 compares 1e-4 in float32", np.array([1e-4, 0.05], dtype=f32))
+case("float32 ratio of exactly 1000 in float32", np.array([0.56146026, 561.46027], dtype=f32))
+case("float64 at precision 20 in scientific notation", np.array([0.1, 1e-5]), options=(20, 1000, 3, 75))
+case("float64 just under 1e8", np.array([99999999.0, 1.0]))
+case("one edge item", np.arange(50, dtype=f64).reshape(5, 10), options=(8, 10, 1, 75))
+case("edge items past the axis", np.arange(20, dtype=f64).reshape(4, 5), options=(8, 3, 4, 75))
+case("threshold zero summarises small tensors", np.arange(7, dtype=f64), options=(8, 0, 3, 75))
+case("a line width of one", np.arange(4, dtype=f64), options=(8, 1000, 3, 1))
+case("rank nine summarised", np.arange(3 ** 9, dtype=np.int32).reshape((3,) * 9), options=(8, 1000, 1, 75))
+case("int64 extremes", np.array([-9223372036854775808, 9223372036854775807, 0], dtype=np.int64))
+case("subnormals", np.array([5e-324, 1e-310, 0.0]))
+case("an empty rank-3 tensor", np.zeros((2, 0, 3)))
 
 
 def value_text(v, code):
