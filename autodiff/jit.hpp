@@ -131,6 +131,16 @@ struct PlanSummary {
   std::int64_t fused_lower = 0;        ///< of those, steps on symmetric matrices run over the lower triangle
   std::int64_t arena_bytes_per_example = 0;  ///< batched buffers: times B per call
   std::int64_t arena_bytes_fixed = 0;        ///< unbatched buffers
+  /// The passes that changed the plan, in the order they ran (docs/ARCHITECTURE.md, "The passes").
+  std::vector<std::string> passes;
+};
+
+/// Options of one jitted function.
+struct JitOptions {
+  /// Passes to turn off ("-name") or on ("+name"), comma-separated, applied after those of the
+  /// environment variable VTAPE_JIT_PASSES (read when a plan is built): to bisect a wrong result or
+  /// a slow plan. An unknown name, or a stage every plan needs, raises when the function is traced.
+  std::string passes;
 };
 
 namespace detail {
@@ -153,6 +163,7 @@ struct CacheEntry {
 
 class JitCache {
  public:
+  explicit JitCache(JitOptions options = {}) : options_(std::move(options)) {}
   using Tracer = std::function<Traced(const std::vector<Tensor>&)>;
   std::shared_ptr<const CacheEntry> get(const std::vector<Tensor>& inputs, const Tracer& trace, bool count_call);
   JitCounters counters() const;
@@ -164,9 +175,12 @@ class JitCache {
   std::map<std::string, std::shared_ptr<const CacheEntry>> entries_;
   JitCounters counters_;
   std::thread::id tracer_;    // the thread tracing now, if any
+  const JitOptions options_;
 };
 
 std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs);
+// The plan as text at the arguments' batch size (Jitted::explain).
+std::string explain(const Plan& plan, const std::vector<Tensor>& inputs);
 
 // True while a jit traces a function on this thread.
 bool tracing();
@@ -176,7 +190,8 @@ bool tracing();
 template <class F>
 class Jitted {
  public:
-  explicit Jitted(F f) : f_(std::move(f)), cache_(std::make_shared<detail::JitCache>()) {}
+  explicit Jitted(F f, JitOptions options = {})
+      : f_(std::move(f)), cache_(std::make_shared<detail::JitCache>(std::move(options))) {}
 
   template <class... Args>
   auto operator()(const Args&... args) const {
@@ -202,6 +217,19 @@ class Jitted {
     return lookup<R, sizeof...(Args)>({Tensor(args)...}, false)->summary;
   }
 
+  /// The plan these arguments run, as text to print: a header (steps, chunks at the arguments'
+  /// batch size, arena bytes, the passes that changed the plan), then one line per step: its op,
+  /// its inputs' and output's shapes (B: the batch axis), when it runs (once before the chunks,
+  /// per chunk, once after, or folded: on the first call only), the fused run it is part of, its
+  /// buffer (arena offset, a result's own buffer, or a view of another value), and the pass that
+  /// made it. What to read when a model is slower than expected; traces as compile() does.
+  template <class... Args>
+  std::string explain(const Args&... args) const {
+    using R = decltype(f_(Tensor(args)...));
+    const std::vector<Tensor> in{Tensor(args)...};
+    return detail::explain(*lookup<R, sizeof...(Args)>(in, false)->plan, in);
+  }
+
   JitCounters counters() const { return cache_->counters(); }
 
   /// Hands back the memory the plans keep between calls (their arenas, and on a GPU their
@@ -225,8 +253,8 @@ class Jitted {
 };
 
 template <class F>
-Jitted<F> jit(F f) {
-  return Jitted<F>(std::move(f));
+Jitted<F> jit(F f, JitOptions options = {}) {
+  return Jitted<F>(std::move(f), std::move(options));
 }
 
 }  // namespace vt

@@ -1,6 +1,7 @@
 // SPD solve family: cho_solve and solve, differentiated at the level of A.
 // Inputs of the op: (A, L, b); L only supplies the factorization, gradients go to A and b.
 #include "../core/graph.hpp"
+#include "cholesky.hpp"
 #include "elementwise.hpp"
 #include "indexing.hpp"
 #include "layout.hpp"
@@ -51,6 +52,7 @@ std::vector<Tensor> cho_solve_adjoint(const Node& node, const Tensor& x, const T
   return {a_bar, Tensor(), ctx.needs[2] ? sum_to(reshape(bm, x.shape()), b.shape()) : Tensor()};
 }
 
+}  // namespace
 const OpDef cho_solve_op{.name = "cho_solve",
                          .infer =
                              [](const std::vector<ExampleType>& in, const Attrs&) {
@@ -62,10 +64,10 @@ const OpDef cho_solve_op{.name = "cho_solve",
                          .handle_inputs = 0b001,           // A: for the adjoint only
                          .lower_triangle_inputs = 0b010};  // L
 
+namespace {
 Tensor cho_solve_raw(const Tensor& a, const Tensor& l, const Tensor& b) {
   return apply(cho_solve_op, {a, l, astype(b, a.dtype())});
 }
-
 }  // namespace
 
 Tensor cho_solve(const CholeskyFactor& factor, const Tensor& b) {

@@ -26,7 +26,10 @@ template <UnaryKind K>
 void unary_forward(const KernelArgs& k) { k.backend.unary(K, k.in[0], k.out); }
 
 // Maps write each output element from the same element of their inputs, so they run in place.
+// The op is defined outside the anonymous namespace so that the ones elementwise.hpp declares are
+// the library's (the others stay internal: a const at namespace scope is).
 #define VT_UNARY(NAME, KIND, ADJOINT, INTEGERS)                    \
+  }                                                                \
   const OpDef NAME##_op{.name = #NAME,                             \
                         .infer = same_type,                        \
                         .forward = unary_forward<UnaryKind::KIND>, \
@@ -34,7 +37,6 @@ void unary_forward(const KernelArgs& k) { k.backend.unary(K, k.in[0], k.out); }
                         .in_place = true,                          \
                         .integers = INTEGERS,                      \
                         .elementwise = true};                      \
-  }                                                                \
   Tensor NAME(const Tensor& x) { return apply(NAME##_op, {x}); }   \
   namespace {
 
@@ -148,11 +150,13 @@ constexpr OpDef binary_op(Adjoint adjoint, bool in_place = true) {
           .elementwise = true};
 }
 
+}  // namespace
 const OpDef add_op = binary_op<BinaryKind::add, add_name>(
     [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, g) : Tensor()};
     });
+namespace {
 const OpDef sub_op = binary_op<BinaryKind::sub, sub_name>(
     [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(),
@@ -164,13 +168,13 @@ const OpDef mul_op = binary_op<BinaryKind::mul, mul_name>(
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * n.inputs[1]) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, g * n.inputs[0]) : Tensor()};
     });
-namespace {
 const OpDef div_op = binary_op<BinaryKind::div, div_name>(
     [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
       const Tensor gb = g / n.inputs[1];
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, gb) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, neg(gb * y)) : Tensor()};
     });
+namespace {
 // pow_base_grad(a, b) = b a^(b-1), and 0 where b = 0: pow's derivative in a, one pass over the
 // elements (BinaryKind::pow_base_grad). Its own derivatives, for second-order gradients, are ordinary
 // ops: d/da = b (b-1) a^(b-2) = b pow_base_grad(a, b - 1) (0 where b = 0), d/db = a^(b-1) (1 + b log a),

@@ -111,7 +111,7 @@ template <std::integral I> Tensor operator*(I a, const Tensor& b) { return mul(d
 template <std::integral I> Tensor operator/(I a, const Tensor& b) { return div(detail::weak_scalar(b, std::int64_t(a)), b); }
 
 struct OpDef;
-/// mul's op, for plan passes that write a product of their own (jit scales a solve it already made).
-extern const OpDef mul_op;
+/// Ops that jit's passes recognise by identity, and mul, which they also write.
+extern const OpDef add_op, mul_op, div_op, neg_op;
 
 }  // namespace vt

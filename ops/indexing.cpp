@@ -83,6 +83,7 @@ struct ConcatenateAttrs {
   auto fields() { return std::tie(axis); }
 };
 
+}  // namespace
 const OpDef concatenate_op{.name = "concatenate",
                            .infer =
                                [](const std::vector<ExampleType>& in, const Attrs& a) {
@@ -121,6 +122,7 @@ const OpDef concatenate_op{.name = "concatenate",
                                  return out;
                                },
                            .integers = true};
+namespace {
 
 Tensor diag_embed(const Tensor& v, std::int64_t rows, std::int64_t cols);
 

@@ -22,4 +22,8 @@ Tensor diagonal(const Tensor& x);
 Tensor tril(const Tensor& x, std::int64_t k = 0);
 Tensor triu(const Tensor& x, std::int64_t k = 0);
 
+struct OpDef;
+/// concatenate's op, which jit's passes recognise by identity.
+extern const OpDef concatenate_op;
+
 }  // namespace vt

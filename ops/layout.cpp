@@ -72,6 +72,7 @@ const OpDef transpose_op{.name = "transpose",
                              },
                          .integers = true};
 
+}  // namespace
 const OpDef broadcast_op{
     .name = "broadcast_to",
     .infer =
@@ -85,8 +86,6 @@ const OpDef broadcast_op{
     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{sum_to(g, n.inputs[0].shape())}; },
     .integers = true};
-
-}  // namespace
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
   Shape target = shape;

@@ -24,6 +24,8 @@ bool is_matrix_transpose(const OpDef& op, const Attrs& attrs);
 /// reshape's op and its attributes, for plan passes that insert one (jit reshapes a scaling's factor
 /// when it moves the scaling onto a sum of another shape).
 extern const OpDef reshape_op;
+/// broadcast_to's op, which jit's passes recognise by identity.
+extern const OpDef broadcast_op;
 Attrs reshape_attrs(const Shape& shape);
 
 }  // namespace vt

@@ -3,6 +3,7 @@
 // potri computes it (a kernel with no adjoint), or solves against the identity when the backward
 // pass is itself differentiated.
 #include "../core/graph.hpp"
+#include "cholesky.hpp"
 #include "creation.hpp"
 #include "elementwise.hpp"
 #include "layout.hpp"
@@ -28,6 +29,7 @@ void logdet_forward(const KernelArgs& k) {
 }
 
 // (L L^T)^-1 from lower factors L, in a third of the flops of cho_solve(L, I); not differentiable.
+}  // namespace
 const OpDef cholesky_inverse_op{
     .name = "cholesky_inverse",
     .infer = same_type,
@@ -54,6 +56,7 @@ std::vector<Tensor> logdet_adjoint(const Node& node, const Tensor&, const Tensor
   return {sum_to(reshape(g, gs) * inverse, a.shape()), Tensor()};
 }
 
+namespace {
 const OpDef logdet_op{.name = "logdet",
                       .infer =
                           [](const std::vector<ExampleType>& in, const Attrs&) {

@@ -55,6 +55,7 @@ Tensor spread(const Node& n, const Tensor& g) {
   return broadcast_to(reshape(g, kept_shape(in, unpack_attrs<ReduceAttrs>(n.attrs))), in);
 }
 
+}  // namespace
 const OpDef sum_op{.name = "sum",
                    .infer = reduce_type,
                    .forward = reduce_forward<ReduceKind::sum>,
@@ -62,6 +63,7 @@ const OpDef sum_op{.name = "sum",
                      return std::vector<Tensor>{spread(n, g)};
                    },
                    .integers = true};
+namespace {
 const OpDef max_op{.name = "max",
                    .infer = reduce_type,
                    .forward = reduce_forward<ReduceKind::max>,

@@ -33,5 +33,7 @@ struct Attrs;
 /// For plan passes that rewrite reductions: whether a step of `op` with `attrs` is sum over exactly the per-example
 /// axes `axes` (sorted), their size-1 axes kept or not.
 bool is_sum_over(const OpDef& op, const Attrs& attrs, const Axes& axes);
+/// sum's op, which jit's passes recognise by identity.
+extern const OpDef sum_op;
 
 }  // namespace vt

@@ -89,7 +89,7 @@ std::shared_ptr<const CacheEntry> JitCache::get(const std::vector<Tensor>& input
   const double trace_ms = ms_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
   auto entry = std::make_shared<CacheEntry>();
-  entry->plan = build_plan(symbolic, traced, entry->summary);
+  entry->plan = build_plan(symbolic, traced, entry->summary, options_.passes);
   entry->skeleton = traced.skeleton;
   for (const PlanValue& v : entry->plan->values)
     entry->runs_eagerly |= v.kind == PlanValue::Kind::constant && v.constant.impl().tracked;

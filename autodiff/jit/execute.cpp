@@ -365,6 +365,8 @@ constexpr std::int64_t max_partials_bytes = std::int64_t{32} << 20;
 
 std::int64_t round_up(std::int64_t bytes) { return checked_add(bytes, 63, "jit", "the plan's memory") / 64 * 64; }
 
+}  // namespace
+
 // Examples per chunk for this call, or 0 for every step over the whole batch. It depends on the
 // plan, the batch size and the backend (and JitChunkExamples), never on the number of threads.
 std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch, const Backend& be) {
@@ -381,6 +383,8 @@ std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch, const Back
   }
   return chunk >= batch ? 0 : chunk;
 }
+
+namespace {
 
 // A chunk's data pointers: the call's (`call`), with batched values at the chunk's first example
 // (arguments, constants and results) or in the worker's arena of `capacity` examples, and the
@@ -515,6 +519,10 @@ std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs
   if (const std::int64_t chunk = examples_per_chunk(plan, batch, be))
     return run_chunked(plan, inputs, batch, chunk, be);
   return run_directly(plan, inputs, batch, be);
+}
+
+std::string explain(const Plan& plan, const std::vector<Tensor>& inputs) {
+  return explain_plan(plan, batch_of(plan, inputs));
 }
 
 }  // namespace vt::detail

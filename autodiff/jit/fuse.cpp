@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "../../backends/cpu/sum_order.hpp"
+#include "../../ops/reduce.hpp"
 #include "plan.hpp"
 
 namespace vt::detail {
@@ -54,7 +55,7 @@ bool fusible(const Plan &plan, const PlanStep &s) {
 
 // A sum of the run's last value (step `prev`'s output) to one value per example.
 bool ends_run(const Plan &plan, const PlanStep &s, const PlanStep &prev) {
-  if (s.op->name != "sum" || s.in.size() != 1 || s.in[0] != prev.out) return false;
+  if (s.op != &sum_op || s.in.size() != 1 || s.in[0] != prev.out) return false;
   const PlanValue &out = plan.values[static_cast<std::size_t>(s.out)];
   const PlanValue &in = plan.values[static_cast<std::size_t>(prev.out)];
   return out.kind == PlanValue::Kind::computed && numel(out.shape) == 1 && out.batched == in.batched &&

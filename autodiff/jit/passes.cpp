@@ -13,6 +13,7 @@
 #include "../../core/backend.hpp"
 #include "../../ops/cholesky.hpp"
 #include "../../ops/elementwise.hpp"
+#include "../../ops/indexing.hpp"
 #include "../../ops/layout.hpp"
 #include "../../ops/matmul.hpp"
 #include "../../ops/reduce.hpp"
@@ -307,8 +308,7 @@ void diagonal_scale_bases(const Plan& plan, int v, Inner inner, std::vector<int>
   const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
   if (depth == 4 || pv.kind != PlanValue::Kind::computed) return;
   const PlanStep& s = plan.steps[static_cast<std::size_t>(pv.producer)];
-  // mul's OpDef is not exported (ops/elementwise.cpp); op names are unique.
-  if (s.op->name != "mul" || s.in.size() != 2) return;
+  if (s.op != &mul_op || s.in.size() != 2) return;
   const std::size_t r = pv.shape.size();
   for (std::size_t side = 0; side < 2; ++side) {
     const Shape& x = plan.values[static_cast<std::size_t>(s.in[side])].shape;
@@ -373,7 +373,7 @@ std::pair<int, int> column_pair(const Plan& plan, int v) {
   const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
   if (pv.kind != PlanValue::Kind::computed) return {-1, -1};
   const PlanStep& s = plan.steps[static_cast<std::size_t>(pv.producer)];
-  if (s.op->name != "concatenate" || s.in.size() != 2) return {-1, -1};
+  if (s.op != &concatenate_op || s.in.size() != 2) return {-1, -1};
   const Shape& p = plan.values[static_cast<std::size_t>(s.in[0])].shape;
   const Shape& q = plan.values[static_cast<std::size_t>(s.in[1])].shape;
   if (p != q || p.size() < 2 || pv.shape.size() != p.size() || pv.shape.back() != 2 * p.back()) return {-1, -1};
@@ -393,13 +393,13 @@ Scaling scaling_of(const Plan& plan, const PlanStep& s) {
     return value(v).shape == value(s.out).shape && value(v).dtype == value(s.out).dtype &&
            value(v).batched == value(s.out).batched;
   };
-  if (s.op->name == "neg" && s.in.size() == 1) return whole(s.in[0]) ? Scaling{s.in[0], -1} : Scaling{};
+  if (s.op == &neg_op && s.in.size() == 1) return whole(s.in[0]) ? Scaling{s.in[0], -1} : Scaling{};
   if (s.in.size() != 2 || s.in[0] == s.in[1]) return {};
   const auto one_number = [&](int v) { return numel(value(v).shape) == 1 && value(v).dtype == value(s.out).dtype; };
-  if (s.op->name == "mul") {
+  if (s.op == &mul_op) {
     for (std::size_t side = 0; side < 2; ++side)
       if (one_number(s.in[1 - side]) && whole(s.in[side])) return {s.in[side], s.in[1 - side]};
-  } else if (s.op->name == "div" && one_number(s.in[1]) && whole(s.in[0])) {
+  } else if (s.op == &div_op && one_number(s.in[1]) && whole(s.in[0])) {
     return {s.in[0], s.in[1]};
   }
   return {};
@@ -410,7 +410,7 @@ std::pair<int, int> scaled_by_one_number(const Plan& plan, int v) {
   const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
   if (pv.kind != PlanValue::Kind::computed) return {v, -1};
   const PlanStep& s = plan.steps[static_cast<std::size_t>(pv.producer)];
-  const Scaling sc = s.op->name == "mul" ? scaling_of(plan, s) : Scaling{};
+  const Scaling sc = s.op == &mul_op ? scaling_of(plan, s) : Scaling{};
   return sc.scaled < 0 ? std::pair{v, -1} : std::pair{sc.scaled, sc.factor};
 }
 
@@ -550,7 +550,7 @@ void contract_low_rank_row_sums(Plan& plan) {
       continue;
     const auto at = static_cast<std::size_t>(qv.producer);
     const PlanStep times = plan.steps[at];
-    if (times.op->name != "mul" || times.in.size() != 2 || times.in[0] == times.in[1]) continue;
+    if (times.op != &mul_op || times.in.size() != 2 || times.in[0] == times.in[1]) continue;
     for (std::size_t side = 0; side < 2; ++side) {
       const int p = times.in[side], c = times.in[1 - side];
       const PlanValue& pv = value(p);
@@ -616,12 +616,12 @@ void scale_repeated_solves(Plan& plan) {
     return made ? &plan.steps[static_cast<std::size_t>(pv.producer)] : nullptr;
   };
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
-    if (plan.steps[i].op->name != "cho_solve") continue;
+    if (plan.steps[i].op != &cho_solve_op) continue;
     const PlanStep solve = plan.steps[i];  // a copy: steps and values may grow below
     int b = solve.in[2];
     for (const PlanStep* p = producer(b); p != nullptr && p->op == &reshape_op; p = producer(b)) b = p->in[0];
     const PlanStep* spread = producer(b);
-    if (spread == nullptr || spread->op->name != "broadcast_to" || numel(value(spread->in[0]).shape) != 1) continue;
+    if (spread == nullptr || spread->op != &broadcast_op || numel(value(spread->in[0]).shape) != 1) continue;
     const int s = spread->in[0];
     const Operand out = value(solve.out).operand(), rhs = value(solve.in[2]).operand();
     for (std::size_t j = 0; j < i; ++j) {
@@ -661,7 +661,7 @@ void scale_repeated_solves(Plan& plan) {
 void fold_diagonal_adds(Plan& plan) {
   const std::vector<int> readers = reader_counts(plan);
   for (PlanStep& s : plan.steps) {
-    if (s.op->name != "add" || s.in.size() != 2) continue;
+    if (s.op != &add_op || s.in.size() != 2) continue;
     const PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
     for (std::size_t side = 0; side < 2; ++side) {
       const int p = s.in[side], d = s.in[1 - side];
@@ -716,11 +716,11 @@ void move_scalings_out_of_symmetric_sums(Plan& plan) {
         if (first == 0) first = static_cast<std::size_t>(reader_of[u]);
         if (std::count(r.in.begin(), r.in.end(), v) != 1) break;
         const PlanValue& out = plan.values[static_cast<std::size_t>(r.out)];
-        if (r.op->name == "sum" && numel(out.shape) == 1 && !r.op->reduces_batch && out.dtype == plan.values[u].dtype) {
+        if (r.op == &sum_op && numel(out.shape) == 1 && !r.op->reduces_batch && out.dtype == plan.values[u].dtype) {
           sum = static_cast<std::size_t>(reader_of[u]);
           break;
         }
-        const bool linear = r.op->name == "neg" || r.op->name == "mul" || (r.op->name == "div" && r.in[0] == v);
+        const bool linear = r.op == &neg_op || r.op == &mul_op || (r.op == &div_op && r.in[0] == v);
         if (!linear || out.shape != plan.values[u].shape || out.batched != plan.values[u].batched ||
             out.dtype != plan.values[u].dtype)
           break;
@@ -778,7 +778,7 @@ bool Symmetry::operator()(int v) {
   if ((step->op == &matmul_op || step->op == &matmul_add_diagonal_op) && matmul_symmetric(step->attrs) &&
       !matmul_lower_only(step->attrs))
     return (known = 1) != 0;
-  if (step->op->name == "cholesky_inverse") return (known = 1) != 0;
+  if (step->op == &cholesky_inverse_op) return (known = 1) != 0;
   if (!step->op->elementwise) return false;
   for (int u : step->in)
     if (numel(plan_.values[static_cast<std::size_t>(u)].shape) != 1 && !(*this)(u)) return false;

@@ -1,8 +1,11 @@
 // Building a plan: the traced graph becomes steps, with common subexpressions merged (Builder),
 // then build_plan runs the passes and the memory planner and precomputes each kernel's views, so
 // that a call does only what depends on its arguments and batch size.
+#include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "../../ops/batch.hpp"
 #include "plan.hpp"
@@ -120,10 +123,131 @@ void refuse_untied_batched_arguments(const Plan& plan) {
            plan.fixed_batch, pv.input);
 }
 
+// A plan's batch size, where a step fixes it, and whether it can be recorded for replay.
+void find_batch_size(Plan& plan) {
+  for (const PlanStep& step : plan.steps) {
+    // A collective's host-side message cannot be recorded for replay: such plans run directly.
+    if (step.op->collective) plan.unrecordable = true;
+    const std::int64_t b = fixed_batch(*step.op, step.attrs);
+    if (b < 0) continue;
+    if (plan.fixed_batch >= 0 && plan.fixed_batch != b)
+      fail("jit: the function maps over plain tensors whose leading axes differ ({} and {}); vmap needs one batch size",
+           plan.fixed_batch, b);
+    plan.fixed_batch = b;
+  }
+  if (plan.fixed_batch >= 0) refuse_untied_batched_arguments(plan);
+}
+
+// What a pass changed, cheaply: a hash of each step (op, attributes, inputs, output).
+std::uint64_t step_hash(const PlanStep& s) {
+  std::uint64_t h = std::hash<const void*>{}(s.op);
+  const auto mix = [&h](std::uint64_t x) { h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  for (std::int64_t x : s.attrs.ints) mix(static_cast<std::uint64_t>(x));
+  for (double x : s.attrs.reals) mix(std::hash<double>{}(x));
+  for (int v : s.in) mix(static_cast<std::uint64_t>(v));
+  mix(static_cast<std::uint64_t>(s.out) << 32);
+  return h;
+}
+
+struct PlanShape {
+  std::size_t steps, folds, fused;
+  bool chunkable;
+  bool operator==(const PlanShape&) const = default;
+};
+PlanShape shape_of(const Plan& plan) { return {plan.steps.size(), plan.folds.size(), plan.fused.size(), plan.chunkable}; }
+
+// Runs the pipeline; a step that an optional pass makes or changes is marked as its, and the passes that changed
+// anything are named in the summary.
+void run_passes(Plan& plan, const std::string& selection) {
+  const std::vector<Pass>& passes = plan_passes();
+  std::vector<bool> enabled;
+  for (const Pass& p : passes) enabled.push_back(p.on_by_default || !p.optional);
+  if (const char* env = std::getenv("VTAPE_JIT_PASSES")) select_passes(env, enabled, "VTAPE_JIT_PASSES");
+  select_passes(selection, enabled, "JitOptions::passes");
+  std::unordered_set<std::uint64_t> before;
+  for (std::size_t k = 0; k < passes.size(); ++k) {
+    const Pass& pass = passes[k];
+    if (!enabled[k] || (pass.cpu_only && plan.device != Device::cpu())) continue;
+    if (!pass.optional) {
+      pass.run(plan);
+      continue;
+    }
+    before.clear();
+    for (const PlanStep& s : plan.steps) before.insert(step_hash(s));
+    const PlanShape shape = shape_of(plan);
+    pass.run(plan);
+    bool changed = shape_of(plan) != shape;
+    for (PlanStep& s : plan.steps)
+      if (!before.count(step_hash(s))) {
+        s.made_by = static_cast<int>(k);
+        changed = true;
+      }
+    if (changed) plan.summary.passes.emplace_back(pass.name);
+  }
+}
+
 }  // namespace
 
+const std::vector<Pass>& plan_passes() {
+  static const std::vector<Pass> passes{
+      {"fold_transposes_into_matmuls", fold_transposes_into_matmuls, false, true, true,
+       "a matmul reads x.t() through its GEMM flag"},
+      {"reassociate_matmuls", reassociate_matmuls, false, true, true,
+       "(P Q) Y = P (Q Y): a chain in the order of fewer flops"},
+      {"share_transposed_constants", share_transposed_constants, false, true, true,
+       "a captured x^T of a captured x is read as x with a GEMM flag"},
+      {"mark_symmetric_products", mark_symmetric_products, false, true, true,
+       "X D X^T is symmetric: computed over one triangle"},
+      {"fold_diagonal_adds", fold_diagonal_adds, false, true, true,
+       "A B + D, D a captured diagonal: added inside the product"},
+      {"scale_repeated_solves", scale_repeated_solves, false, true, true,
+       "A^-1 (s 1) = s A^-1 1: a solve the plan already makes, scaled"},
+      {"contract_low_rank_row_sums", contract_low_rank_row_sums, false, true, true,
+       "sum_rows((W U^T) * C) = W (U^T C) where that needs fewer flops"},
+      {"move_scalings_out_of_symmetric_sums", move_scalings_out_of_symmetric_sums, true, true, true,
+       "sum(c X) = c sum(X) over symmetric matrices"},
+      {"merge_common_steps", merge_common_steps, false, true, true, "equal steps, and equal small constants, once"},
+      {"eliminate_dead_steps", eliminate_dead_steps, false, true, true, "steps no result needs are dropped"},
+      {"mark_lower_only_outputs", mark_lower_only_outputs, false, true, true,
+       "a triangle nobody reads is left unwritten"},
+      {"find_batch_size", find_batch_size, false, false, true, "the batch size a step fixes, if any"},
+      {"fold_constants", fold_constants, false, true, true, "steps on constants run once, on the first call"},
+      {"order_for_chunks", order_for_chunks, false, true, true,
+       "steps ordered to run by chunks of examples"},
+      {"plan_memory", plan_memory, false, false, true, "every buffer's arena offset"},
+      {"precompute_views", precompute_views, false, false, true, "every kernel's views, once"},
+      {"fuse_elementwise", fuse_elementwise, true, true, true, "runs of elementwise steps tile by tile"},
+  };
+  return passes;
+}
+
+void select_passes(const std::string& selection, std::vector<bool>& enabled, const char* where) {
+  const std::vector<Pass>& passes = plan_passes();
+  std::size_t at = 0;
+  while (at < selection.size()) {
+    std::size_t end = selection.find_first_of(", ", at);
+    if (end == std::string::npos) end = selection.size();
+    const std::string token = selection.substr(at, end - at);
+    at = end + 1;
+    if (token.empty()) continue;
+    const bool on = token[0] == '+';
+    if (token[0] != '+' && token[0] != '-')
+      fail("jit: {} names passes as -name (off) or +name (on), comma-separated; got \"{}\"", where, token);
+    const std::string name = token.substr(1);
+    const auto it = std::find_if(passes.begin(), passes.end(), [&](const Pass& p) { return name == p.name; });
+    if (it == passes.end()) {
+      std::vector<std::string> names;
+      for (const Pass& p : passes)
+        if (p.optional) names.emplace_back(p.name);
+      fail("jit: {} names an unknown pass \"{}\"; the passes are {}", where, name, fmt::join(names, ", "));
+    }
+    if (!it->optional && !on) fail("jit: {} turns off {}, which every plan needs", where, name);
+    enabled[static_cast<std::size_t>(it - passes.begin())] = on;
+  }
+}
+
 std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_inputs, const Traced& traced,
-                                       PlanSummary& summary) {
+                                       PlanSummary& summary, const std::string& passes) {
   auto plan = std::make_shared<Plan>();
   plan->device = symbolic_inputs.empty() ? Device{} : symbolic_inputs[0].device();
   Builder builder(*plan);
@@ -144,33 +268,7 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
       fail("jit: a plan runs on one device, but the function's arguments and captured tensors are on {} and on {}; "
            "move them with to_device before calling it",
            to_string(plan->device), to_string(d));
-  fold_transposes_into_matmuls(*plan);
-  reassociate_matmuls(*plan);
-  share_transposed_constants(*plan);
-  mark_symmetric_products(*plan);
-  fold_diagonal_adds(*plan);
-  scale_repeated_solves(*plan);
-  contract_low_rank_row_sums(*plan);
-  move_scalings_out_of_symmetric_sums(*plan);
-  merge_common_steps(*plan);
-  eliminate_dead_steps(*plan);
-  mark_lower_only_outputs(*plan);
-  for (const PlanStep& step : plan->steps) {
-    // A collective's host-side message cannot be recorded for replay: such plans run directly.
-    if (step.op->collective) plan->unrecordable = true;
-    const std::int64_t b = fixed_batch(*step.op, step.attrs);
-    if (b < 0) continue;
-    if (plan->fixed_batch >= 0 && plan->fixed_batch != b)
-      fail("jit: the function maps over plain tensors whose leading axes differ ({} and {}); vmap needs one batch size",
-           plan->fixed_batch, b);
-    plan->fixed_batch = b;
-  }
-  if (plan->fixed_batch >= 0) refuse_untied_batched_arguments(*plan);
-  fold_constants(*plan);
-  order_for_chunks(*plan);
-  plan_memory(*plan);
-  precompute_views(*plan);
-  fuse_elementwise(*plan);
+  run_passes(*plan, passes);
   PlanSummary& s = plan->summary;
   s.steps = static_cast<std::int64_t>(plan->steps.size());
   for (const PlanStep& step : plan->steps) s.kernels += step.op->aliases_input ? 0 : 1;

@@ -45,6 +45,8 @@ struct PlanStep {
   // leave them empty): data pointers are null and a leading batch axis has size 0 until a call
   // sets its arguments' pointers and its batch size.
   KernelViews views{};
+  // The pass that made this step, or last changed it (an index into plan_passes()); -1: the trace.
+  int made_by = -1;
 };
 
 // A run of consecutive elementwise steps [first, last) whose outputs have one shape and batching,
@@ -141,11 +143,35 @@ class Plan {
 // What makes two steps compute the same value: their op, attributes and inputs (common subexpressions).
 std::string step_key(const OpDef* op, const Attrs& attrs, const std::vector<int>& in);
 
-// graph -> steps, with common subexpressions merged; then the passes and the memory plan.
+// graph -> steps, with common subexpressions merged; then the pipeline of plan_passes(), with the passes that
+// VTAPE_JIT_PASSES and then `passes` (JitOptions::passes) turn off or on.
 std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_inputs, const Traced& traced,
-                                       PlanSummary& summary);
+                                       PlanSummary& summary, const std::string& passes = {});
 
-// Passes over a built plan (autodiff/jit/passes.cpp), in the order build_plan runs them.
+// One stage of build_plan's pipeline. The rewrites state the identity they rely on where they are defined
+// (passes.cpp) and keep the plan's results up to rounding, so any of them may be turned off to bisect a wrong result
+// or a slow plan; the stages that are not optional are what a plan needs to run.
+struct Pass {
+  const char* name;
+  void (*run)(Plan&);
+  bool cpu_only;       // runs on CPU plans only: what it relies on is the CPU backend's
+  bool optional;       // may be turned off ("-name")
+  bool on_by_default;  // an optional pass off by default runs only when turned on ("+name")
+  const char* does;    // one line, for explain() and the docs
+};
+// The pipeline, in the order build_plan runs it (plan.cpp).
+const std::vector<Pass>& plan_passes();
+// Which passes of plan_passes() run (by index) under a selection such as "-reassociate_matmuls,+name", applied to
+// `enabled`; raises for an unknown name or a pass that cannot be turned off.
+void select_passes(const std::string& selection, std::vector<bool>& enabled, const char* where);
+
+// The plan as text, one line per step (Jitted::explain), at this batch size (0: unbatched arguments).
+std::string explain_plan(const Plan& plan, std::int64_t batch);
+// Examples per chunk for a call at this batch size on this backend, or 0: every step over the whole batch
+// (execute.cpp).
+std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch, const Backend& be);
+
+// The passes over a built plan (autodiff/jit/passes.cpp), in the order build_plan runs them.
 void fold_transposes_into_matmuls(Plan& plan);
 void reassociate_matmuls(Plan& plan);
 void share_transposed_constants(Plan& plan);

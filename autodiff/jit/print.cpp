@@ -3,13 +3,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
-#include "../jit.hpp"
+#include "plan.hpp"
 
 // A field added to either struct must be printed below too.
-static_assert(sizeof(vt::PlanSummary) == 16 * sizeof(std::int64_t), "print every PlanSummary field");
+static_assert(sizeof(vt::PlanSummary) == 16 * sizeof(std::int64_t) + sizeof(std::vector<std::string>),
+              "print every PlanSummary field");
 static_assert(sizeof(vt::JitCounters) == 10 * sizeof(std::int64_t), "print every JitCounters field");
 
 namespace {
@@ -57,6 +59,7 @@ fmt::format_context::iterator fmt::formatter<vt::PlanSummary>::format(const vt::
           {"fused_lower", count(s.fused_lower), "of those steps, run over a lower triangle"},
           {"arena_bytes_per_example", count(s.arena_bytes_per_example), "bytes of batched buffers, times B per call"},
           {"arena_bytes_fixed", count(s.arena_bytes_fixed), "bytes of unbatched buffers"},
+          {"passes", s.passes.empty() ? "-" : fmt::format("{}", fmt::join(s.passes, ", ")), "passes that changed the plan"},
       },
       ctx.out());
 }
@@ -78,3 +81,102 @@ fmt::format_context::iterator fmt::formatter<vt::JitCounters>::format(const vt::
       },
       ctx.out());
 }
+
+namespace vt::detail {
+
+namespace {
+
+std::string value_name(const Plan& plan, int v) {
+  const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+  if (pv.kind == PlanValue::Kind::input) return fmt::format("arg{}", pv.input);
+  if (pv.kind == PlanValue::Kind::constant) return fmt::format("c{}", v);
+  return fmt::format("v{}", v);
+}
+
+std::string typed(const Plan& plan, int v) {
+  const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+  std::vector<std::string> axes;
+  if (pv.batched) axes.emplace_back("B");
+  for (std::int64_t n : pv.shape) axes.push_back(fmt::format("{}", n));
+  return fmt::format("{} {}[{}]", value_name(plan, v), name_of(pv.dtype), fmt::join(axes, ","));
+}
+
+std::string bytes(std::int64_t n) {
+  if (n < 10 * 1024) return fmt::format("{} B", n);
+  if (n < 10 * 1024 * 1024) return fmt::format("{:.1f} KiB", static_cast<double>(n) / 1024);
+  return fmt::format("{:.1f} MiB", static_cast<double>(n) / (1024 * 1024));
+}
+
+std::string buffer(const Plan& plan, const PlanStep& s, int slot) {
+  const PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
+  if (out.kind == PlanValue::Kind::folded) return "kept";
+  if (slot >= 0) return fmt::format("tile slot {}", slot);
+  if (out.root >= 0 && out.root != s.out) return fmt::format("view of {}", value_name(plan, out.root));
+  if (out.output_buffer) return "result";
+  if (out.offset < 0) return "-";
+  return fmt::format("+{}{}", out.offset, out.batched ? "/ex" : "");
+}
+
+}  // namespace
+
+std::string explain_plan(const Plan& plan, std::int64_t batch) {
+  const std::int64_t chunk = batch > 0 ? examples_per_chunk(plan, batch, backend_for(plan.device)) : 0;
+  std::string out = fmt::format("plan on {}: {} steps ({} kernels), {} folded (run on the first call only)\n",
+                                to_string(plan.device), plan.steps.size(), plan.summary.kernels, plan.folds.size());
+  if (batch > 0 && chunk > 0)
+    out += fmt::format("at B = {}: steps {}-{} run by chunks of {} examples ({} chunks), the others once\n", batch,
+                       plan.chunk_begin, plan.chunk_end - 1, chunk, (batch + chunk - 1) / chunk);
+  else if (batch > 0)
+    out += fmt::format("at B = {}: every step over the whole batch{}\n", batch,
+                       plan.chunkable ? "" : " (the plan cannot run by chunks)");
+  out += fmt::format("arena: {} per example, {} fixed\n", bytes(plan.arena_batched), bytes(plan.arena_fixed));
+  out += fmt::format("passes that changed it: {}\n",
+                     plan.summary.passes.empty() ? "none" : fmt::format("{}", fmt::join(plan.summary.passes, ", ")));
+  // By step: its fused run, and its scratch slot there.
+  std::vector<std::string> run(plan.steps.size(), "-");
+  std::vector<int> slot(plan.steps.size(), -1);
+  for (std::size_t g = 0; g < plan.fused.size(); ++g) {
+    const FusedGroup& group = plan.fused[g];
+    for (int i = group.first; i < group.last; ++i) run[static_cast<std::size_t>(i)] = fmt::format("run {}", g);
+    for (std::size_t k = 0; k < group.tiled.size(); ++k) {
+      run[static_cast<std::size_t>(group.tiled[k])] = fmt::format("run {} tiled", g);
+      slot[static_cast<std::size_t>(group.tiled[k])] = group.slot.empty() ? -1 : group.slot[k];
+    }
+  }
+  std::vector<std::array<std::string, 8>> rows;
+  rows.push_back({"step", "op", "inputs", "output", "runs", "fused", "buffer", "made by"});
+  const std::vector<Pass>& passes = plan_passes();
+  const auto made_by = [&](const PlanStep& s) { return s.made_by < 0 ? "trace" : passes[static_cast<std::size_t>(s.made_by)].name; };
+  const auto inputs = [&](const PlanStep& s) {
+    std::vector<std::string> in;
+    for (int v : s.in) in.push_back(typed(plan, v));
+    return fmt::format("{}", fmt::join(in, ", "));
+  };
+  for (std::size_t f = 0; f < plan.folds.size(); ++f) {
+    const PlanStep& s = plan.folds[f];
+    rows.push_back({fmt::format("f{}", f), std::string(s.op->name), inputs(s), typed(plan, s.out), "first call", "-",
+                    "kept", made_by(s)});
+  }
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    std::string runs = "once";
+    if (plan.chunkable && batch > 0 && chunk > 0)
+      runs = i < plan.chunk_begin ? "before chunks" : i < plan.chunk_end ? "per chunk" : "after chunks";
+    else if (plan.values[static_cast<std::size_t>(s.out)].batched)
+      runs = "whole batch";
+    rows.push_back({fmt::format("{}", i), std::string(s.op->name), inputs(s), typed(plan, s.out), runs, run[i],
+                    buffer(plan, s, slot[i]), made_by(s)});
+  }
+  std::array<std::size_t, 8> width{};
+  for (const auto& r : rows)
+    for (std::size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  for (const auto& r : rows) {
+    std::string line = fmt::format("{:>{}}", r[0], width[0]);
+    for (std::size_t c = 1; c < r.size(); ++c)
+      line += fmt::format("  {:<{}}", r[c], c + 1 == r.size() ? 0 : width[c]);
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace vt::detail

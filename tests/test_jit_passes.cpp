@@ -1,0 +1,197 @@
+// jit's pipeline of passes: each optional pass, on a small program where its identity holds, changes
+// the plan and is named in PlanSummary::passes; turned off (JitOptions::passes, VTAPE_JIT_PASSES)
+// it is not, and the results agree; on a program where its identity does not hold it changes
+// nothing. The table itself: names unique, documented in docs/ARCHITECTURE.md, bad selections refused.
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+
+#include "../autodiff/jit/plan.hpp"
+#include "gradcheck.hpp"
+
+using namespace vt;
+using vt::testing::error_of;
+
+namespace {
+
+bool changed_by(const PlanSummary& s, const std::string& pass) {
+  return std::find(s.passes.begin(), s.passes.end(), pass) != s.passes.end();
+}
+
+// Every element of the results within 1e-10 (relative), the passes being exact up to rounding.
+void require_same(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    const std::vector<double> g = got[k].to_vector<double>(), w = want[k].to_vector<double>();
+    REQUIRE(g.size() == w.size());
+    for (std::size_t i = 0; i < g.size(); ++i) REQUIRE(std::abs(g[i] - w[i]) <= 1e-10 * (1 + std::abs(w[i])));
+  }
+}
+
+using Program = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+struct Case {
+  std::string pass;
+  Program fires;  // a program on which the pass changes the plan
+  std::vector<Tensor> fires_on;
+  Program refuses;  // one on which it changes nothing
+  std::vector<Tensor> refuses_on;
+};
+
+// Compiles and runs a program with `passes` selected; returns the summary and the results.
+std::pair<PlanSummary, std::vector<Tensor>> run(const Program& p, const std::vector<Tensor>& args,
+                                                const std::string& passes) {
+  auto f = jit([&](const Tensor& a, const Tensor& b, const Tensor& c) {
+    std::vector<Tensor> in{a, b, c};
+    in.resize(args.size());
+    return p(in);
+  }, JitOptions{passes});
+  std::vector<Tensor> in = args;
+  in.resize(3, zeros({}));
+  return {f.compile(in[0], in[1], in[2]), f(in[0], in[1], in[2])};
+}
+
+std::vector<Case> cases() {
+  const Tensor x53 = randn({5, 3}, 1), y54 = randn({5, 4}, 2), x35 = randn({3, 5}, 3);
+  const Tensor p = randn({50, 2}, 4), q = randn({2, 50}, 5), y = randn({50, 50}, 6);
+  const Tensor f = randn({6, 4}, 7), ft = f.t(), q4 = randn({4}, 8);
+  std::vector<double> off = ft.to_vector<double>();
+  off[5] += 1e-3;
+  const Tensor off_t = Tensor::from_vector(off, {4, 6});
+  const Tensor x43 = randn({4, 3}, 9), z43 = randn({4, 3}, 10), eye4 = eye(4), ones44 = ones({4, 4});
+  const Tensor ps = randn({3, 6}, 11), big_f = randn({12, 6}, 12), ones_n = ones({12}), twos = full({12}, 2.0);
+  const auto a_of = [=](const Tensor& r) { return matmul(big_f * square(r), big_f.t()) + eye(12); };
+  const Tensor u = randn({40, 2}, 13), w = randn({2, 7}, 14), c = randn({40, 7}, 15);
+  const Tensor u5 = randn({40, 5}, 16), w5 = randn({5, 7}, 17);
+  const Tensor x130 = randn({130, 3}, 18), x100 = randn({100, 3}, 19), s = full({}, 0.7);
+  const Tensor half = full({}, -0.5), half2 = full({}, -0.5), quarter = full({}, -0.25), x8 = randn({8}, 20);
+  const Tensor big = randn({64, 64}, 21), spd = matmul(x43, x43.t()) + eye4;
+  using V = std::vector<Tensor>;
+  return {
+      {"fold_transposes_into_matmuls", [](const V& a) { return V{matmul(a[0].t(), a[1])}; }, {x53, y54},
+       [](const V& a) { return V{matmul(a[0], a[1])}; }, {x35, y54}},
+      {"reassociate_matmuls", [](const V& a) { return V{matmul(matmul(a[0], a[1]), a[2])}; }, {p, q, y},
+       [](const V& a) { return V{matmul(matmul(a[0], a[1]), a[2])}; }, {q, p, randn({2, 2}, 22)}},
+      {"share_transposed_constants", [=](const V& a) { return V{matmul(f * square(a[0]), ft)}; }, {q4},
+       [=](const V& a) { return V{matmul(f * square(a[0]), off_t)}; }, {q4}},
+      {"mark_symmetric_products", [](const V& a) { return V{matmul(a[0], a[0].t())}; }, {x43},
+       [](const V& a) { return V{matmul(a[0], a[1].t())}; }, {x43, z43}},
+      {"fold_diagonal_adds", [=](const V& a) { return V{matmul(a[0], a[0].t()) + eye4}; }, {x43},
+       [=](const V& a) { return V{matmul(a[0], a[0].t()) + ones44}; }, {x43}},
+      {"scale_repeated_solves",
+       [=](const V& a) {
+         auto [v, g] = vmap(value_and_grad([&](const Tensor& r) { return mean(cho_solve(cho_factor(a_of(r)), ones_n)); }))(a[0]);
+         return V{v, g};
+       },
+       {as_batch(ps)},
+       [=](const V& a) {
+         auto [v, g] = vmap(value_and_grad([&](const Tensor& r) { return mean(cho_solve(cho_factor(a_of(r)), twos)); }))(a[0]);
+         return V{v, g};
+       },
+       {as_batch(ps)}},
+      {"contract_low_rank_row_sums", [](const V& a) { return V{sum(matmul(a[0], a[1]) * a[2], {0})}; }, {u, w, c},
+       [](const V& a) { return V{sum(matmul(a[0], a[1]) * a[2], {0})}; }, {u5, w5, c}},
+      {"move_scalings_out_of_symmetric_sums", [](const V& a) { return V{sum(matmul(a[0], a[0].t()) * a[1])}; },
+       {x130, s}, [](const V& a) { return V{sum(matmul(a[0], a[0].t()) * a[1])}; }, {x100, s}},
+      {"merge_common_steps", [=](const V& a) { return V{a[0] * half + a[0] * half2}; }, {x8},
+       [=](const V& a) { return V{a[0] * half + a[0] * quarter}; }, {x8}},
+      {"eliminate_dead_steps", [](const V& a) { return V{matmul(a[0].t(), a[1])}; }, {x53, y54},
+       [](const V& a) { return V{sum(a[0] * a[0])}; }, {x53}},
+      {"mark_lower_only_outputs", [=](const V& a) { return V{logdet(cho_factor(matmul(a[0], a[0].t()) + eye4))}; },
+       {x43}, [](const V& a) { return V{cholesky(a[0])}; }, {spd}},
+      {"fold_constants", [=](const V& a) { return V{a[0] * exp(half)}; }, {x8},
+       [=](const V& a) { return V{a[0] * half}; }, {x8}},
+      {"order_for_chunks", [](const V& a) { return V{batch_sum(exp(a[0]))}; }, {as_batch(big)},
+       [](const V& a) { return V{exp(a[0])}; }, {big}},
+      {"fuse_elementwise", [](const V& a) { return V{exp(a[0] * 2.0 + 1.0) * a[0]}; }, {big},
+       [](const V& a) { return V{matmul(a[0], a[0])}; }, {big}},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("every optional pass fires where its identity holds, keeps the values, and can be turned off", "[jit][passes]") {
+  std::vector<std::string> tested;
+  for (const Case& c : cases()) {
+    INFO(c.pass);
+    tested.push_back(c.pass);
+    const auto [on, on_values] = run(c.fires, c.fires_on, "");
+    CHECK(changed_by(on, c.pass));
+    const auto [off, off_values] = run(c.fires, c.fires_on, "-" + c.pass);
+    CHECK(!changed_by(off, c.pass));
+    require_same(on_values, off_values);
+    const auto [refused, refused_values] = run(c.refuses, c.refuses_on, "");
+    CHECK(!changed_by(refused, c.pass));
+    const auto [refused_off, refused_off_values] = run(c.refuses, c.refuses_on, "-" + c.pass);
+    require_same(refused_values, refused_off_values);
+  }
+  // Every optional pass of the table has its case.
+  for (const detail::Pass& p : detail::plan_passes())
+    if (p.optional) CHECK(std::find(tested.begin(), tested.end(), p.name) != tested.end());
+}
+
+TEST_CASE("the pass table: unique names, each in docs/ARCHITECTURE.md, selections checked", "[jit][passes]") {
+  std::ifstream doc(VTAPE_SOURCE_DIR "/docs/ARCHITECTURE.md");
+  REQUIRE(doc.good());
+  std::stringstream text;
+  text << doc.rdbuf();
+  const std::vector<detail::Pass>& passes = detail::plan_passes();
+  for (std::size_t i = 0; i < passes.size(); ++i) {
+    INFO(passes[i].name);
+    CHECK(text.str().find(std::string("`") + passes[i].name + "`") != std::string::npos);
+    for (std::size_t j = 0; j < i; ++j) CHECK(std::string(passes[i].name) != passes[j].name);
+  }
+  const Tensor x = randn({3, 3}, 30);
+  auto f = [](const Tensor& a) { return matmul(a.t(), a); };
+  CHECK(error_of([&] { jit(f, JitOptions{"-no_such_pass"}).compile(x); })
+            .find("JitOptions::passes names an unknown pass \"no_such_pass\"; the passes are "
+                  "fold_transposes_into_matmuls,") != std::string::npos);
+  CHECK(error_of([&] { jit(f, JitOptions{"-plan_memory"}).compile(x); })
+            .find("turns off plan_memory, which every plan needs") != std::string::npos);
+  CHECK(error_of([&] { jit(f, JitOptions{"reassociate_matmuls"}).compile(x); })
+            .find("-name (off) or +name (on)") != std::string::npos);
+  // Several at once, spaces or commas; and the environment's selection, which the option overrides.
+  const PlanSummary both = jit(f, JitOptions{"-fold_transposes_into_matmuls, -mark_symmetric_products"}).compile(x);
+  CHECK(!changed_by(both, "fold_transposes_into_matmuls"));
+  CHECK(!changed_by(both, "mark_symmetric_products"));
+  ::setenv("VTAPE_JIT_PASSES", "-fold_transposes_into_matmuls", 1);
+  const PlanSummary from_env = jit(f).compile(x);
+  const PlanSummary overridden = jit(f, JitOptions{"+fold_transposes_into_matmuls"}).compile(x);
+  ::unsetenv("VTAPE_JIT_PASSES");
+  CHECK(!changed_by(from_env, "fold_transposes_into_matmuls"));
+  CHECK(changed_by(overridden, "fold_transposes_into_matmuls"));
+  CHECK(changed_by(jit(f).compile(x), "fold_transposes_into_matmuls"));
+}
+
+TEST_CASE("explain prints the plan a call runs, step by step, with the pass that made each step", "[jit][passes]") {
+  const Tensor big_f = randn({40, 6}, 40), ps = randn({512, 6}, 41), ones_n = ones({40});
+  auto loss = [&](const Tensor& r) {
+    return mean(cho_solve(cho_factor(matmul(big_f * square(r), big_f.t()) + eye(40)), ones_n));
+  };
+  const auto step = jit(vmap(value_and_grad(loss)));
+  const std::string text = step.explain(as_batch(ps));
+  INFO(text);
+  const PlanSummary summary = step.compile(as_batch(ps));
+  // A header, the passes, a line per step and per folded step.
+  CHECK(text.find("plan on cpu: " + std::to_string(summary.steps) + " steps") == 0);
+  CHECK(text.find("at B = 512: steps ") != std::string::npos);
+  CHECK(text.find("passes that changed it: fold_transposes_into_matmuls") != std::string::npos);
+  std::int64_t lines = std::count(text.begin(), text.end(), '\n');
+  CHECK(lines == 4 + 1 + summary.steps + summary.folded);
+  CHECK(text.find("cho_factor") != std::string::npos);
+  CHECK(text.find("arg0 float64[B,6]") != std::string::npos);
+  CHECK(text.find("per chunk") != std::string::npos);
+  CHECK(text.find("  reassociate_matmuls") != std::string::npos);  // a step it made
+  CHECK(text.find("  trace") != std::string::npos);
+  CHECK(text.find("result") != std::string::npos);
+  // explain traces as compile does: no call counted, no second trace.
+  CHECK(step.counters().calls == 0);
+  CHECK(step.counters().traces == 1);
+  // Unbatched arguments: no batch size, every step once.
+  const std::string plain = jit(loss).explain(reshape(slice(ps, 0, 0, 1), {6}));
+  CHECK(plain.find("at B =") == std::string::npos);
+  CHECK(plain.find("per chunk") == std::string::npos);
+}
