@@ -89,7 +89,8 @@ struct JitCounters {
 /// On the CPU, a plan runs its batched steps by chunks of examples: the steps that depend on no
 /// batched value run once, then one parallel region (OpenMP) in which each thread takes the next
 /// chunk and runs every batched step over it, its per-example working set sized to a core's L2 (at
-/// least one example), with reductions over the batch (batch_sum, batch_mean, a shared parameter's
+/// least one example; more when the batched steps read a large shared operand, so that it streams
+/// once for many examples: docs/ARCHITECTURE.md, "Running a plan"), with reductions over the batch (batch_sum, batch_mean, a shared parameter's
 /// gradient) writing a partial per chunk that is combined in chunk order; then the steps that read
 /// those reductions. The chunks depend on the batch size and the plan, never on the number of
 /// threads, so results are identical whatever it is; they equal a whole-batch run's up to the

@@ -299,3 +299,50 @@ TEST_CASE("a value computed from constants that escapes its trace can be read fr
   for (std::thread& t : threads) t.join();
   for (const std::vector<double>& g : got) CHECK(g == want);
 }
+
+TEST_CASE("8 threads x 1000 calls at random batch sizes equal single-threaded calls bit for bit", "[jit][threads]") {
+  // A small GP likelihood with a Cholesky per example and a shared parameter's gradient (a reduction
+  // over the batch, summed by chunks): the chunks depend on B alone, so every call at one B has the
+  // same bits whichever thread makes it and whatever runs beside it.
+  const Tensor F = randn({8, 3}, 71), eye8 = eye(8), ones8 = ones({8});
+  auto loss = [&](const Tensor& p, const Tensor& shared) {
+    const Tensor A = matmul(F * square(p), F.t()) + eye8 * exp(shared);
+    return mean(cho_solve(cho_factor(A), ones8));
+  };
+  auto step = jit([&](const Tensor& P, const Tensor& shared) {
+    return value_and_grad([&](const Tensor& Q, const Tensor& s) { return batch_sum(vmap([&](const Tensor& q) { return loss(q, s); })(Q)); },
+                          {0, 1})(P, shared);
+  });
+  const Tensor shared = full({}, 0.3);
+  constexpr std::int64_t most = 48;
+  std::vector<Tensor> inputs;
+  std::vector<std::vector<std::vector<double>>> expected;  // by B - 1: value, dP, dshared
+  for (std::int64_t b = 1; b <= most; ++b) {
+    inputs.push_back(as_batch(randn({b, 3}, 500 + static_cast<std::uint64_t>(b))));
+    const auto [value, grads] = step(inputs.back(), shared);
+    expected.push_back({value.to_vector<double>(), grads[0].to_vector<double>(), grads[1].to_vector<double>()});
+  }
+  const std::int64_t arenas_before = step.counters().arenas;
+  std::vector<int> wrong(8, 0);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      std::uint64_t state = 88172645463325252ull + t;  // xorshift: each thread its own sequence of sizes
+      for (int r = 0; r < 1000; ++r) {
+        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+        const std::size_t k = static_cast<std::size_t>(state % most);
+        const auto [value, grads] = step(inputs[k], shared);
+        if (value.to_vector<double>() != expected[k][0] || grads[0].to_vector<double>() != expected[k][1] ||
+            grads[1].to_vector<double>() != expected[k][2])
+          ++wrong[t];
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (int w : wrong) CHECK(w == 0);
+  const JitCounters c = step.counters();
+  CHECK(c.traces == 1);
+  CHECK(c.calls == most + 8000);
+  // Memory stays flat: arenas are kept and reused, allocated only when no idle one fits (a thread's
+  // arena grows a few times as it meets larger sizes), never one per call (8000).
+  CHECK(c.arenas - arenas_before <= 8 * 8);
+}

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <exception>
 #include <map>
 #include <memory>
@@ -362,6 +363,8 @@ thread_local std::int64_t forced_chunk_examples = 0;  // JitChunkExamples
 // Partials of the reductions over the batch, all chunks together, stay under this: chunks grow
 // instead (a shared weight's gradient of 20 MB, say, times a thousand chunks would not fit).
 constexpr std::int64_t max_partials_bytes = std::int64_t{32} << 20;
+// A chunk larger than the cache (examples_per_chunk) holds at most this much per worker.
+constexpr std::int64_t max_chunk_bytes = std::int64_t{64} << 20;
 
 std::int64_t round_up(std::int64_t bytes) { return checked_add(bytes, 63, "jit", "the plan's memory") / 64 * 64; }
 
@@ -369,13 +372,39 @@ std::int64_t round_up(std::int64_t bytes) { return checked_add(bytes, 63, "jit",
 
 // Examples per chunk for this call, or 0 for every step over the whole batch. It depends on the
 // plan, the batch size and the backend (and JitChunkExamples), never on the number of threads.
+//
+// The size minimises estimated memory traffic per example. A chunk whose buffers fit in a core's
+// cache keeps the values passed between its steps there: its traffic is what it reads and writes
+// outside the arena (arguments, results), plus each large shared operand (an unbatched value a
+// per-chunk kernel reads, over a quarter of the cache, which the chunk's own data evicts) streamed
+// once per chunk. A larger chunk sends its values through memory (written and read: twice the
+// arena) but streams the shared operands once for more examples, and a product of batched values by
+// a shared matrix becomes one GEMM over the chunk. The larger size is the smallest whose shared
+// traffic is at most an eighth of the rest, within max_chunk_bytes per worker; it is taken when its
+// estimate is under three quarters of the cache-sized chunk's. Where it would hold the whole batch,
+// the batch is split in two (for two cores) when the batch's own traffic outweighs one pass over the
+// shared operands, which bounds the split's extra traffic by half. With no large shared operand the
+// chunk is sized to the cache.
 std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch, const Backend& be) {
   const std::size_t cache = be.chunk_cache_bytes();
   if (!plan.chunkable || cache == 0 || batch < 2) return 0;
   std::int64_t chunk = forced_chunk_examples;
   if (chunk <= 0) {
-    const std::int64_t per_example = std::max<std::int64_t>(plan.arena_batched + plan.chunk_io_bytes, 1);
-    chunk = std::max<std::int64_t>(1, static_cast<std::int64_t>(cache) / per_example);
+    const double arena = static_cast<double>(plan.arena_batched), io = static_cast<double>(plan.chunk_io_bytes);
+    const double per_example = std::max(arena + io, 1.0);
+    chunk = std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(cache) / per_example));
+    double shared = 0;
+    for (std::int64_t r : plan.shared_reads)
+      if (static_cast<std::size_t>(r) * 4 > cache) shared += static_cast<double>(r);
+    if (shared > 0) {
+      const double spilled = io + 2 * arena;
+      double large = std::ceil(8 * shared / std::max(spilled, 1.0));
+      const double examples = static_cast<double>(batch);
+      large = std::min({large, std::max(1.0, static_cast<double>(max_chunk_bytes) / per_example), examples});
+      if (large == examples && examples * spilled >= shared) large = std::ceil(examples / 2);
+      const double at_cache = io + shared / static_cast<double>(chunk), at_large = spilled + shared / large;
+      if (large > static_cast<double>(chunk) && at_large < 0.75 * at_cache) chunk = static_cast<std::int64_t>(large);
+    }
   }
   if (plan.partial_bytes > 0) {
     const std::int64_t most_chunks = std::max<std::int64_t>(1, max_partials_bytes / plan.partial_bytes);

@@ -145,6 +145,14 @@ void plan_memory(Plan& plan) {
     const PlanValue& pv = plan.values[v];
     if (pv.batched && pv.root == static_cast<int>(v) && !in_arena(pv)) plan.chunk_io_bytes += pv.bytes();
   }
+  // What every chunk reads of the values shared by the batch: each kernel's unbatched inputs.
+  plan.shared_reads.clear();
+  for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
+    const PlanStep& s = plan.steps[i];
+    if (s.op->aliases_input) continue;
+    for (int v : s.in)
+      if (!plan.values[static_cast<std::size_t>(v)].batched) plan.shared_reads.push_back(plan.values[static_cast<std::size_t>(v)].bytes());
+  }
 }
 
 }  // namespace vt::detail

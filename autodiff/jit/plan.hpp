@@ -108,6 +108,9 @@ class Plan {
   // batched values outside the arena that a chunk reads or writes (arguments, constants, results).
   std::vector<std::int64_t> partial_offset;
   std::int64_t partial_bytes = 0, chunk_io_bytes = 0;
+  // The bytes of each read of an unbatched value by a per-chunk kernel (a shared operand), for the chunk size's cost
+  // model (examples_per_chunk).
+  std::vector<std::int64_t> shared_reads;
   // Calls run by chunks, and the examples per chunk of the latest one (JitCounters).
   mutable std::atomic<std::int64_t> chunked_calls{0}, chunk_examples{0};
 

@@ -124,8 +124,8 @@ std::string explain_plan(const Plan& plan, std::int64_t batch) {
   std::string out = fmt::format("plan on {}: {} steps ({} kernels), {} folded (run on the first call only)\n",
                                 to_string(plan.device), plan.steps.size(), plan.summary.kernels, plan.folds.size());
   if (batch > 0 && chunk > 0)
-    out += fmt::format("at B = {}: steps {}-{} run by chunks of {} examples ({} chunks), the others once\n", batch,
-                       plan.chunk_begin, plan.chunk_end - 1, chunk, (batch + chunk - 1) / chunk);
+    out += fmt::format("at B = {}: steps {}-{} run by chunks of {} example{} ({} chunks), the others once\n", batch,
+                       plan.chunk_begin, plan.chunk_end - 1, chunk, chunk == 1 ? "" : "s", (batch + chunk - 1) / chunk);
   else if (batch > 0)
     out += fmt::format("at B = {}: every step over the whole batch{}\n", batch,
                        plan.chunkable ? "" : " (the plan cannot run by chunks)");
