@@ -125,8 +125,8 @@ struct PlanSummary {
   std::int64_t reassociated = 0; ///< matmul chains reordered
   std::int64_t transposes_folded = 0;  ///< x.t() (or a captured x^T of a captured x) read by a matmul as a GEMM flag
   std::int64_t scalings_moved = 0;     ///< scalings by one number moved out of sums over symmetric matrices (CPU)
-  std::int64_t row_sums_contracted = 0;  ///< sums over rows of (a product of rank <= 4) * C, taken as W * (U^T C)
-  std::int64_t solves_scaled = 0;        ///< cho_solve(A, s 1) taken as s cho_solve(A, 1), a solve the plan already makes
+  std::int64_t row_sums_contracted = 0;  ///< sums over rows of (U W) * C, U of fewer columns than rows, taken as W * (U^T C)
+  std::int64_t solves_scaled = 0;        ///< cho_solve(A, s q) taken as s cho_solve(A, q), a solve the plan already makes
   std::int64_t fused = 0;              ///< elementwise steps run tile by tile in groups (CPU plans)
   std::int64_t fused_runs = 0;         ///< groups large enough to run by tiles: each reads and writes memory once a tile
   std::int64_t fused_lower = 0;        ///< of those, steps on symmetric matrices run over the lower triangle

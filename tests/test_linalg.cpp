@@ -518,6 +518,12 @@ TEST_CASE("jit takes a solve against s 1 as s times the solve against 1 it alrea
          return sum(cho_solve(c, ones_n) * w) + sum(cho_solve(c, broadcast_to(reshape(sum(p), {1}), {n})));
        },
        2},  // and the gradient's solve against 1 broadcast
+      {"a solve against w and one against w s (any right-hand side, any scaling)",
+       [&](const Tensor& p) {
+         const CholeskyFactor c = cho_factor(a_of(p));
+         return sum(cho_solve(c, w) * w) + sum(cho_solve(c, w * sum(p)));
+       },
+       1},  // the forward solve against w s; the gradient's against w is the forward one (merged)
       {"against 2s: not ones", [&](const Tensor& p) { return mean(cho_solve(cho_factor(a_of(p)), twos)); }, 0},
       {"s with more axes than the solve (its product would be [1, n])",
        [&](const Tensor& p) {

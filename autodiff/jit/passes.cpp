@@ -529,15 +529,15 @@ bool diagonal_constant(const PlanValue& v) {
 
 }  // namespace
 
-// sum(op(U) W * C, rows) with op(U) n x r, r <= 4 -> sum(W * (op(U)^T C), rows): a low-rank cotangent times a matrix,
-// elementwise times another, summed over rows, as the gradient of F diag(p^2) F^T's p has it (op(U) W = A_bar F for a
-// rank-2 A_bar, C = F). The first writes the n x m product, reads it back with C and writes and reads their product;
-// the second reads C once for an r x m product. Equal up to rounding (the n r terms of an entry are added in another
+// sum(op(U) W * C, rows) with op(U) n x r, r < n -> sum(W * (op(U)^T C), rows), by sum_i (sum_k U_ik W_kj) C_ij =
+// sum_k W_kj (sum_i U_ik C_ij): a low-rank product times a matrix, elementwise times another, summed over rows, as the
+// gradient of F diag(p^2) F^T's p has it (op(U) W = A_bar F for a rank-2 A_bar, C = F). Both make n r m products;
+// the first then multiplies and adds n m more and writes the n x m product and reads it back with C, the second
+// multiplies and adds r m and writes r x m: fewer flops and less memory whenever r < n. Equal up to rounding (the n r terms of an entry are added in another
 // order); with non-finite values, as with any reassociation, a result may be NaN where eager's is +-Inf (a zero of W
 // times an infinite U^T C), or the reverse. Runs before eliminate_dead_steps, which drops the n x m steps, and before
 // merge_common_steps.
 void contract_low_rank_row_sums(Plan& plan) {
-  constexpr std::int64_t most_rank = 4;
   const Axes rows = {0};
   std::vector<int> readers = reader_counts(plan);
   const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };
@@ -564,7 +564,7 @@ void contract_low_rank_row_sums(Plan& plan) {
       const Shape &us = value(u).shape, &ws = value(w).shape;
       if (flags.b || us.size() != 2 || ws.size() != 2 || value(w).dtype != qv.dtype) continue;
       const std::int64_t rank = flags.a ? us[0] : us[1];
-      if (rank > most_rank || ws != Shape{rank, qv.shape[1]}) continue;
+      if (rank >= qv.shape[0] || ws != Shape{rank, qv.shape[1]}) continue;
       const Attrs thin = matmul_attrs({!flags.a, false});
       const Operand ut_c = infer_output(matmul_op, {value(u).operand(), value(c).operand()}, thin);
       if (ut_c.shape != ws || ut_c.dtype != qv.dtype) continue;
@@ -604,10 +604,12 @@ bool ones_constant(const PlanValue& v) {
 
 }  // namespace
 
-// cho_solve(A, L, broadcast_to(s)) -> cho_solve(A, L, 1) * s, s one number per example and 1 a captured vector of
-// ones, when the plan already solves against those ones with the same factor: A^-1 (s 1) = s A^-1 1. The gradient of
-// mean(cho_solve(A, 1)) (the seed program) solves against its cotangent, 1/n broadcast (as a column): one pass over
-// each factor less. Equal up to rounding (a product of two roundings where the solve rounds its own way).
+// cho_solve(A, L, s q) -> cho_solve(A, L, q) * s, s one number per example, when the plan already solves against q with
+// the same factor: a solve is linear in its right-hand side, A^-1 (s q) = s A^-1 q. The right-hand side is s q as
+// mul(q, s) or mul(s, q), or as broadcast_to(s), which is s times a vector of ones: q is then any captured vector of
+// ones the plan solves against (the gradient of mean(cho_solve(A, 1)), the seed program, solves against its cotangent,
+// 1/n broadcast, as a column). One pass over the factor less per solve. Equal up to rounding (a product of two
+// roundings where the solve rounds its own way).
 void scale_repeated_solves(Plan& plan) {
   const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };
   const auto producer = [&](int v) -> const PlanStep* {
@@ -615,33 +617,50 @@ void scale_repeated_solves(Plan& plan) {
     const bool made = pv.kind == PlanValue::Kind::computed && pv.producer >= 0;
     return made ? &plan.steps[static_cast<std::size_t>(pv.producer)] : nullptr;
   };
+  const auto one_number = [&](int v) { return numel(value(v).shape) == 1; };
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     if (plan.steps[i].op != &cho_solve_op) continue;
     const PlanStep solve = plan.steps[i];  // a copy: steps and values may grow below
     int b = solve.in[2];
     for (const PlanStep* p = producer(b); p != nullptr && p->op == &reshape_op; p = producer(b)) b = p->in[0];
-    const PlanStep* spread = producer(b);
-    if (spread == nullptr || spread->op != &broadcast_op || numel(value(spread->in[0]).shape) != 1) continue;
-    const int s = spread->in[0];
+    const PlanStep* made = producer(b);
+    if (made == nullptr) continue;
+    // b = s q: the scaling s, and q (-1: a vector of ones).
+    int s = -1, q = -1;
+    if (made->op == &broadcast_op && one_number(made->in[0])) {
+      s = made->in[0];
+    } else if (made->op == &mul_op && made->in.size() == 2 && made->in[0] != made->in[1]) {
+      for (std::size_t side = 0; side < 2 && s < 0; ++side)
+        if (one_number(made->in[side]) && !one_number(made->in[1 - side]) && value(made->in[1 - side]).shape == value(b).shape)
+          s = made->in[side], q = made->in[1 - side];
+    }
+    if (s < 0) continue;
     const Operand out = value(solve.out).operand(), rhs = value(solve.in[2]).operand();
     for (std::size_t j = 0; j < i; ++j) {
       const PlanStep& first = plan.steps[j];
       if (first.op != solve.op || first.in[0] != solve.in[0] || first.in[1] != solve.in[1]) continue;
-      const Shape ones_shape = value(first.in[2]).shape;  // [n]; b is [n] or the column [n, 1]
-      if (ones_shape.size() != 1 || (rhs.shape != ones_shape && rhs.shape != Shape{ones_shape[0], 1}) ||
-          !ones_constant(value(first.in[2])))
+      const Shape first_shape = value(first.in[2]).shape;
+      if (q >= 0) {
+        // the same q, its shape that of the solve's right-hand side (or as a column)
+        if (first.in[2] != q && !(producer(first.in[2]) && producer(first.in[2])->op == &reshape_op &&
+                                  producer(first.in[2])->in[0] == q))
+          continue;
+      } else if (first_shape.size() != 1 || (rhs.shape != first_shape && rhs.shape != Shape{first_shape[0], 1}) ||
+                 !ones_constant(value(first.in[2]))) {
         continue;
-      const int against_ones = first.out;
-      const Operand x = value(against_ones).operand();
-      Operand as_b = x;  // the solve against 1 in b's shape
+      }
+      const int against_q = first.out;
+      const Operand x = value(against_q).operand();
+      if (numel(x.shape) != numel(out.shape)) continue;
+      Operand as_b = x;  // the solve against q in b's shape
       as_b.shape = out.shape;
       const Operand scaled = infer_output(mul_op, {as_b, value(s).operand()}, Attrs{});
       if (scaled.shape != out.shape || scaled.dtype != out.dtype || scaled.batched != out.batched) continue;
-      int solved = against_ones;
-      if (x.shape != out.shape) {  // the solve against 1 seen as a column
+      int solved = against_q;
+      if (x.shape != out.shape) {  // the earlier solve seen in this one's shape (a column, or back from one)
         solved = add_value(plan, Operand{x.dtype, out.shape, x.batched, nullptr});
         plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(i),
-                          PlanStep{&reshape_op, reshape_attrs(out.shape), {against_ones}, solved});
+                          PlanStep{&reshape_op, reshape_attrs(out.shape), {against_q}, solved});
         ++i;
       }
       plan.steps[i] = PlanStep{&mul_op, Attrs{}, {solved, s}, solve.out};

@@ -53,7 +53,7 @@ fmt::format_context::iterator fmt::formatter<vt::PlanSummary>::format(const vt::
           {"transposes_folded", count(s.transposes_folded), "transposes read by a matmul as a GEMM flag"},
           {"scalings_moved", count(s.scalings_moved), "scalings by one number moved out of symmetric sums"},
           {"row_sums_contracted", count(s.row_sums_contracted), "row sums of low-rank products contracted first"},
-          {"solves_scaled", count(s.solves_scaled), "solves against s 1 taken from the solve against 1"},
+          {"solves_scaled", count(s.solves_scaled), "solves against s q taken from the solve against q"},
           {"fused", count(s.fused), "elementwise steps run tile by tile"},
           {"fused_runs", count(s.fused_runs), "runs of those that tile"},
           {"fused_lower", count(s.fused_lower), "of those steps, run over a lower triangle"},
