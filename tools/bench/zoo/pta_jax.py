@@ -1,4 +1,4 @@
-"""JAX twin of tools/bench/zoo/pta.cpp: the pulsar-timing white-noise + ECORR likelihood in the
+"""JAX twin of tools/bench/zoo/pta_chunks.cpp: the pulsar-timing white-noise + ECORR likelihood in the
 same two forms (segment_sum; products by the shared 7758 x 360 indicator), jit(vmap(value_and_grad)),
 the same parameter vectors; median ms per call of `reps` steady calls per B, and the compile time.
 

@@ -5,7 +5,7 @@
 // Per B, the median of `reps` steady calls with the planner's chunks, and with the chunk forced to one
 // example and to the whole batch (JitChunkExamples), in one process; and the first call's time at that B.
 //
-//   build/tools/bench_zoo_pta [--data ../shared/data/pta_B1855+09] [--batches 1,8,64,1024] [--reps 5]
+//   build/tools/bench_zoo_pta_chunks [--data ../shared/data/pta_B1855+09] [--batches 1,8,64,1024] [--reps 5]
 //
 // Model (the data's README): N_i = efac_b^2 (sigma_i^2 + 10^(2 equad_b)), phi_e = 10^(2 ecorr_b(e)),
 // log L = -1/2 [sum y^2/N - sum_e a_e^2 / (1/phi_e + d_e)] - 1/2 [sum log N + sum_e log(1 + phi_e d_e)],
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
       std::stringstream list(argv[++i]);
       for (std::string item; std::getline(list, item, ',');) batches.push_back(std::stoll(item));
     } else {
-      fmt::print(stderr, "usage: bench_zoo_pta [--data DIR] [--batches 1,8,...] [--reps R]\n");
+      fmt::print(stderr, "usage: bench_zoo_pta_chunks [--data DIR] [--batches 1,8,...] [--reps R]\n");
       return 2;
     }
   }
