@@ -84,7 +84,8 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
     if (!fresh) it->second = add(it->second, g);
   };
   for (std::size_t i = 0; i < outputs.size(); ++i) {
-    const Tensor seed = cotangents.empty() ? ones(outputs[i].shape(), outputs[i].dtype(), outputs[i].device()) : cotangents[i];
+    const Tensor seed =
+        cotangents.empty() ? ones(outputs[i].shape(), outputs[i].dtype(), outputs[i].device()) : cotangents[i];
     if (seed.shape() != outputs[i].shape())
       fail("vjp: cotangent of shape {} for an output of shape {}", to_string(seed.shape()),
            to_string(outputs[i].shape()));
@@ -118,8 +119,8 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
   std::vector<Tensor> result;
   for (const Tensor& w : wrt) {
     const auto found = cot.find(w.impl_ptr().get());
-    result.push_back(
-        match_batching(found != cot.end() ? found->second : zeros(w.shape(), w.dtype(), w.device()), w, per_example_outputs));
+    result.push_back(match_batching(found != cot.end() ? found->second : zeros(w.shape(), w.dtype(), w.device()), w,
+                                    per_example_outputs));
   }
   return result;
 }
@@ -150,9 +151,10 @@ Tensor release(const Tensor& result, bool keep) {
 
 Tensor scalar_output(const Tensor& out, const char* transform) {
   if (out.is_batched() && !PerExampleScope::active())
-    fail("{}: the function returns a batch of scalars; reduce it over the batch (mean, sum, batch_mean) or take "
-         "per-example gradients with vmap(grad(f))",
-         transform);
+    fail(
+        "{}: the function returns a batch of scalars; reduce it over the batch (mean, sum, batch_mean) or take "
+        "per-example gradients with vmap(grad(f))",
+        transform);
   if (is_integer(out.dtype()))
     fail("{}: the function returns an {} scalar, which has no gradient; return a floating-point value", transform,
          name_of(out.dtype()));
@@ -164,9 +166,10 @@ Tensor scalar_output(const Tensor& out, const char* transform) {
 
 void check_differentiable(const Tensor& x, int argnum, const char* transform) {
   if (is_integer(x.dtype()))
-    fail("{}: argument {} is {}, which has no gradient; differentiate with respect to floating-point arguments "
-         "(leave it out of argnums, or convert it with astype)",
-         transform, argnum, name_of(x.dtype()));
+    fail(
+        "{}: argument {} is {}, which has no gradient; differentiate with respect to floating-point arguments "
+        "(leave it out of argnums, or convert it with astype)",
+        transform, argnum, name_of(x.dtype()));
 }
 
 std::vector<int> check_argnums(const std::vector<int>& argnums, std::size_t arity, const char* transform) {

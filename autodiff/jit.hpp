@@ -90,15 +90,14 @@ struct JitCounters {
 /// batched value run once, then one parallel region (OpenMP) in which each thread takes the next
 /// chunk and runs every batched step over it, its per-example working set sized to a core's L2 (at
 /// least one example; more when the batched steps read a large shared operand, so that it streams
-/// once for many examples: docs/ARCHITECTURE.md, "Running a plan"), with reductions over the batch (batch_sum, batch_mean, a shared parameter's
-/// gradient) writing a partial per chunk that is combined in chunk order; then the steps that read
-/// those reductions. The chunks depend on the batch size and the plan, never on the number of
-/// threads, so results are identical whatever it is; they equal a whole-batch run's up to the
-/// rounding of the reductions' sums. Memory is one chunk's per thread instead of the whole batch's.
-/// A plan runs whole-batch when a batched step reads a reduction over the batch (centring by a batch
-/// mean, batch_max's gradient), when it fixes its batch size (vmap of a plain argument), and on a
-/// GPU. An error names its example's index in the whole batch, the first failing one as a whole-batch
-/// run would.
+/// once for many examples: docs/ARCHITECTURE.md, "Running a plan"), with reductions over the batch (batch_sum,
+/// batch_mean, a shared parameter's gradient) writing a partial per chunk that is combined in chunk order; then the
+/// steps that read those reductions. The chunks depend on the batch size and the plan, never on the number of threads,
+/// so results are identical whatever it is; they equal a whole-batch run's up to the rounding of the reductions' sums.
+/// Memory is one chunk's per thread instead of the whole batch's. A plan runs whole-batch when a batched step reads a
+/// reduction over the batch (centring by a batch mean, batch_max's gradient), when it fixes its batch size (vmap of a
+/// plain argument), and on a GPU. An error names its example's index in the whole batch, the first failing one as a
+/// whole-batch run would.
 ///
 /// JitChunkExamples(n), while it lives, makes the plans this thread calls use chunks of n examples
 /// (n > 0; a batch of at most n runs whole), where the backend runs by chunks; 0 restores the
@@ -116,20 +115,21 @@ class JitChunkExamples {
 };
 
 struct PlanSummary {
-  std::int64_t traced_ops = 0;   ///< ops recorded by the trace
-  std::int64_t steps = 0;        ///< steps of the plan, aliases included
-  std::int64_t kernels = 0;      ///< steps that run a kernel
+  std::int64_t traced_ops = 0;  ///< ops recorded by the trace
+  std::int64_t steps = 0;       ///< steps of the plan, aliases included
+  std::int64_t kernels = 0;     ///< steps that run a kernel
   std::int64_t constants = 0;
-  std::int64_t folded = 0;       ///< steps on constants only: run on the plan's first call, then kept
-  std::int64_t merged = 0;       ///< common subexpressions removed: equal steps, and captured numbers of equal bits
-  std::int64_t reassociated = 0; ///< matmul chains reordered
+  std::int64_t folded = 0;        ///< steps on constants only: run on the plan's first call, then kept
+  std::int64_t merged = 0;        ///< common subexpressions removed: equal steps, and captured numbers of equal bits
+  std::int64_t reassociated = 0;  ///< matmul chains reordered
   std::int64_t transposes_folded = 0;  ///< x.t() (or a captured x^T of a captured x) read by a matmul as a GEMM flag
   std::int64_t scalings_moved = 0;     ///< scalings by one number moved out of sums over symmetric matrices (CPU)
-  std::int64_t row_sums_contracted = 0;  ///< sums over rows of (U W) * C, U of fewer columns than rows, taken as W * (U^T C)
-  std::int64_t solves_scaled = 0;        ///< cho_solve(A, s q) taken as s cho_solve(A, q), a solve the plan already makes
-  std::int64_t fused = 0;              ///< elementwise steps run tile by tile in groups (CPU plans)
-  std::int64_t fused_runs = 0;         ///< groups large enough to run by tiles: each reads and writes memory once a tile
-  std::int64_t fused_lower = 0;        ///< of those, steps on symmetric matrices run over the lower triangle
+  std::int64_t row_sums_contracted =
+      0;                           ///< sums over rows of (U W) * C, U of fewer columns than rows, taken as W * (U^T C)
+  std::int64_t solves_scaled = 0;  ///< cho_solve(A, s q) taken as s cho_solve(A, q), a solve the plan already makes
+  std::int64_t fused = 0;          ///< elementwise steps run tile by tile in groups (CPU plans)
+  std::int64_t fused_runs = 0;     ///< groups large enough to run by tiles: each reads and writes memory once a tile
+  std::int64_t fused_lower = 0;    ///< of those, steps on symmetric matrices run over the lower triangle
   std::int64_t arena_bytes_per_example = 0;  ///< batched buffers: times B per call
   std::int64_t arena_bytes_fixed = 0;        ///< unbatched buffers
   /// The passes that changed the plan, in the order they ran (docs/ARCHITECTURE.md, "The passes").
@@ -175,7 +175,7 @@ class JitCache {
   std::mutex trace_mutex_;    // one trace at a time
   std::map<std::string, std::shared_ptr<const CacheEntry>> entries_;
   JitCounters counters_;
-  std::thread::id tracer_;    // the thread tracing now, if any
+  std::thread::id tracer_;  // the thread tracing now, if any
   const JitOptions options_;
 };
 
@@ -240,13 +240,16 @@ class Jitted {
  private:
   template <class R, std::size_t N>
   std::shared_ptr<const detail::CacheEntry> lookup(const std::vector<Tensor>& in, bool count_call) const {
-    return cache_->get(in, [this](const std::vector<Tensor>& symbolic) {
-      std::array<Tensor, N> a;
-      std::copy(symbolic.begin(), symbolic.end(), a.begin());
-      const R result = std::apply(f_, a);
-      std::vector<Tensor> flat = detail::flatten(result);
-      return detail::Traced{flat, std::any(detail::rebuild(std::vector<Tensor>(flat.size()), result))};
-    }, count_call);
+    return cache_->get(
+        in,
+        [this](const std::vector<Tensor>& symbolic) {
+          std::array<Tensor, N> a;
+          std::copy(symbolic.begin(), symbolic.end(), a.begin());
+          const R result = std::apply(f_, a);
+          std::vector<Tensor> flat = detail::flatten(result);
+          return detail::Traced{flat, std::any(detail::rebuild(std::vector<Tensor>(flat.size()), result))};
+        },
+        count_call);
   }
 
   F f_;

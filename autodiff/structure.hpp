@@ -25,8 +25,11 @@ struct Structure<std::tuple<Ts...>> {
   }
   // `like` gives the shape of the structure (vector lengths) as it was traced.
   static std::tuple<Ts...> rebuild(const std::vector<Tensor>& flat, std::size_t& next, const std::tuple<Ts...>& like) {
-    return std::apply([&](const auto&... x) { return std::tuple<Ts...>{Structure<std::decay_t<decltype(x)>>::rebuild(flat, next, x)...}; },
-                      like);
+    return std::apply(
+        [&](const auto&... x) {
+          return std::tuple<Ts...>{Structure<std::decay_t<decltype(x)>>::rebuild(flat, next, x)...};
+        },
+        like);
   }
 };
 

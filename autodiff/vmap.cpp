@@ -17,9 +17,10 @@ VmapBody::~VmapBody() { in_vmap_body = false; }
 Tensor map_axis(const Tensor& x, std::int64_t axis, std::size_t arg) {
   if (x.is_batched()) {
     if (axis != 0)
-      fail("vmap: argument {} is already batched and can only be mapped over its batch (in_axes 0); nested vmap is "
-           "not supported",
-           arg);
+      fail(
+          "vmap: argument {} is already batched and can only be mapped over its batch (in_axes 0); nested vmap is "
+          "not supported",
+          arg);
     return x;
   }
   if (x.ndim() == 0) fail("vmap: argument {} is a scalar and has no axis {} to map over", arg, axis);
@@ -36,10 +37,11 @@ Tensor map_result(const Tensor& r, const Tensor& like, std::int64_t out_axis) {
   const Tensor b = broadcast_to_batch(r, like);
   if (out_axis == batched_out) return b;
   if (b.is_symbolic() && !b.impl().deferred && !known_batch_size(like))
-    fail("vmap: out_axes {} asks for plain results [B, ...], but the function is jitted and its mapped argument is "
-         "batched, whose batch size B is a run-time value; keep the results batched (the default out_axes), or pass "
-         "the argument plain [B, ...] (one trace per batch size)",
-         out_axis);
+    fail(
+        "vmap: out_axes {} asks for plain results [B, ...], but the function is jitted and its mapped argument is "
+        "batched, whose batch size B is a run-time value; keep the results batched (the default out_axes), or pass "
+        "the argument plain [B, ...] (one trace per batch size)",
+        out_axis);
   const Tensor plain = unbatch_like(b, like);
   const int a = normalize_axis(out_axis, plain.ndim(), "vmap out_axes");
   if (a == 0) return plain;

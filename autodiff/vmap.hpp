@@ -59,10 +59,11 @@ auto vmap(F f, InAxes in_axes = {}, std::int64_t out_axes = batched_out) {
       const auto axis = in_axes.empty() ? std::optional<std::int64_t>(0) : in_axes[i];
       if (!axis) continue;
       in[i] = detail::map_axis(in[i], *axis, i);
-      const auto size = detail::known_batch_size(in[i]), earlier = like.defined() ? detail::known_batch_size(like) : size;
+      const auto size = detail::known_batch_size(in[i]),
+                 earlier = like.defined() ? detail::known_batch_size(like) : size;
       if (size && earlier && *size != *earlier)
-        fail("vmap: mapped axes have different sizes ({} for an earlier argument, {} for argument {})", *earlier,
-             *size, i);
+        fail("vmap: mapped axes have different sizes ({} for an earlier argument, {} for argument {})", *earlier, *size,
+             i);
       if (!like.defined()) like = in[i];
     }
     if (!like.defined()) fail("vmap: no argument is mapped");

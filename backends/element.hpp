@@ -20,7 +20,9 @@ VT_ELEMENT_FN constexpr T int_max() {
   return static_cast<T>((U(1) << (sizeof(T) * 8 - 1)) - 1);
 }
 template <class T>
-VT_ELEMENT_FN constexpr T int_min() { return static_cast<T>(-int_max<T>() - 1); }
+VT_ELEMENT_FN constexpr T int_min() {
+  return static_cast<T>(-int_max<T>() - 1);
+}
 
 template <class Out, class In>
 VT_ELEMENT_FN Out convert(In v) {
@@ -63,6 +65,8 @@ VT_ELEMENT_FN T neg(T a) {
 }
 // abs of the most negative integer wraps to itself, as in numpy.
 template <class T>
-VT_ELEMENT_FN T abs_int(T a) { return a < 0 ? neg(a) : a; }
+VT_ELEMENT_FN T abs_int(T a) {
+  return a < 0 ? neg(a) : a;
+}
 
 }  // namespace vt::element

@@ -113,9 +113,10 @@ Backend& backend_for(Device device) {
   if (slot < known.size()) known[slot].store(b, std::memory_order_release);
   return *b;
 #else
-  fail("{} is not available: vtape was built without CUDA (configure with -DVTAPE_CUDA=ON on a machine with the "
-       "CUDA toolkit)",
-       to_string(device));
+  fail(
+      "{} is not available: vtape was built without CUDA (configure with -DVTAPE_CUDA=ON on a machine with the "
+      "CUDA toolkit)",
+      to_string(device));
 #endif
 }
 

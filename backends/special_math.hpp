@@ -106,12 +106,12 @@ VTAPE_SCALAR_FN T trigamma(T x) {
   const T inv = T(1) / x, inv2 = inv * inv;
   // B_2k for k = 1..8: 1/6, -1/30, 1/42, -1/30, 5/66, -691/2730, 7/6, -3617/510.
   const T series =
-      inv2 * (T(1) / 6 -
-              inv2 * (T(1) / 30 -
-                      inv2 * (T(1) / 42 -
-                              inv2 * (T(1) / 30 -
-                                      inv2 * (T(5) / 66 -
-                                              inv2 * (T(691) / 2730 - inv2 * (T(7) / 6 - inv2 * (T(3617) / 510))))))));
+      inv2 *
+      (T(1) / 6 -
+       inv2 * (T(1) / 30 -
+               inv2 * (T(1) / 42 -
+                       inv2 * (T(1) / 30 - inv2 * (T(5) / 66 - inv2 * (T(691) / 2730 -
+                                                                       inv2 * (T(7) / 6 - inv2 * (T(3617) / 510))))))));
   return reflected + sign * (inv + T(0.5) * inv2 + inv * series + shift);
 }
 

@@ -53,7 +53,8 @@ KernelViews kernel_views(const std::vector<Operand>& in, const Operand& out, std
   KernelViews views;
   for (const Operand& v : in) views.batched |= v.batched;
   views.in.reserve(in.size());
-  for (const Operand& v : in) views.in.push_back(batched_view(v.dtype, v.data, v.shape, v.batched, batch, views.batched));
+  for (const Operand& v : in)
+    views.in.push_back(batched_view(v.dtype, v.data, v.shape, v.batched, batch, views.batched));
   views.out = batched_view(out.dtype, out.data, out.shape, out.batched, batch, out.batched);
   return views;
 }
@@ -103,7 +104,8 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
       batched = true;
       batch = t.impl().batch;
     }
-    values.push_back({t.dtype(), t.shape(), t.is_batched(), t.is_symbolic() ? nullptr : const_cast<void*>(t.raw_data())});
+    values.push_back(
+        {t.dtype(), t.shape(), t.is_batched(), t.is_symbolic() ? nullptr : const_cast<void*>(t.raw_data())});
   }
   Operand out = infer_output(op, values, attrs);
   if (active_counter) ++active_counter->forwards[std::string(op.name)];
@@ -142,8 +144,7 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
     }
     backend.raise_deferred();  // an eager op's errors surface before its result is returned
   }
-  if (impl->tracked || symbolic)
-    impl->node = std::make_shared<Node>(Node{&op, std::move(attrs), std::move(inputs)});
+  if (impl->tracked || symbolic) impl->node = std::make_shared<Node>(Node{&op, std::move(attrs), std::move(inputs)});
   return Tensor(std::move(impl));
 }
 

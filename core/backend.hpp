@@ -25,10 +25,31 @@ bool built_with_cuda();
 int cuda_device_count();
 
 enum class UnaryKind {
-  neg, exp, log, log1p, sqrt, square, sin, cos, tanh, abs, sign,
+  neg,
+  exp,
+  log,
+  log1p,
+  sqrt,
+  square,
+  sin,
+  cos,
+  tanh,
+  abs,
+  sign,
   // special functions: the C library's, but digamma, trigamma, sigmoid and softplus are
   // backends/special_math.hpp's (the same scalar code on every backend)
-  log10, log2, exp2, exp10, expm1, erf, erfc, lgamma, digamma, trigamma, sigmoid, softplus,
+  log10,
+  log2,
+  exp2,
+  exp10,
+  expm1,
+  erf,
+  erfc,
+  lgamma,
+  digamma,
+  trigamma,
+  sigmoid,
+  softplus,
 };
 // Comparisons produce 1 or 0 in the operands' dtype.
 // pow_base_grad(a, b) is pow's derivative in its base, b a^(b-1), and 0 where b = 0: one pass where
@@ -51,9 +72,12 @@ struct GemmArgs {
   std::int64_t count, m, n, k;
   bool trans_a, trans_b;
   double alpha, beta;
-  const void* a; std::int64_t stride_a;
-  const void* b; std::int64_t stride_b;
-  void* c; std::int64_t stride_c;
+  const void* a;
+  std::int64_t stride_a;
+  const void* b;
+  std::int64_t stride_b;
+  void* c;
+  std::int64_t stride_c;
   // The caller knows the result C_i is symmetric (op(A_i) op(B_i) is, and so is C_i when beta != 0):
   // a backend may compute one triangle and mirror it (so C_i comes out exactly symmetric), or ignore
   // the flag.
@@ -71,8 +95,10 @@ struct TrsmArgs {
   std::int64_t count, n, nrhs;
   bool lower, transpose;
   bool then_transposed;
-  const void* t; std::int64_t stride_t;
-  void* b; std::int64_t stride_b;
+  const void* t;
+  std::int64_t stride_t;
+  void* b;
+  std::int64_t stride_b;
 };
 
 // What a factorization does about a matrix that is not positive definite. `minor` is the order of
@@ -165,8 +191,8 @@ class Backend {
   virtual void trsm(const TrsmArgs& args) = 0;
   // Reverse mode of the factorization, in place (Murray 2016, blocked): g holds the cotangent of
   // each lower factor L_i on entry and the symmetric cotangent of A_i on exit.
-  virtual void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l,
-                                 std::int64_t stride_l, void* g, std::int64_t stride_g) = 0;
+  virtual void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
+                                 void* g, std::int64_t stride_g) = 0;
   // out_i = (L_i L_i^T)^-1, the whole symmetric matrix, from lower factors L_i (their strict upper
   // triangles are not read); out does not overlap l. The inverse of A_i = L_i L_i^T as LAPACK's
   // potri computes it: about 2n^3/3 flops where solves against the identity take 2n^3.

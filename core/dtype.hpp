@@ -87,7 +87,8 @@ decltype(auto) visit_float_dtype(DType d, Fn&& fn) {
   if (d == DType::f32) return fn(float{});
   // A logic error, not vt::Error: no input can cause it, and this header compiles under nvcc.
   if (d != DType::f64)
-    throw std::logic_error("vtape: a floating-point kernel reached with " + std::string(name_of(d)) + " (internal error)");
+    throw std::logic_error("vtape: a floating-point kernel reached with " + std::string(name_of(d)) +
+                           " (internal error)");
   return fn(double{});
 }
 

@@ -48,7 +48,9 @@ template <class T>
 concept IntLike = std::is_integral_v<T> || std::is_enum_v<T>;
 
 template <IntLike T>
-void put(Attrs& a, T v) { a.ints.push_back(static_cast<std::int64_t>(v)); }
+void put(Attrs& a, T v) {
+  a.ints.push_back(static_cast<std::int64_t>(v));
+}
 inline void put(Attrs& a, double v) { a.reals.push_back(v); }
 inline void put(Attrs& a, const Shape& v) {  // its length first
   a.ints.push_back(static_cast<std::int64_t>(v.size()));
@@ -63,7 +65,9 @@ struct Reader {
   const Attrs& a;
   std::size_t i = 0, r = 0;
   template <IntLike T>
-  void get(T& v) { v = static_cast<T>(a.ints.at(i++)); }
+  void get(T& v) {
+    v = static_cast<T>(a.ints.at(i++));
+  }
   void get(double& v) { v = a.reals.at(r++); }
   void get(Shape& v) {
     const auto n = static_cast<std::size_t>(a.ints.at(i++));

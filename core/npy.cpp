@@ -75,9 +75,10 @@ Tensor load_npy(const std::string& path) {
   else if (descr == "<i8") dtype = DType::i64;
   else if (descr == "<i4") dtype = DType::i32;
   else
-    fail("load_npy: '{}' holds dtype '{}'; vtape reads float32 ('<f4'), float64 ('<f8'), int32 ('<i4') and int64 "
-         "('<i8')",
-         path, descr);
+    fail(
+        "load_npy: '{}' holds dtype '{}'; vtape reads float32 ('<f4'), float64 ('<f8'), int32 ('<i4') and int64 "
+        "('<i8')",
+        path, descr);
   if (value_of(header, "fortran_order").substr(0, 4) == "True")
     fail("load_npy: '{}' is in Fortran order; save it in C order (np.ascontiguousarray)", path);
   const std::string_view shape_field = value_of(header, "shape");
@@ -100,7 +101,8 @@ Tensor load_npy(const std::string& path) {
     shape.push_back(d);
   }
   // The file must hold the data before it is allocated: a corrupt shape must not ask for terabytes.
-  const std::int64_t bytes = checked_numel(shape, "load_npy", size_of(dtype)) * static_cast<std::int64_t>(size_of(dtype));
+  const std::int64_t bytes =
+      checked_numel(shape, "load_npy", size_of(dtype)) * static_cast<std::int64_t>(size_of(dtype));
   // (A stream that cannot seek, a pipe, is read as it comes: a short one fails the read instead.)
   const std::streamoff data_start = in.tellg();
   if (data_start >= 0 && in.seekg(0, std::ios::end)) {
@@ -123,8 +125,8 @@ void save_npy(const std::string& path, const Tensor& t) {
   std::string dims;
   for (auto d : shape) dims += std::to_string(d) + ",";
   if (shape.size() > 1) dims.pop_back();
-  std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}",
-                                   descr_of(t.dtype()), dims);
+  std::string header =
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr_of(t.dtype()), dims);
   // Pad so that the data starts on a 64-byte boundary, ending the header with a newline.
   const std::size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');

@@ -200,7 +200,8 @@ std::string format_float(T v, const Style& st, int precision) {
     const Parts p = parts_of(text);
     const char sign = p.exponent[0];
     std::string exp_digits = p.exponent.substr(1);
-    exp_digits.insert(0, static_cast<std::size_t>(std::max(0, st.exp_digits - static_cast<int>(exp_digits.size()))), '0');
+    exp_digits.insert(0, static_cast<std::size_t>(std::max(0, st.exp_digits - static_cast<int>(exp_digits.size()))),
+                      '0');
     return fmt::format("{:>{}}.{}e{}{}", p.integer, st.pad_left, p.fraction, sign, exp_digits);
   }
   const Parts p = parts_of(shortest(v, precision, false));
@@ -324,7 +325,7 @@ fmt::format_context::iterator fmt::formatter<vt::Tensor>::format(const vt::Tenso
                           t.is_batched() ? ", batched" : "");
   const vt::PrintOptions o = vt::print_options();
   const int digits = precision >= 0 ? precision : o.precision;
-  vt::detail::materialize(t);  // a constant folded while tracing gets its values
+  vt::detail::materialize(t);            // a constant folded while tracing gets its values
   const vt::View full = vt::view_of(t);  // the batch, when there is one, is the leading axis
   const std::string prefix = "Tensor(";
   std::string suffix = fmt::format("dtype={}", vt::name_of(t.dtype()));

@@ -22,8 +22,8 @@ std::int64_t checked_add(std::int64_t a, std::int64_t b, std::string_view op, st
 /// that the bytes, at `item_bytes` per element, fit: the one check every new shape passes.
 std::int64_t checked_numel(const Shape& shape, std::string_view op, std::size_t item_bytes = 1,
                            std::int64_t copies = 1);
-std::string to_string(const Shape& shape);              ///< "[2, 3]"
-Shape contiguous_strides(const Shape& shape);           ///< row-major, in elements
+std::string to_string(const Shape& shape);     ///< "[2, 3]"
+Shape contiguous_strides(const Shape& shape);  ///< row-major, in elements
 
 /// numpy broadcasting of two shapes; `op` names the caller in the error.
 Shape broadcast_shapes(const Shape& a, const Shape& b, std::string_view op);

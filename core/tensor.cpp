@@ -28,7 +28,8 @@ std::int64_t Tensor::batch_size() const {
 
 const void* Tensor::raw_data() const {
   if (impl().deferred) detail::materialize(*this);
-  if (is_symbolic()) fail("a traced tensor has no values while jit traces (item, at, to_vector, data and as_eigen need a value)");
+  if (is_symbolic())
+    fail("a traced tensor has no values while jit traces (item, at, to_vector, data and as_eigen need a value)");
   return static_cast<const char*>(impl().storage->data) + impl().offset * size_of(dtype());
 }
 
@@ -97,7 +98,9 @@ Tensor Tensor::from_ints(const std::vector<std::int64_t>& values, const Shape& s
   return detail::uploaded(out, device);
 }
 
-Tensor Tensor::scalar(double value, DType dtype, Device device) { return detail::filled({}, value, dtype, device, "scalar"); }
+Tensor Tensor::scalar(double value, DType dtype, Device device) {
+  return detail::filled({}, value, dtype, device, "scalar");
+}
 
 Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::shared_ptr<void> owner) {
   auto impl = std::make_shared<TensorImpl>();
@@ -105,8 +108,8 @@ Tensor Tensor::from_blob(void* data, const Shape& shape, DType dtype, std::share
   impl->shape = shape;
   const std::int64_t count = checked_numel(shape, "from_blob", size_of(dtype));
   if (data == nullptr && count > 0) fail("from_blob: null data for shape {}", to_string(shape));
-  impl->storage = std::make_shared<Storage>(Device{}, data, static_cast<std::size_t>(count) * size_of(dtype),
-                                            std::move(owner));
+  impl->storage =
+      std::make_shared<Storage>(Device{}, data, static_cast<std::size_t>(count) * size_of(dtype), std::move(owner));
   return Tensor(std::move(impl));
 }
 
@@ -134,8 +137,8 @@ std::int64_t Tensor::stored_numel() const {
 
 namespace detail {
 std::string batch_description(const Tensor& t) {
-  const std::string examples = t.is_symbolic() && !t.impl().deferred ? "B (a run-time size under jit)"
-                                                                    : std::to_string(t.impl().batch);
+  const std::string examples =
+      t.is_symbolic() && !t.impl().deferred ? "B (a run-time size under jit)" : std::to_string(t.impl().batch);
   return fmt::format("a batch of {} examples of shape {}", examples, to_string(t.shape()));
 }
 }  // namespace detail
@@ -144,9 +147,10 @@ void Tensor::read_all(DType as, void* out) const { detail::read_to_host(device()
 
 void Tensor::read_one(DType as, void* out) const {
   if (is_batched() && !(numel() == 1 && impl().batch == 1))
-    fail("item: needs one element, but the tensor is {}; read one example's value with unbatch(x) and at({{b, ...}}), "
-         "reduce over the batch (batch_mean, sum), or read every value with to_vector (batch first)",
-         detail::batch_description(*this));
+    fail(
+        "item: needs one element, but the tensor is {}; read one example's value with unbatch(x) and at({{b, ...}}), "
+        "reduce over the batch (batch_mean, sum), or read every value with to_vector (batch first)",
+        detail::batch_description(*this));
   if (numel() != 1) fail("item: needs a tensor with one element, got shape {}", to_string(shape()));
   View element = view_of(*this);
   element.shape.assign(element.shape.size(), 1);
@@ -155,9 +159,10 @@ void Tensor::read_one(DType as, void* out) const {
 
 void Tensor::read_at(DType as, std::initializer_list<std::int64_t> index, void* out) const {
   if (is_batched())
-    fail("at: the tensor is {}; index the plain [B, ...] tensor instead, unbatch(x).at({{b, ...}}) (b the example), or "
-         "read every value with to_vector (batch first)",
-         detail::batch_description(*this));
+    fail(
+        "at: the tensor is {}; index the plain [B, ...] tensor instead, unbatch(x).at({{b, ...}}) (b the example), or "
+        "read every value with to_vector (batch first)",
+        detail::batch_description(*this));
   if (index.size() != ndim())
     fail("at: index of {} entries for a tensor of shape {}", index.size(), to_string(shape()));
   std::int64_t flat = 0, i = 0;

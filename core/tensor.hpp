@@ -51,7 +51,7 @@ struct Storage {
 
 struct TensorImpl {
   DType dtype = DType::f64;
-  Shape shape;             ///< per example
+  Shape shape;  ///< per example
   bool batched = false;
   std::int64_t batch = 0;  ///< B of a concrete batched tensor
   Device device;
@@ -104,9 +104,12 @@ class Tensor {
   /// T is float, double, std::int32_t or std::int64_t (any other type is a compile error); values
   /// are converted from the tensor's dtype as astype converts them (core/dtype.hpp: float to integer
   /// truncates toward zero, NaN gives 0, out of range saturates).
-  template <class T = double> T item() const;                       ///< a one-element tensor
-  template <class T = double> T at(std::initializer_list<std::int64_t> index) const;
-  template <class T = double> std::vector<T> to_vector() const;     ///< every element, row-major, batch first
+  template <class T = double>
+  T item() const;  ///< a one-element tensor
+  template <class T = double>
+  T at(std::initializer_list<std::int64_t> index) const;
+  template <class T = double>
+  std::vector<T> to_vector() const;  ///< every element, row-major, batch first
   /// A row-major Eigen view of a CPU tensor of rank <= 2 without copying (rank 1 gives a column):
   /// an `Eigen::Map<const Eigen::Matrix<T, Dynamic, Dynamic, RowMajor>>`. Defined in
   /// core/tensor_eigen.hpp (included by vtape.hpp).
@@ -116,7 +119,8 @@ class Tensor {
   /// Raw pointer to the first element (contiguous row-major) in the memory of the tensor's device,
   /// for backends and interop.
   const void* raw_data() const;
-  template <class T> const T* data() const;
+  template <class T>
+  const T* data() const;
 
   // ---- convenience forms of common ops (defined with their ops, in ops/)
   Tensor t() const;  ///< swaps the last two axes (the matrix transpose)
@@ -199,8 +203,7 @@ std::vector<T> Tensor::to_vector() const {
 
 template <class T>
 const T* Tensor::data() const {
-  if (dtype_of<T>() != dtype())
-    fail("data: tensor is {}, not {}", name_of(dtype()), name_of(dtype_of<T>()));
+  if (dtype_of<T>() != dtype()) fail("data: tensor is {}, not {}", name_of(dtype()), name_of(dtype_of<T>()));
   return static_cast<const T*>(raw_data());
 }
 

@@ -24,9 +24,10 @@ auto Tensor::as_eigen() const {
   using Map = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
   if (device().kind != DeviceKind::cpu) fail("as_eigen: tensor is on {}, not the CPU", to_string(device()));
   if (is_batched())
-    fail("as_eigen: needs an unbatched tensor, but the tensor is {}; view the plain [B, ...] tensor, unbatch(x), "
-         "or one example of it",
-         detail::batch_description(*this));
+    fail(
+        "as_eigen: needs an unbatched tensor, but the tensor is {}; view the plain [B, ...] tensor, unbatch(x), "
+        "or one example of it",
+        detail::batch_description(*this));
   if (ndim() > 2) fail("as_eigen: needs a tensor of rank <= 2, got shape {}", to_string(shape()));
   const std::int64_t rows = ndim() == 0 ? 1 : shape()[0];
   const std::int64_t cols = ndim() == 2 ? shape()[1] : 1;

@@ -11,9 +11,10 @@
 #include "example_cli.hpp"
 
 int main(int argc, char** argv) try {
-  CLI::App app{"A first look at vtape (the README's tour): a Gaussian negative log-likelihood with its value and "
-               "gradient, then a Gaussian-process likelihood at 8 starts at once. Takes no arguments.",
-               "demo"};
+  CLI::App app{
+      "A first look at vtape (the README's tour): a Gaussian negative log-likelihood with its value and "
+      "gradient, then a Gaussian-process likelihood at 8 starts at once. Takes no arguments.",
+      "demo"};
   cli::configure(app);
   if (const std::optional<int> status = cli::parse(app, argc, argv)) return *status;
 
@@ -27,7 +28,7 @@ int main(int argc, char** argv) try {
     };
     auto [value, gradient] = vt::value_and_grad(nll)(vt::Tensor::from_vector({1.5, 0.0}, {2}));
     fmt::print("nll      = {}\ngradient = {}\n", value, gradient);  // tensors print as numpy prints them
-    fmt::print("nll      = {:.6f}\n", value.item());                 // or read them: item, at, to_vector
+    fmt::print("nll      = {:.6f}\n", value.item());                // or read them: item, at, to_vector
   }
 
   // Data for the GP: n points on [0, 1], their squared distances, noisy observations.
@@ -49,7 +50,7 @@ int main(int argc, char** argv) try {
   // Many starts at once: vmap maps the per-start value and gradient over a batch, jit plans it
   // once for every batch size.
   auto step = vt::jit(vt::vmap(vt::value_and_grad(lml)));
-  vt::Tensor thetas = vt::randn({8, 3}, /*seed=*/1);          // 8 starts, one per row
+  vt::Tensor thetas = vt::randn({8, 3}, /*seed=*/1);         // 8 starts, one per row
   auto [values, grads] = step(vt::as_batch(thetas));         // 8 values; 8 gradients of shape [3]
   std::vector<double> lmls = values.to_vector<double>();     // batch first: lmls[k] is start k's
   auto [v3, g3] = step(vt::as_batch(vt::randn({3, 3}, 2)));  // another batch size: the same plan

@@ -88,7 +88,8 @@ inline std::string split_list(std::string_view text, std::vector<std::string_vie
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = text.find(',', start);
-    const std::string_view item = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const std::string_view item =
+        text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     if (item.empty()) {
       if (comma == std::string_view::npos) return fmt::format("'{}' ends with a comma", text);
       return fmt::format("'{}' has an empty item {}", text, items.size() + 1);

@@ -41,8 +41,13 @@ constexpr std::int64_t max_starts = 256;
 class Lbfgsb {
  public:
   Lbfgsb(std::vector<double> x0, double lo, double hi)
-      : x_(std::move(x0)), lower_(x_.size(), lo), upper_(x_.size(), hi), bounds_(x_.size(), 2), g_(x_.size()),
-        wa_(2 * m_ * x_.size() + 5 * x_.size() + 11 * m_ * m_ + 8 * m_), iwa_(3 * x_.size()) {
+      : x_(std::move(x0)),
+        lower_(x_.size(), lo),
+        upper_(x_.size(), hi),
+        bounds_(x_.size(), 2),
+        g_(x_.size()),
+        wa_(2 * m_ * x_.size() + 5 * x_.size() + 11 * m_ * m_ + 8 * m_),
+        iwa_(3 * x_.size()) {
     set_task("START");
     advance();
   }
@@ -121,10 +126,11 @@ int main(int argc, char** argv) try {
   bool json = false, eval = false;
   vt::Device device;
   std::string device_name = "cpu";
-  CLI::App app{"Gaussian-process regression of the Mauna Loa CO2 series with scikit-learn's kernel: fits the 11 "
-               "natural-log hyperparameters by maximising the log marginal likelihood with multi-start L-BFGS-B, or "
-               "evaluates it and its gradient at --theta (--eval, JSON).",
-               "gp_co2"};
+  CLI::App app{
+      "Gaussian-process regression of the Mauna Loa CO2 series with scikit-learn's kernel: fits the 11 "
+      "natural-log hyperparameters by maximising the log marginal likelihood with multi-start L-BFGS-B, or "
+      "evaluates it and its gradient at --theta (--eval, JSON).",
+      "gp_co2"};
   cli::configure(app);
   app.footer("Memory grows as starts x n^2 for n data rows: about 30 MiB a start on the bundled data.");
   app.add_option("--data", data, "two-column CSV 't,value' with a header line")
@@ -135,7 +141,8 @@ int main(int argc, char** argv) try {
   app.add_flag("--json", json, "print the fit as one JSON object");
   CLI::Option* theta_option =
       app.add_option("--theta", theta_text,
-                     fmt::format("{} finite natural-log hyperparameters, comma-separated, in scikit-learn's order", gp::n_theta))
+                     fmt::format("{} finite natural-log hyperparameters, comma-separated, in scikit-learn's order",
+                                 gp::n_theta))
           ->type_name("t1,...,t11")
           ->check(cli::number_list(gp::n_theta));
   app.add_flag("--eval", eval, "print lml and its gradient at --theta as JSON instead of fitting")->needs(theta_option);
@@ -170,7 +177,8 @@ int main(int argc, char** argv) try {
 
   if (eval) {
     const std::vector<double> theta = parse_theta(theta_text);
-    const auto [v, g] = evaluate(vt::as_batch(vt::Tensor::from_vector(theta, {1, gp::n_theta}, vt::DType::f64, device)));
+    const auto [v, g] =
+        evaluate(vt::as_batch(vt::Tensor::from_vector(theta, {1, gp::n_theta}, vt::DType::f64, device)));
     std::vector<double> grad = g.to_vector<double>();
     for (double& x : grad) x = -x;
     if (mpi.rank() == 0)
@@ -263,11 +271,12 @@ int main(int argc, char** argv) try {
   if (mpi.rank() != 0) return 0;
   const vt::JitCounters c = evaluate.counters();
   if (json) {
-    fmt::print("{{\"data\": \"{}\", \"n\": {}, \"lml\": {:.10g}, \"theta\": {}, \"kernel\": \"{}\", \"starts\": {}, "
-               "\"evaluations\": {}, \"rounds\": {}, \"fit_seconds\": {:.3f}, \"traces\": {}, \"best_start\": {}, "
-               "\"status\": \"{}\", \"device\": \"{}\"}}\n",
-               json_escaped(data), n, lml, json_list(theta), gp::sklearn_notation(theta), starts, evaluations, rounds, seconds, c.traces,
-               best_start, status, vt::to_string(device));
+    fmt::print(
+        "{{\"data\": \"{}\", \"n\": {}, \"lml\": {:.10g}, \"theta\": {}, \"kernel\": \"{}\", \"starts\": {}, "
+        "\"evaluations\": {}, \"rounds\": {}, \"fit_seconds\": {:.3f}, \"traces\": {}, \"best_start\": {}, "
+        "\"status\": \"{}\", \"device\": \"{}\"}}\n",
+        json_escaped(data), n, lml, json_list(theta), gp::sklearn_notation(theta), starts, evaluations, rounds, seconds,
+        c.traces, best_start, status, vt::to_string(device));
     return 0;
   }
   fmt::print("{}, {} rows; {} starts, {} evaluations in {} batched rounds, {:.2f} s ({} trace) on {}\n", data_name, n,

@@ -68,13 +68,15 @@ struct Form {
 int main(int argc, char** argv) try {
   std::int64_t nobs = 256, ngp = 32, samples = 64;
   int reps = 5;
-  CLI::App app{"The Fourier-basis likelihood log N(y | 0, F diag(phi) F^T + sigma^2 I) of JAX issue 21313: value and "
-               "gradient over a batch of (log10_A, gamma) samples, in the direct and the Woodbury forms.",
-               "gp_fourier"};
+  CLI::App app{
+      "The Fourier-basis likelihood log N(y | 0, F diag(phi) F^T + sigma^2 I) of JAX issue 21313: value and "
+      "gradient over a batch of (log10_A, gamma) samples, in the direct and the Woodbury forms.",
+      "gp_fourier"};
   cli::configure(app);
-  app.footer("The bounds keep every size in range: the largest tensor, [samples, nobs, nobs] of float64,\n"
-             "is at most 32 TiB. Asking for more memory than the machine has ends, before any work, with a one-line\n"
-             "out-of-memory error; a run estimated to take more than a few seconds reports its progress on stderr.");
+  app.footer(
+      "The bounds keep every size in range: the largest tensor, [samples, nobs, nobs] of float64,\n"
+      "is at most 32 TiB. Asking for more memory than the machine has ends, before any work, with a one-line\n"
+      "out-of-memory error; a run estimated to take more than a few seconds reports its progress on stderr.");
   cli::add_integer(app, "--nobs", nobs, 1, max_nobs, "N", "observations: the direct form factors nobs x nobs matrices");
   cli::add_integer(app, "--ngp", ngp, 1, max_ngp, "M", "Fourier frequencies: 2 ngp basis columns");
   cli::add_integer(app, "--samples", samples, 1, max_samples, "K", "parameter samples, the batch");
@@ -91,8 +93,8 @@ int main(int argc, char** argv) try {
   }
   // Samples [from, to) as a batch: every batch size runs the same plan.
   auto samples_batch = [&](std::int64_t from, std::int64_t to) {
-    return vt::as_batch(vt::Tensor::from_vector(std::vector<double>(theta.begin() + 2 * from, theta.begin() + 2 * to),
-                                                {to - from, 2}));
+    return vt::as_batch(
+        vt::Tensor::from_vector(std::vector<double>(theta.begin() + 2 * from, theta.begin() + 2 * to), {to - from, 2}));
   };
   const vt::Tensor batch = samples_batch(0, samples);
 
@@ -103,9 +105,17 @@ int main(int argc, char** argv) try {
   // matrix; the Woodbury form does the same at order 2 ngp.
   const double n = static_cast<double>(nobs), m2 = 2.0 * static_cast<double>(ngp);
   const std::vector<Form> forms{
-      {"direct", [&](const vt::Tensor& b) { auto [v, g] = direct(b); return std::pair{v, g}; },
+      {"direct",
+       [&](const vt::Tensor& b) {
+         auto [v, g] = direct(b);
+         return std::pair{v, g};
+       },
        [&](const vt::Tensor& b) { return direct.compile(b); }, n * n * n + 6 * m2 * n * n, nobs},
-      {"Woodbury", [&](const vt::Tensor& b) { auto [v, g] = woodbury(b); return std::pair{v, g}; },
+      {"Woodbury",
+       [&](const vt::Tensor& b) {
+         auto [v, g] = woodbury(b);
+         return std::pair{v, g};
+       },
        [&](const vt::Tensor& b) { return woodbury.compile(b); }, m2 * m2 * m2 + 5 * m2 * m2, 2 * ngp},
   };
 
@@ -143,9 +153,11 @@ int main(int argc, char** argv) try {
       grads = g.to_vector<double>();
       return;
     }
-    fmt::print(stderr, "gp_fourier: {} form: {} sample{}, each an order-{} factorization and its gradient ({:.1e} "
-               "flops): about {} on {} thread{}\n", f.name, samples, samples == 1 ? "" : "s", f.factor_order,
-               f.flops_per_sample, duration(estimate), threads, threads == 1 ? "" : "s");
+    fmt::print(stderr,
+               "gp_fourier: {} form: {} sample{}, each an order-{} factorization and its gradient ({:.1e} "
+               "flops): about {} on {} thread{}\n",
+               f.name, samples, samples == 1 ? "" : "s", f.factor_order, f.flops_per_sample, duration(estimate),
+               threads, threads == 1 ? "" : "s");
     // Slices of a few seconds, and of whole multiples of the threads, which they keep busy.
     const std::int64_t per_slice = std::max<std::int64_t>(
         1, static_cast<std::int64_t>(static_cast<double>(samples) * quiet_seconds / estimate) / threads);
@@ -158,10 +170,11 @@ int main(int argc, char** argv) try {
       values.insert(values.end(), vv.begin(), vv.end());
       grads.insert(grads.end(), gv.begin(), gv.end());
       const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      fmt::print(stderr, "gp_fourier: {} form: {} of {} samples in {}{}\n", f.name, to, samples, duration(spent),
-                 to < samples ? ", about " + duration(spent / static_cast<double>(to) * static_cast<double>(samples - to)) +
-                                    " left"
-                              : "");
+      fmt::print(
+          stderr, "gp_fourier: {} form: {} of {} samples in {}{}\n", f.name, to, samples, duration(spent),
+          to < samples
+              ? ", about " + duration(spent / static_cast<double>(to) * static_cast<double>(samples - to)) + " left"
+              : "");
     }
   };
   auto time_ms = [&](const Form& f) {
@@ -189,9 +202,10 @@ int main(int argc, char** argv) try {
     fmt::print("{:>10.4f} {:>10.4f} {:>16.6f} {:>14.6f} {:>14.6f}\n", theta[2 * i], theta[2 * i + 1], a[i], ga[2 * i],
                ga[2 * i + 1]);
   const double direct_ms = time_ms(forms[0]), woodbury_ms = time_ms(forms[1]);
-  fmt::print("direct and Woodbury forms agree to {:.1e} (relative); value_and_grad of the whole batch: direct {:.1f} ms, "
-             "Woodbury {:.1f} ms (median of {})\n",
-             diff, direct_ms, woodbury_ms, reps);
+  fmt::print(
+      "direct and Woodbury forms agree to {:.1e} (relative); value_and_grad of the whole batch: direct {:.1f} ms, "
+      "Woodbury {:.1f} ms (median of {})\n",
+      diff, direct_ms, woodbury_ms, reps);
   return 0;
 } catch (...) {
   return cli::fail_with_current_exception("gp_fourier");

@@ -12,18 +12,19 @@
 namespace gpf {
 
 struct Problem {
-  vt::Tensor F;          // [nobs, 2 ngp]: sin in even columns, cos in odd ones
-  vt::Tensor freqs;      // [2 ngp]: f_k for each column
-  vt::Tensor y;          // [nobs]
-  double span = 0;       // T in years
-  double sigma2 = 1.0;   // white-noise variance
+  vt::Tensor F;         // [nobs, 2 ngp]: sin in even columns, cos in odd ones
+  vt::Tensor freqs;     // [2 ngp]: f_k for each column
+  vt::Tensor y;         // [nobs]
+  double span = 0;      // T in years
+  double sigma2 = 1.0;  // white-noise variance
 };
 
 // phi for (log10_A, gamma) = params [2].
 inline vt::Tensor spectrum(const vt::Tensor& params, const Problem& p) {
   const vt::Tensor log10_a = vt::slice(params, 0, 0, 1), gamma = vt::slice(params, 0, 1, 2);
   const double c = std::log(10.0);
-  return vt::exp((log10_a + 14.0) * (2 * c) - gamma * vt::log(p.freqs)) / (12 * std::numbers::pi * std::numbers::pi * p.span);
+  return vt::exp((log10_a + 14.0) * (2 * c) - gamma * vt::log(p.freqs)) /
+         (12 * std::numbers::pi * std::numbers::pi * p.span);
 }
 
 // Direct form: one Cholesky of the nobs x nobs covariance.

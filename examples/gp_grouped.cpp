@@ -34,19 +34,19 @@ namespace {
 
 // Bounds: the dense check holds [ncheck, npoints, npoints] of float64, at most 2^4 * 2^26 * 8 bytes
 // = 8 GiB; the grouped form is O(nbatch * npoints).
-constexpr std::int64_t max_npoints = 8192, max_ngroups = 8192, max_nclasses = 64, max_nbatch = 65536,
-                       max_ncheck = 16, max_reps = 1000000;
+constexpr std::int64_t max_npoints = 8192, max_ngroups = 8192, max_nclasses = 64, max_nbatch = 65536, max_ncheck = 16,
+                       max_reps = 1000000;
 
 struct Data {
   std::int64_t n, groups, classes;
-  vt::Tensor residual, error;          // [n] float64
-  vt::Tensor group_of_point;           // [n] int64
-  vt::Tensor class_of_point;           // [n] int64, k(g(i))
-  vt::Tensor class_of_group;           // [G] int64
-  vt::Tensor group_indicator;          // [n, G] 0/1, only for the dense form
-  vt::Tensor point_class_indicator;    // [n, K] 0/1, only for the dense form
-  vt::Tensor group_class_indicator;    // [G, K] 0/1, only for the dense form
-  std::vector<double> truth;           // [2K]: log_efac, log_ecorr
+  vt::Tensor residual, error;        // [n] float64
+  vt::Tensor group_of_point;         // [n] int64
+  vt::Tensor class_of_point;         // [n] int64, k(g(i))
+  vt::Tensor class_of_group;         // [G] int64
+  vt::Tensor group_indicator;        // [n, G] 0/1, only for the dense form
+  vt::Tensor point_class_indicator;  // [n, K] 0/1, only for the dense form
+  vt::Tensor group_class_indicator;  // [G, K] 0/1, only for the dense form
+  std::vector<double> truth;         // [2K]: log_efac, log_ecorr
 };
 
 // Points fall into groups at random (unsorted, some groups may be empty); each group has a class;
@@ -65,9 +65,11 @@ Data simulate(std::int64_t n, std::int64_t groups, std::int64_t classes, std::ui
   std::vector<double> group_shift(static_cast<std::size_t>(groups));
   for (std::int64_t g = 0; g < groups; ++g)
     group_shift[static_cast<std::size_t>(g)] =
-        std::exp(d.truth[static_cast<std::size_t>(classes + class_of_group[static_cast<std::size_t>(g)])]) * normal(gen);
+        std::exp(d.truth[static_cast<std::size_t>(classes + class_of_group[static_cast<std::size_t>(g)])]) *
+        normal(gen);
   std::vector<double> residual, error, by_group(static_cast<std::size_t>(n * groups), 0.0),
-      by_point_class(static_cast<std::size_t>(n * classes), 0.0), by_group_class(static_cast<std::size_t>(groups * classes), 0.0);
+      by_point_class(static_cast<std::size_t>(n * classes), 0.0),
+      by_group_class(static_cast<std::size_t>(groups * classes), 0.0);
   for (std::int64_t i = 0; i < n; ++i) {
     const std::int64_t g = pick_group(gen), k = class_of_group[static_cast<std::size_t>(g)];
     const double e = uniform(gen);
@@ -103,8 +105,7 @@ vt::Tensor grouped_log_likelihood(const vt::Tensor& theta, const Data& d) {
   const vt::Tensor s = vt::segment_sum(w, d.group_of_point, d.groups);               // [G]
   const vt::Tensor a = vt::segment_sum(w * d.residual, d.group_of_point, d.groups);  // [G]
   const vt::Tensor J = vt::exp(vt::take(log_ecorr, d.class_of_group) * 2.0);         // [G]
-  const vt::Tensor quadratic =
-      vt::sum(w * vt::square(d.residual)) - vt::sum(J * vt::square(a) / (1.0 + J * s));
+  const vt::Tensor quadratic = vt::sum(w * vt::square(d.residual)) - vt::sum(J * vt::square(a) / (1.0 + J * s));
   const vt::Tensor log_det = vt::sum(vt::log(sigma2)) + vt::sum(vt::log1p(J * s));
   return (quadratic + log_det + static_cast<double>(d.n) * log_2pi) * -0.5;
 }
@@ -114,7 +115,7 @@ vt::Tensor dense_log_likelihood(const vt::Tensor& theta, const Data& d) {
   const vt::Tensor efac = vt::exp(vt::slice(theta, 0, 0, d.classes));
   const vt::Tensor ecorr = vt::exp(vt::slice(theta, 0, d.classes, 2 * d.classes));
   const vt::Tensor sigma2 = vt::square(vt::matmul(d.point_class_indicator, efac) * d.error);  // [n]
-  const vt::Tensor J = vt::square(vt::matmul(d.group_class_indicator, ecorr));               // [G]
+  const vt::Tensor J = vt::square(vt::matmul(d.group_class_indicator, ecorr));                // [G]
   const vt::Tensor C = vt::diag(sigma2) + vt::matmul(d.group_indicator * J, d.group_indicator.t());
   const vt::CholeskyFactor factor = vt::cho_factor(C);
   const vt::Tensor quadratic = vt::sum(d.residual * vt::cho_solve(factor, d.residual));
@@ -138,11 +139,13 @@ int main(int argc, char** argv) try {
   std::int64_t npoints = 2000, ngroups = 200, nclasses = 4, nbatch = 64, ncheck = 2;
   int reps = 5;
   bool json = false;
-  CLI::App app{"A Gaussian likelihood with per-class white noise and per-group correlated noise, written with take and "
-               "segment_sum (O(n)), checked against and timed beside the dense n x n Cholesky form.",
-               "gp_grouped"};
+  CLI::App app{
+      "A Gaussian likelihood with per-class white noise and per-group correlated noise, written with take and "
+      "segment_sum (O(n)), checked against and timed beside the dense n x n Cholesky form.",
+      "gp_grouped"};
   cli::configure(app);
-  app.footer("The dense check holds ncheck covariances of npoints x npoints float64 (at most 8 GiB within the bounds).");
+  app.footer(
+      "The dense check holds ncheck covariances of npoints x npoints float64 (at most 8 GiB within the bounds).");
   cli::add_integer(app, "--npoints", npoints, 1, max_npoints, "N", "data points");
   cli::add_integer(app, "--ngroups", ngroups, 1, max_ngroups, "G", "groups with correlated noise (epochs)");
   cli::add_integer(app, "--nclasses", nclasses, 1, max_nclasses, "K", "classes with their own parameters (backends)");
@@ -189,24 +192,28 @@ int main(int argc, char** argv) try {
 
   const double grouped_ms = median_ms(reps, [&] { grouped(batch).first.item(); });
   const double dense_ms = median_ms(reps, [&] { dense(checked).first.item(); });
-  const double grouped_per = grouped_ms / static_cast<double>(nbatch), dense_per = dense_ms / static_cast<double>(ncheck);
+  const double grouped_per = grouped_ms / static_cast<double>(nbatch),
+               dense_per = dense_ms / static_cast<double>(ncheck);
   if (json) {
-    fmt::print("{{\"npoints\": {}, \"ngroups\": {}, \"nclasses\": {}, \"nbatch\": {}, \"ncheck\": {}, "
-               "\"value_rel_diff\": {:.3e}, \"grad_rel_diff\": {:.3e}, \"grouped_ms_per_vector\": {:.5f}, "
-               "\"dense_ms_per_vector\": {:.3f}, \"log_likelihood_0\": {:.12g}}}\n",
-               npoints, ngroups, nclasses, nbatch, ncheck, value_diff, grad_diff, grouped_per, dense_per, values[0]);
+    fmt::print(
+        "{{\"npoints\": {}, \"ngroups\": {}, \"nclasses\": {}, \"nbatch\": {}, \"ncheck\": {}, "
+        "\"value_rel_diff\": {:.3e}, \"grad_rel_diff\": {:.3e}, \"grouped_ms_per_vector\": {:.5f}, "
+        "\"dense_ms_per_vector\": {:.3f}, \"log_likelihood_0\": {:.12g}}}\n",
+        npoints, ngroups, nclasses, nbatch, ncheck, value_diff, grad_diff, grouped_per, dense_per, values[0]);
     return 0;
   }
   fmt::print("{} points in {} groups of {} classes; {} parameter vectors [log_efac, log_ecorr] x {}\n", npoints,
              ngroups, nclasses, nbatch, nclasses);
   fmt::print("log likelihood of the first vectors: ");
   for (double v : values) fmt::print("{:.6f} ", v);
-  fmt::print("\ngrouped (take + segment_sum) and dense (Cholesky of the {} x {} covariance) agree to {:.1e} (value) "
-             "and {:.1e} (gradient, relative)\n",
-             npoints, npoints, value_diff, grad_diff);
-  fmt::print("value_and_grad per parameter vector: grouped {:.4f} ms (batch of {}), dense {:.2f} ms (batch of {}): "
-             "{:.0f}x (median of {})\n",
-             grouped_per, nbatch, dense_per, ncheck, dense_per / grouped_per, reps);
+  fmt::print(
+      "\ngrouped (take + segment_sum) and dense (Cholesky of the {} x {} covariance) agree to {:.1e} (value) "
+      "and {:.1e} (gradient, relative)\n",
+      npoints, npoints, value_diff, grad_diff);
+  fmt::print(
+      "value_and_grad per parameter vector: grouped {:.4f} ms (batch of {}), dense {:.2f} ms (batch of {}): "
+      "{:.0f}x (median of {})\n",
+      grouped_per, nbatch, dense_per, ncheck, dense_per / grouped_per, reps);
   return 0;
 } catch (...) {
   return cli::fail_with_current_exception("gp_grouped");

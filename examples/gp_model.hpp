@@ -42,7 +42,8 @@ inline Series read_csv(const std::string& path) {
       ok = false;
     }
     ok = ok && used_a == a.size() && used_b == b.size() && std::isfinite(x) && std::isfinite(v);
-    if (!ok) throw vt::Error(fmt::format("read_csv: {}:{}: expected two numbers 't,value', got '{}'", path, number, line));
+    if (!ok)
+      throw vt::Error(fmt::format("read_csv: {}:{}: expected two numbers 't,value', got '{}'", path, number, line));
     s.t.push_back(x);
     s.y.push_back(v);
   }
@@ -53,15 +54,15 @@ inline Series read_csv(const std::string& path) {
 // theta, natural logs, in scikit-learn's order:
 // [c1, l1, c2, l2, l_sine, c3, alpha, l3, c4, l4, noise]
 constexpr int n_theta = 11;
-inline const std::vector<double> sklearn_initial = {
-    std::log(50.0 * 50.0), std::log(50.0), std::log(2.0 * 2.0), std::log(100.0), std::log(1.0),
-    std::log(0.5 * 0.5),   std::log(1.0),  std::log(1.0),       std::log(0.1 * 0.1), std::log(0.1),
-    std::log(0.1 * 0.1)};
+inline const std::vector<double> sklearn_initial = {std::log(50.0 * 50.0), std::log(50.0),     std::log(2.0 * 2.0),
+                                                    std::log(100.0),       std::log(1.0),      std::log(0.5 * 0.5),
+                                                    std::log(1.0),         std::log(1.0),      std::log(0.1 * 0.1),
+                                                    std::log(0.1),         std::log(0.1 * 0.1)};
 
 // Pairwise quantities of the inputs that do not depend on theta.
 struct Inputs {
-  vt::Tensor sq;     // (t_i - t_j)^2
-  vt::Tensor sin2;   // sin^2(pi (t_i - t_j) / periodicity), periodicity fixed at 1
+  vt::Tensor sq;    // (t_i - t_j)^2
+  vt::Tensor sin2;  // sin^2(pi (t_i - t_j) / periodicity), periodicity fixed at 1
   vt::Tensor eye;
   explicit Inputs(const std::vector<double>& t, vt::Device device = {}) {
     const auto n = static_cast<std::int64_t>(t.size());
@@ -84,8 +85,7 @@ struct Inputs {
 inline vt::Tensor covariance(const vt::Tensor& theta, const Inputs& x) {
   auto p = [&](int i) { return vt::exp(vt::slice(theta, 0, i, i + 1)); };
   const vt::Tensor long_term = p(0) * vt::exp(x.sq * (-0.5) / vt::square(p(1)));
-  const vt::Tensor seasonal =
-      p(2) * vt::exp(x.sq * (-0.5) / vt::square(p(3)) - x.sin2 * 2.0 / vt::square(p(4)));
+  const vt::Tensor seasonal = p(2) * vt::exp(x.sq * (-0.5) / vt::square(p(3)) - x.sin2 * 2.0 / vt::square(p(4)));
   const vt::Tensor alpha = p(6);
   const vt::Tensor medium = p(5) * vt::pow(1.0 + x.sq / (alpha * vt::square(p(7)) * 2.0), vt::neg(alpha));
   const vt::Tensor noise_corr = p(8) * vt::exp(x.sq * (-0.5) / vt::square(p(9)));
@@ -106,7 +106,8 @@ inline std::string sklearn_notation(const std::vector<double>& theta) {
   auto g = [](double x) { return fmt::format("{:.3g}", x); };
   return fmt::format(
       "{}**2 * RBF(length_scale={}) + {}**2 * RBF(length_scale={}) * ExpSineSquared(length_scale={}, periodicity=1) + "
-      "{}**2 * RationalQuadratic(alpha={}, length_scale={}) + {}**2 * RBF(length_scale={}) + WhiteKernel(noise_level={})",
+      "{}**2 * RationalQuadratic(alpha={}, length_scale={}) + {}**2 * RBF(length_scale={}) + "
+      "WhiteKernel(noise_level={})",
       g(std::sqrt(v(0))), g(v(1)), g(std::sqrt(v(2))), g(v(3)), g(v(4)), g(std::sqrt(v(5))), g(v(6)), g(v(7)),
       g(std::sqrt(v(8))), g(v(9)), g(v(10)));
 }

@@ -54,17 +54,20 @@ constexpr std::size_t max_batch_sizes = 64;
 // command line, reported on one line).
 std::variant<Options, int> parse(int argc, char** argv) {
   Options o;
-  CLI::App app{"The program of JAX issue 21313: compile and run times of jit(value_and_grad(mean(vmap(func)))) per "
-               "batch size,\n  func(p) = mean(cho_solve(cho_factor(F diag(p^2) F^T + I), ones)), F the nobs x 2ngp "
-               "Fourier design matrix.",
-               "seed_cholesky_grad"};
+  CLI::App app{
+      "The program of JAX issue 21313: compile and run times of jit(value_and_grad(mean(vmap(func)))) per "
+      "batch size,\n  func(p) = mean(cho_solve(cho_factor(F diag(p^2) F^T + I), ones)), F the nobs x 2ngp "
+      "Fourier design matrix.",
+      "seed_cholesky_grad"};
   cli::configure(app);
-  app.footer("The bounds keep every size in range: the largest tensor, [B, nobs, nobs] of float64,\n"
-             "is at most 32 TiB. "
-             "Asking for more memory than the machine has ends with a one-line out-of-memory error.");
+  app.footer(
+      "The bounds keep every size in range: the largest tensor, [B, nobs, nobs] of float64,\n"
+      "is at most 32 TiB. "
+      "Asking for more memory than the machine has ends with a one-line out-of-memory error.");
   std::string nbatch = "16,32,64,128,256,512,1024,2048", device = "cpu";
-  app.add_option("--nbatch", nbatch,
-                 fmt::format("batch sizes, comma-separated, each 1..{}, at most {} of them", max_nbatch, max_batch_sizes))
+  app.add_option(
+         "--nbatch", nbatch,
+         fmt::format("batch sizes, comma-separated, each 1..{}, at most {} of them", max_nbatch, max_batch_sizes))
       ->type_name("B1,B2,...")
       ->check(cli::integer_list(1, max_nbatch, max_batch_sizes))
       ->capture_default_str();
@@ -72,9 +75,10 @@ std::variant<Options, int> parse(int argc, char** argv) {
   cli::add_integer(app, "--ngp", o.ngp, 1, max_ngp, "M", "Fourier frequencies: F has 2 ngp columns");
   cli::add_integer(app, "--reps", o.reps, 1, max_reps, "R", "timed calls per batch size, the median is reported");
   app.add_flag("--json", o.json, "print the results as one JSON object");
-  CLI::Option* pars = app.add_option("--pars", o.pars, "run on the parameters [B, 2 ngp] of this .npy file instead of random ones")
-                          ->type_name("FILE.npy")
-                          ->check(CLI::ExistingFile);
+  CLI::Option* pars =
+      app.add_option("--pars", o.pars, "run on the parameters [B, 2 ngp] of this .npy file instead of random ones")
+          ->type_name("FILE.npy")
+          ->check(CLI::ExistingFile);
   app.add_option("--grad-out", o.grad_out, "write the gradient for --pars to this .npy file")
       ->type_name("FILE.npy")
       ->needs(pars);
@@ -174,15 +178,15 @@ int main(int argc, char** argv) try {
     example_mpi::call(shared, P);  // one step for every batch size: traced once (shared_cache)
     const vt::MemoryStats device_memory = vt::memory_stats(P.device());
     const double device_mib = device_memory.known ? static_cast<double>(device_memory.peak) / (1 << 20) : -1.0;
-    return Run{
-        nbatch,         compile_ms, times[times.size() / 2], cpu_times[cpu_times.size() / 2], value, peak_rss_mib(),
-        device_mib,     plan};
+    return Run{nbatch,     compile_ms, times[times.size() / 2], cpu_times[cpu_times.size() / 2], value, peak_rss_mib(),
+               device_mib, plan};
   };
 
   if (!o.pars.empty()) {
     const vt::Tensor P = vt::load_npy(o.pars);
     if (P.ndim() != 2 || P.shape(1) != 2 * o.ngp)
-      throw vt::Error(fmt::format("--pars: expected parameters of shape [B, {}], got {}", 2 * o.ngp, vt::to_string(P.shape())));
+      throw vt::Error(
+          fmt::format("--pars: expected parameters of shape [B, {}], got {}", 2 * o.ngp, vt::to_string(P.shape())));
     const vt::Tensor batch = example_mpi::shard(vt::as_batch(P.astype(vt::DType::f64)).to(o.device));
     runs.push_back(measure(batch, P.shape(0)));
     if (!o.grad_out.empty()) {
@@ -213,13 +217,14 @@ int main(int argc, char** argv) try {
           "\"plan_kernels\": {}, \"arena_bytes_per_example\": {}}}",
           items.empty() ? "" : ", ", r.nbatch, r.compile_ms, r.run_ms, r.run_cpu_ms, r.value, r.peak_rss_mib,
           r.peak_device_mib, r.plan.kernels, r.plan.arena_bytes_per_example);
-    fmt::print("{{{}\"device\": \"{}\", \"nobs\": {}, \"ngp\": {}, \"runs\": [{}], \"shared_cache\": {{\"traces\": {}, "
-               "\"cache_hits\": {}, \"recordings\": {}, \"replays\": {}}}}}\n",
-               ranks, vt::to_string(o.device), o.nobs, o.ngp, items, c.traces, c.cache_hits, c.recordings, c.replays);
+    fmt::print(
+        "{{{}\"device\": \"{}\", \"nobs\": {}, \"ngp\": {}, \"runs\": [{}], \"shared_cache\": {{\"traces\": {}, "
+        "\"cache_hits\": {}, \"recordings\": {}, \"replays\": {}}}}}\n",
+        ranks, vt::to_string(o.device), o.nobs, o.ngp, items, c.traces, c.cache_hits, c.recordings, c.replays);
     return 0;
   }
-  fmt::print("jit(value_and_grad(mean(vmap(func)))) on {}: nobs = {}, ngp = {}, median of {} runs\n", vt::to_string(o.device), o.nobs,
-             o.ngp, o.reps);
+  fmt::print("jit(value_and_grad(mean(vmap(func)))) on {}: nobs = {}, ngp = {}, median of {} runs\n",
+             vt::to_string(o.device), o.nobs, o.ngp, o.reps);
   if (mpi.on())
     fmt::print("sharded over {} MPI ranks (batch = the global batch); {} bytes sent per call and rank\n", mpi.size(),
                bytes_per_call);
@@ -227,8 +232,9 @@ int main(int argc, char** argv) try {
   for (const Run& r : runs)
     fmt::print("{:>7} {:>12.3f} {:>12.2f} {:>16.10f} {:>12.1f}\n", r.nbatch, r.compile_ms, r.run_ms, r.value,
                r.peak_rss_mib);
-  fmt::print("one jitted callable across every batch size: {} trace(s), {} cache hit(s), {} recording(s), {} replay(s)\n",
-             c.traces, c.cache_hits, c.recordings, c.replays);
+  fmt::print(
+      "one jitted callable across every batch size: {} trace(s), {} cache hit(s), {} recording(s), {} replay(s)\n",
+      c.traces, c.cache_hits, c.recordings, c.replays);
   return 0;
 } catch (...) {
   return cli::fail_with_current_exception("seed_cholesky_grad");

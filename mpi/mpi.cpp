@@ -192,12 +192,9 @@ void agree(const Failure* mine, const double* range = nullptr) {
 
 MPI_Datatype mpi_type(DType d, const char* op) {
   switch (d) {
-    case DType::f64:
-      return MPI_DOUBLE;
-    case DType::f32:
-      return MPI_FLOAT;
-    default:
-      fail("{}: float32 or float64 tensors only, got {}", op, name_of(d));
+    case DType::f64: return MPI_DOUBLE;
+    case DType::f32: return MPI_FLOAT;
+    default: fail("{}: float32 or float64 tensors only, got {}", op, name_of(d));
   }
 }
 

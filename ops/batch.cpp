@@ -135,27 +135,29 @@ Tensor traced_unbatch(const Tensor& x, std::int64_t batch);
 
 const OpDef traced_as_batch_op{
     .name = "as_batch",
-    .infer = [](const std::vector<ExampleType>& in, const Attrs&) {
-      return ExampleType{in[0].dtype, Shape(in[0].shape.begin() + 1, in[0].shape.end())};
-    },
+    .infer =
+        [](const std::vector<ExampleType>& in, const Attrs&) {
+          return ExampleType{in[0].dtype, Shape(in[0].shape.begin() + 1, in[0].shape.end())};
+        },
     .forward = nullptr,
-    .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
-      const std::int64_t batch = unpack_attrs<FixedBatchAttrs>(n.attrs).batch;
-      return std::vector<Tensor>{g.is_symbolic() && !g.impl().deferred ? traced_unbatch(g, batch) : unbatch(g)};
-    },
+    .adjoint =
+        [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+          const std::int64_t batch = unpack_attrs<FixedBatchAttrs>(n.attrs).batch;
+          return std::vector<Tensor>{g.is_symbolic() && !g.impl().deferred ? traced_unbatch(g, batch) : unbatch(g)};
+        },
     .aliases_input = true};
 
 const OpDef traced_unbatch_op{
     .name = "unbatch",
-    .infer = [](const std::vector<ExampleType>& in, const Attrs& a) {
-      Shape shape = in[0].shape;
-      shape.insert(shape.begin(), unpack_attrs<FixedBatchAttrs>(a).batch);
-      return ExampleType{in[0].dtype, shape};
-    },
+    .infer =
+        [](const std::vector<ExampleType>& in, const Attrs& a) {
+          Shape shape = in[0].shape;
+          shape.insert(shape.begin(), unpack_attrs<FixedBatchAttrs>(a).batch);
+          return ExampleType{in[0].dtype, shape};
+        },
     .forward = nullptr,
-    .adjoint = [](const Node&, const Tensor&, const Tensor& g, const AdjointContext&) {
-      return std::vector<Tensor>{g.is_batched() ? g : as_batch(g)};
-    },
+    .adjoint = [](const Node&, const Tensor&, const Tensor& g,
+                  const AdjointContext&) { return std::vector<Tensor>{g.is_batched() ? g : as_batch(g)}; },
     .aliases_input = true};
 
 Tensor traced_as_batch(const Tensor& x) {
@@ -187,9 +189,10 @@ Tensor unbatch(const Tensor& x) {
   detail::materialize(x);
   if (x.is_symbolic()) {
     if (const std::optional<std::int64_t> batch = detail::known_batch_size(x)) return traced_unbatch(x, *batch);
-    fail("unbatch: a batched argument of a jitted function has a run-time batch size, so its plain [B, ...] form "
-         "cannot be traced; reduce over the batch (batch_mean, mean, ...) or return the batched tensor instead, or "
-         "pass the argument plain ([B, ...], mapped by vmap inside the function: one trace per batch size)");
+    fail(
+        "unbatch: a batched argument of a jitted function has a run-time batch size, so its plain [B, ...] form "
+        "cannot be traced; reduce over the batch (batch_mean, mean, ...) or return the batched tensor instead, or "
+        "pass the argument plain ([B, ...], mapped by vmap inside the function: one trace per batch size)");
   }
   Shape shape = x.shape();
   shape.insert(shape.begin(), x.batch_size());
@@ -205,7 +208,8 @@ std::int64_t fixed_batch(const OpDef& op, const Attrs& attrs) {
 std::optional<std::int64_t> known_batch_size(const Tensor& x) {
   if (!x.is_batched()) return std::nullopt;
   if (!x.is_symbolic() || x.impl().deferred) return x.impl().batch;
-  if (x.impl().node && &*x.impl().node->op == &traced_as_batch_op) return fixed_batch(*x.impl().node->op, x.impl().node->attrs);
+  if (x.impl().node && &*x.impl().node->op == &traced_as_batch_op)
+    return fixed_batch(*x.impl().node->op, x.impl().node->attrs);
   if (x.impl().batch > 0) return x.impl().batch;  // computed from as_batch of a plain argument (see apply)
   return std::nullopt;
 }

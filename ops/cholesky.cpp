@@ -85,7 +85,7 @@ std::vector<Tensor> cholesky_adjoint(const Node&, const Tensor& l, const Tensor&
   // Inf in its upper triangle from meeting L's zeros.
   const Tensor m = matmul(swapaxes(l, -1, -2), tril(g));
   const Tensor phi = tril(m) - m * eye(l.shape(-1), l.dtype(), l.device()) * 0.5;
-  const Tensor z = triangular_solve(l, phi, /*lower=*/true, /*transpose=*/true);                 // L^-T Phi
+  const Tensor z = triangular_solve(l, phi, /*lower=*/true, /*transpose=*/true);                // L^-T Phi
   const Tensor a_bar = swapaxes(triangular_solve(l, swapaxes(z, -1, -2), true, true), -1, -2);  // (L^-T Phi) L^-1
   return {(a_bar + swapaxes(a_bar, -1, -2)) * 0.5};
 }
@@ -126,7 +126,8 @@ CheckedCholesky cholesky_checked(const Tensor& a) {
   const Tensor d = stop_gradient(diagonal(l));
   const Tensor failed = sum(1.0 - equal(d, d), {-1});
   const double n = static_cast<double>(a.shape(-1));
-  return {l, where(greater(failed, zeros({}, a.dtype(), a.device())), (n + 1.0) - failed, zeros({}, a.dtype(), a.device()))};
+  return {l, where(greater(failed, zeros({}, a.dtype(), a.device())), (n + 1.0) - failed,
+                   zeros({}, a.dtype(), a.device()))};
 }
 
 }  // namespace vt

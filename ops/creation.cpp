@@ -29,8 +29,12 @@ Tensor from_host_values(const Shape& shape, DType dtype, Device device, std::str
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
   return detail::filled(shape, value, dtype, device, "full");
 }
-Tensor zeros(const Shape& shape, DType dtype, Device device) { return detail::filled(shape, 0.0, dtype, device, "zeros"); }
-Tensor ones(const Shape& shape, DType dtype, Device device) { return detail::filled(shape, 1.0, dtype, device, "ones"); }
+Tensor zeros(const Shape& shape, DType dtype, Device device) {
+  return detail::filled(shape, 0.0, dtype, device, "zeros");
+}
+Tensor ones(const Shape& shape, DType dtype, Device device) {
+  return detail::filled(shape, 1.0, dtype, device, "ones");
+}
 
 Tensor eye(std::int64_t n, DType dtype, Device device) {
   if (n < 0) fail("eye: negative size {}", n);
@@ -47,7 +51,8 @@ Tensor arange(double start, double stop, double step, DType dtype, Device device
   if (!(count <= static_cast<double>(max_size / 16)))
     fail("arange: {} to {} in steps of {} gives {:g} elements, too many to hold", start, stop, step, count);
   const auto n = static_cast<std::int64_t>(count);
-  return from_host_values({n}, dtype, device, "arange", [&](std::int64_t i) { return start + static_cast<double>(i) * step; });
+  return from_host_values({n}, dtype, device, "arange",
+                          [&](std::int64_t i) { return start + static_cast<double>(i) * step; });
 }
 
 Tensor linspace(double start, double stop, std::int64_t num, DType dtype, Device device) {

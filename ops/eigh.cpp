@@ -73,7 +73,8 @@ std::vector<Tensor> eigh_adjoint(const Node& node, const Tensor& out, const Tens
   Shape row = batch_axes(a);
   row.insert(row.end(), {1, n});
   const Tensor gaps = reshape(e.eigenvalues, row) - as_columns(e.eigenvalues);  // w_j - w_i
-  const double eps = dtype == DType::f32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
+  const double eps =
+      dtype == DType::f32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
   const Tensor tolerance = as_columns(max(abs(e.eigenvalues), {-1}, true)) * std::sqrt(eps);
   const Tensor kept = greater(abs(gaps), tolerance);
   const Tensor f = kept / where(kept, gaps, ones({}, dtype, device));

@@ -23,7 +23,9 @@ ExampleType broadcast_type(const std::vector<ExampleType>& in, const Attrs&) {
 
 // ---------------------------------------------------------------- unary
 template <UnaryKind K>
-void unary_forward(const KernelArgs& k) { k.backend.unary(K, k.in[0], k.out); }
+void unary_forward(const KernelArgs& k) {
+  k.backend.unary(K, k.in[0], k.out);
+}
 
 // Maps write each output element from the same element of their inputs, so they run in place.
 // The op is defined outside the anonymous namespace so that the ones elementwise.hpp declares are
@@ -42,6 +44,8 @@ void unary_forward(const KernelArgs& k) { k.backend.unary(K, k.in[0], k.out); }
 
 const Tensor& x_of(const Node& n) { return n.inputs[0]; }
 
+// The unary ops, one per entry: the table reads better than clang-format would lay it out.
+// clang-format off
 VT_UNARY(neg, neg, [](const Node&, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{neg(g)};
 }, true)
@@ -120,6 +124,7 @@ VT_UNARY(sigmoid, sigmoid, [](const Node& n, const Tensor& y, const Tensor& g, c
 VT_UNARY(softplus, softplus, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g * sigmoid(x_of(n))};
 }, false)
+// clang-format on
 #undef VT_UNARY
 
 // ---------------------------------------------------------------- binary
@@ -151,20 +156,19 @@ constexpr OpDef binary_op(Adjoint adjoint, bool in_place = true) {
 }
 
 }  // namespace
-const OpDef add_op = binary_op<BinaryKind::add, add_name>(
-    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
-      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(),
-                                 ctx.needs[1] ? to_input(n, 1, g) : Tensor()};
-    });
+const OpDef add_op = binary_op<BinaryKind::add, add_name>([](const Node& n, const Tensor&, const Tensor& g,
+                                                             const AdjointContext& ctx) {
+  return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(), ctx.needs[1] ? to_input(n, 1, g) : Tensor()};
+});
 namespace {
-const OpDef sub_op = binary_op<BinaryKind::sub, sub_name>(
-    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+const OpDef sub_op =
+    binary_op<BinaryKind::sub, sub_name>([](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, neg(g)) : Tensor()};
     });
 }  // namespace
-const OpDef mul_op = binary_op<BinaryKind::mul, mul_name>(
-    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+const OpDef mul_op =
+    binary_op<BinaryKind::mul, mul_name>([](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * n.inputs[1]) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, g * n.inputs[0]) : Tensor()};
     });
@@ -233,25 +237,24 @@ const OpDef less_op = binary_op<BinaryKind::less, less_name>(nullptr, false);
 const OpDef greater_op = binary_op<BinaryKind::greater, greater_name>(nullptr, false);
 const OpDef equal_op = binary_op<BinaryKind::equal, equal_name>(nullptr, false);
 
-const OpDef where_op{.name = where_name,
-                     .infer = broadcast_type<where_name>,
-                     .forward =
-                         [](const KernelArgs& k) {
-                           k.backend.select(expand_view(k.in[0], k.out, k.batched),
-                                            expand_view(k.in[1], k.out, k.batched),
-                                            expand_view(k.in[2], k.out, k.batched), k.out);
-                         },
-                     .adjoint =
-                         [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
-                           const Tensor zero = zeros({}, g.dtype(), g.device());
-                           const Tensor& c = n.inputs[0];
-                           return std::vector<Tensor>{Tensor(),
-                                                      ctx.needs[1] ? to_input(n, 1, where(c, g, zero)) : Tensor(),
-                                                      ctx.needs[2] ? to_input(n, 2, where(c, zero, g)) : Tensor()};
-                         },
-                     .in_place = true,
-                     .integers = true,
-                     .elementwise = true};
+const OpDef where_op{
+    .name = where_name,
+    .infer = broadcast_type<where_name>,
+    .forward =
+        [](const KernelArgs& k) {
+          k.backend.select(expand_view(k.in[0], k.out, k.batched), expand_view(k.in[1], k.out, k.batched),
+                           expand_view(k.in[2], k.out, k.batched), k.out);
+        },
+    .adjoint =
+        [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+          const Tensor zero = zeros({}, g.dtype(), g.device());
+          const Tensor& c = n.inputs[0];
+          return std::vector<Tensor>{Tensor(), ctx.needs[1] ? to_input(n, 1, where(c, g, zero)) : Tensor(),
+                                     ctx.needs[2] ? to_input(n, 2, where(c, zero, g)) : Tensor()};
+        },
+    .in_place = true,
+    .integers = true,
+    .elementwise = true};
 
 // astype's attribute: the dtype to convert to.
 struct AstypeAttrs {

@@ -29,13 +29,13 @@ Tensor sign(const Tensor& x);  ///< not differentiable (gradient 0)
 /// which are vtape's own (backends/special_math.hpp, the same on every backend). Gradients are the
 /// derivatives' closed forms; at a domain edge they are what the formula gives (log10' at 0 is inf,
 /// lgamma' at a pole is digamma's NaN or inf).
-Tensor log10(const Tensor& x);  ///< gradient 1 / (x ln 10)
-Tensor log2(const Tensor& x);   ///< gradient 1 / (x ln 2)
-Tensor exp2(const Tensor& x);   ///< gradient 2^x ln 2
-Tensor exp10(const Tensor& x);  ///< 10^x (glibc's exp10); gradient 10^x ln 10
-Tensor expm1(const Tensor& x);  ///< exp(x) - 1, exact near 0; gradient expm1(x) + 1
-Tensor erf(const Tensor& x);    ///< gradient 2/sqrt(pi) exp(-x^2)
-Tensor erfc(const Tensor& x);   ///< 1 - erf(x), exact in the tail; gradient -2/sqrt(pi) exp(-x^2)
+Tensor log10(const Tensor& x);   ///< gradient 1 / (x ln 10)
+Tensor log2(const Tensor& x);    ///< gradient 1 / (x ln 2)
+Tensor exp2(const Tensor& x);    ///< gradient 2^x ln 2
+Tensor exp10(const Tensor& x);   ///< 10^x (glibc's exp10); gradient 10^x ln 10
+Tensor expm1(const Tensor& x);   ///< exp(x) - 1, exact near 0; gradient expm1(x) + 1
+Tensor erf(const Tensor& x);     ///< gradient 2/sqrt(pi) exp(-x^2)
+Tensor erfc(const Tensor& x);    ///< 1 - erf(x), exact in the tail; gradient -2/sqrt(pi) exp(-x^2)
 Tensor lgamma(const Tensor& x);  ///< log |gamma(x)|; +inf at the poles 0, -1, ...; gradient digamma(x)
 /// psi(x) = lgamma'(x). As scipy: -inf at +0, +inf at -0, NaN at the poles -1, -2, ... and at -inf.
 /// Gradient trigamma(x).
@@ -84,10 +84,22 @@ Tensor weak_scalar(const Tensor& like, std::int64_t value);
 }  // namespace detail
 
 /// Integer C++ scalars (`x + 1`, `i * 2`): exact for every int64 value on an integer tensor.
-template <std::integral I> Tensor add(const Tensor& a, I b) { return add(a, detail::weak_scalar(a, std::int64_t(b))); }
-template <std::integral I> Tensor sub(const Tensor& a, I b) { return sub(a, detail::weak_scalar(a, std::int64_t(b))); }
-template <std::integral I> Tensor mul(const Tensor& a, I b) { return mul(a, detail::weak_scalar(a, std::int64_t(b))); }
-template <std::integral I> Tensor div(const Tensor& a, I b) { return div(a, detail::weak_scalar(a, std::int64_t(b))); }
+template <std::integral I>
+Tensor add(const Tensor& a, I b) {
+  return add(a, detail::weak_scalar(a, std::int64_t(b)));
+}
+template <std::integral I>
+Tensor sub(const Tensor& a, I b) {
+  return sub(a, detail::weak_scalar(a, std::int64_t(b)));
+}
+template <std::integral I>
+Tensor mul(const Tensor& a, I b) {
+  return mul(a, detail::weak_scalar(a, std::int64_t(b)));
+}
+template <std::integral I>
+Tensor div(const Tensor& a, I b) {
+  return div(a, detail::weak_scalar(a, std::int64_t(b)));
+}
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
@@ -101,14 +113,38 @@ Tensor operator+(double a, const Tensor& b);
 Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
-template <std::integral I> Tensor operator+(const Tensor& a, I b) { return add(a, b); }
-template <std::integral I> Tensor operator-(const Tensor& a, I b) { return sub(a, b); }
-template <std::integral I> Tensor operator*(const Tensor& a, I b) { return mul(a, b); }
-template <std::integral I> Tensor operator/(const Tensor& a, I b) { return div(a, b); }
-template <std::integral I> Tensor operator+(I a, const Tensor& b) { return add(detail::weak_scalar(b, std::int64_t(a)), b); }
-template <std::integral I> Tensor operator-(I a, const Tensor& b) { return sub(detail::weak_scalar(b, std::int64_t(a)), b); }
-template <std::integral I> Tensor operator*(I a, const Tensor& b) { return mul(detail::weak_scalar(b, std::int64_t(a)), b); }
-template <std::integral I> Tensor operator/(I a, const Tensor& b) { return div(detail::weak_scalar(b, std::int64_t(a)), b); }
+template <std::integral I>
+Tensor operator+(const Tensor& a, I b) {
+  return add(a, b);
+}
+template <std::integral I>
+Tensor operator-(const Tensor& a, I b) {
+  return sub(a, b);
+}
+template <std::integral I>
+Tensor operator*(const Tensor& a, I b) {
+  return mul(a, b);
+}
+template <std::integral I>
+Tensor operator/(const Tensor& a, I b) {
+  return div(a, b);
+}
+template <std::integral I>
+Tensor operator+(I a, const Tensor& b) {
+  return add(detail::weak_scalar(b, std::int64_t(a)), b);
+}
+template <std::integral I>
+Tensor operator-(I a, const Tensor& b) {
+  return sub(detail::weak_scalar(b, std::int64_t(a)), b);
+}
+template <std::integral I>
+Tensor operator*(I a, const Tensor& b) {
+  return mul(detail::weak_scalar(b, std::int64_t(a)), b);
+}
+template <std::integral I>
+Tensor operator/(I a, const Tensor& b) {
+  return div(detail::weak_scalar(b, std::int64_t(a)), b);
+}
 
 struct OpDef;
 /// Ops that jit's passes recognise by identity, and mul, which they also write.

@@ -68,8 +68,8 @@ ExampleType scatter_type(std::string_view op, const std::vector<ExampleType>& in
          name_of(in[0].dtype));
   const Shape want = taken_shape(in[0].shape, in[1].shape, unpack_attrs<AxisAttrs>(a).axis);
   if (in[2].shape != want)
-    fail("{}: updates of shape {} do not match x[:axis] + indices.shape + x[axis+1:] = {}", op,
-         to_string(in[2].shape), to_string(want));
+    fail("{}: updates of shape {} do not match x[:axis] + indices.shape + x[axis+1:] = {}", op, to_string(in[2].shape),
+         to_string(want));
   return in[0];
 }
 
@@ -144,9 +144,10 @@ Tensor scatter(const OpDef& op, const Tensor& x, const Tensor& indices, Tensor u
   const int ax = normalize_axis(axis, x.ndim(), op.name);
   const Shape want = taken_shape(x.shape(), indices.shape(), ax);
   if (!broadcasts_to(updates.shape(), want))
-    fail("{}: updates of shape {} do not match (or broadcast to) x[:axis] + indices.shape + x[axis+1:] = {} "
-         "(x {}, indices {}, axis {})",
-         op.name, to_string(updates.shape()), to_string(want), to_string(x.shape()), to_string(indices.shape()), ax);
+    fail(
+        "{}: updates of shape {} do not match (or broadcast to) x[:axis] + indices.shape + x[axis+1:] = {} "
+        "(x {}, indices {}, axis {})",
+        op.name, to_string(updates.shape()), to_string(want), to_string(x.shape()), to_string(indices.shape()), ax);
   if (updates.dtype() != x.dtype()) updates = astype(updates, x.dtype());
   if (updates.shape() != want) updates = broadcast_to(updates, want);
   return apply(op, {x, indices, updates}, pack_attrs(AxisAttrs{ax}));

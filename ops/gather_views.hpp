@@ -20,8 +20,8 @@ struct IndexedViews {
 inline IndexedViews indexed_views(const View& x, const View& indices, std::size_t lead, std::size_t axis,
                                   bool negative_from_end) {
   const std::size_t p = lead + axis, j = indices.shape.size() - lead;  // x's indexed axis, |J|
-  IndexedViews v{{x.dtype, x.data, {}, {}}, {indices.dtype, indices.data, {}, {}},
-                 {x.shape[p], x.strides[p], negative_from_end}};
+  IndexedViews v{
+      {x.dtype, x.data, {}, {}}, {indices.dtype, indices.data, {}, {}}, {x.shape[p], x.strides[p], negative_from_end}};
   auto push = [](View& view, std::int64_t size, std::int64_t stride) {
     view.shape.push_back(size);
     view.strides.push_back(stride);
@@ -64,8 +64,8 @@ inline IndexFailure index_failure(const KernelArgs& k, std::size_t input, std::s
     }
     const std::string example =
         batched ? fmt::format(" (example {} of the batch of {})", first + offset / per_example, batch) : std::string();
-    fail("{}: {} {} at position {} of {}{} is out of range {}", op, what, value, to_string(position), operand,
-         example, range);
+    fail("{}: {} {} at position {} of {}{} is out of range {}", op, what, value, to_string(position), operand, example,
+         range);
   }};
 }
 

@@ -16,7 +16,8 @@ namespace {
 View window(View v, std::size_t axis, std::int64_t start, std::int64_t count, std::int64_t step) {
   v.data = static_cast<char*>(v.data) + start * v.strides[axis] * static_cast<std::int64_t>(size_of(v.dtype));
   v.shape[axis] = count;
-  if (count > 1) v.strides[axis] *= step;  // in range: step * (count - 1) < the axis length (a huge step takes one element)
+  if (count > 1)
+    v.strides[axis] *= step;  // in range: step * (count - 1) < the axis length (a huge step takes one element)
   return v;
 }
 
@@ -40,19 +41,17 @@ ExampleType resized(const ExampleType& t, std::int64_t axis, std::int64_t size) 
 
 Tensor slice_scatter(const Tensor& g, const Attrs& a);
 
-const OpDef slice_op{.name = "slice",
-                     .infer =
-                         [](const std::vector<ExampleType>& in, const Attrs& a) {
-                           const Window w = unpack_attrs<Window>(a);
-                           return resized(in[0], w.axis, w.count);
-                         },
-                     .forward =
-                         [](const KernelArgs& k) {
-                           k.backend.copy(unpack_attrs<Window>(k.attrs).of(k.in[0], k), k.out);
-                         },
-                     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
-                                   const AdjointContext&) { return std::vector<Tensor>{slice_scatter(g, n.attrs)}; },
-                     .integers = true};
+const OpDef slice_op{
+    .name = "slice",
+    .infer =
+        [](const std::vector<ExampleType>& in, const Attrs& a) {
+          const Window w = unpack_attrs<Window>(a);
+          return resized(in[0], w.axis, w.count);
+        },
+    .forward = [](const KernelArgs& k) { k.backend.copy(unpack_attrs<Window>(k.attrs).of(k.in[0], k), k.out); },
+    .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
+                  const AdjointContext&) { return std::vector<Tensor>{slice_scatter(g, n.attrs)}; },
+    .integers = true};
 
 // The adjoint of slice: zeros of the sliced tensor's shape with g written into the window.
 const OpDef slice_scatter_op{.name = "slice_scatter",

@@ -47,8 +47,7 @@ Tensor cho_solve(const CholeskyFactor& factor, const Tensor& b);
 
 /// Solves op(T) X = B (left) or X op(T) = B (right) with T triangular, op(T) = T or T^T.
 /// Only T's lower (lower = true) or upper triangle is read.
-Tensor triangular_solve(const Tensor& t, const Tensor& b, bool lower = true, bool transpose = false,
-                        bool left = true);
+Tensor triangular_solve(const Tensor& t, const Tensor& b, bool lower = true, bool transpose = false, bool left = true);
 
 /// log det A of SPD matrices, through the factor; shape: A's leading axes.
 Tensor logdet(const CholeskyFactor& factor);

@@ -61,7 +61,9 @@ ExampleType matmul_type(const std::vector<ExampleType>& in, const Attrs& attrs) 
 }
 
 // Folding multiplies one GEMM dimension by the batch; BLAS libraries take 32-bit dimensions.
-bool fits_folded(std::int64_t dim, std::int64_t count) { return dim * count <= std::numeric_limits<std::int32_t>::max(); }
+bool fits_folded(std::int64_t dim, std::int64_t count) {
+  return dim * count <= std::numeric_limits<std::int32_t>::max();
+}
 
 // A stored matrix with a dimension of 1 reads the same transposed or not: its flag is free.
 void free_flag(bool& flag, std::int64_t rows, std::int64_t cols, bool wanted) {
@@ -115,7 +117,9 @@ GemmArgs matmul_gemm(const KernelArgs& k, std::shared_ptr<Storage> (&keep)[2]) {
   if (a_vec) va.strides.insert(va.strides.end() - 1, ca);
   if (b_vec) vb.strides.push_back(1);
   // The per-example batch axes broadcast numpy-style; the vmap axis stays in front.
-  const auto per_example = [&](const Shape& s) { return Shape(s.begin() + static_cast<std::ptrdiff_t>(lead), s.end() - 2); };
+  const auto per_example = [&](const Shape& s) {
+    return Shape(s.begin() + static_cast<std::ptrdiff_t>(lead), s.end() - 2);
+  };
   Shape out_batch = broadcast_shapes(per_example(a), per_example(b), k.op);
   if (k.batched) out_batch.insert(out_batch.begin(), k.batch);
   const MatrixOperand pa = matrix_operand(k.backend, va, out_batch, ra, ca, keep[0], k.batched);

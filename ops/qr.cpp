@@ -62,7 +62,8 @@ QR unpack(const Tensor& packed, const Shape& a) {
   Shape q_shape = batch_axes(a), r_shape = batch_axes(a);
   q_shape.insert(q_shape.end(), {s.m, s.k});
   r_shape.insert(r_shape.end(), {s.k, s.n});
-  return {reshape(slice(packed, -1, 0, s.q_size()), q_shape), reshape(slice(packed, -1, s.q_size(), s.packed()), r_shape)};
+  return {reshape(slice(packed, -1, 0, s.q_size()), q_shape),
+          reshape(slice(packed, -1, s.q_size(), s.packed()), r_shape)};
 }
 
 // For m >= n (k = n): with dA = dQ R + Q dR, C = Q^T dQ is skew (Q^T Q = I) and dR R^-1 is upper

@@ -34,8 +34,7 @@ ExampleType reduce_type(const std::vector<ExampleType>& in, const Attrs& attrs) 
   if (a.keepdims) return {in[0].dtype, kept};
   Shape s;
   for (std::size_t d = 0, k = 0; d < in[0].shape.size(); ++d) {
-    if (k < a.axes.size() && a.axes[k] == static_cast<std::int64_t>(d))
-      ++k;
+    if (k < a.axes.size() && a.axes[k] == static_cast<std::int64_t>(d)) ++k;
     else s.push_back(in[0].shape[d]);
   }
   return {in[0].dtype, s};
@@ -59,21 +58,21 @@ Tensor spread(const Node& n, const Tensor& g) {
 const OpDef sum_op{.name = "sum",
                    .infer = reduce_type,
                    .forward = reduce_forward<ReduceKind::sum>,
-                   .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
-                     return std::vector<Tensor>{spread(n, g)};
-                   },
+                   .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
+                                 const AdjointContext&) { return std::vector<Tensor>{spread(n, g)}; },
                    .integers = true};
 namespace {
 const OpDef max_op{.name = "max",
                    .infer = reduce_type,
                    .forward = reduce_forward<ReduceKind::max>,
-                   .adjoint = [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext&) {
-                     const Tensor& x = n.inputs[0];
-                     const ReduceAttrs a = unpack_attrs<ReduceAttrs>(n.attrs);
-                     const Tensor hit = equal(x, spread(n, y));
-                     const Tensor count = spread(n, sum(hit, a.axes, a.keepdims));
-                     return std::vector<Tensor>{spread(n, g) * hit / count};
-                   },
+                   .adjoint =
+                       [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext&) {
+                         const Tensor& x = n.inputs[0];
+                         const ReduceAttrs a = unpack_attrs<ReduceAttrs>(n.attrs);
+                         const Tensor hit = equal(x, spread(n, y));
+                         const Tensor count = spread(n, sum(hit, a.axes, a.keepdims));
+                         return std::vector<Tensor>{spread(n, g) * hit / count};
+                       },
                    .integers = true};
 
 // ---------------------------------------------------------------- scans
@@ -95,10 +94,11 @@ const OpDef cumsum_op{.name = "cumsum",
                             k.backend.cumsum(k.in[0], k.out, static_cast<int>(k.lead()) + static_cast<int>(a.axis),
                                              a.reverse);
                           },
-                      .adjoint = [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
-                        const CumsumAttrs a = unpack_attrs<CumsumAttrs>(n.attrs);
-                        return std::vector<Tensor>{scan(g, a.axis, !a.reverse)};
-                      }};
+                      .adjoint =
+                          [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+                            const CumsumAttrs a = unpack_attrs<CumsumAttrs>(n.attrs);
+                            return std::vector<Tensor>{scan(g, a.axis, !a.reverse)};
+                          }};
 
 Tensor scan(const Tensor& x, std::int64_t axis, bool reverse) {
   return apply(cumsum_op, {x}, pack_attrs(CumsumAttrs{axis, reverse}));

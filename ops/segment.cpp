@@ -27,8 +27,8 @@ ExampleType segment_type(std::string_view op, const std::vector<ExampleType>& in
          name_of(ids.dtype));
   if (data.shape.empty()) fail("{}: data must have a leading axis of rows to group, got a scalar", op);
   if (ids.shape != Shape{data.shape[0]})
-    fail("{}: segment_ids must have shape [{}], one id per row of data of shape {}; got shape {}", op,
-         data.shape[0], to_string(data.shape), to_string(ids.shape));
+    fail("{}: segment_ids must have shape [{}], one id per row of data of shape {}; got shape {}", op, data.shape[0],
+         to_string(data.shape), to_string(ids.shape));
   if (segments < 0) fail("{}: num_segments must be >= 0, got {}", op, segments);
   Shape s = data.shape;
   s[0] = segments;

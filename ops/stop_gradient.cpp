@@ -6,9 +6,12 @@
 namespace vt {
 
 namespace {
-const OpDef stop_gradient_op{
-    .name = "stop_gradient", .infer = same_type, .forward = nullptr, .adjoint = nullptr, .aliases_input = true,
-    .integers = true};
+const OpDef stop_gradient_op{.name = "stop_gradient",
+                             .infer = same_type,
+                             .forward = nullptr,
+                             .adjoint = nullptr,
+                             .aliases_input = true,
+                             .integers = true};
 }  // namespace
 
 Tensor stop_gradient(const Tensor& x) {

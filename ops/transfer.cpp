@@ -34,9 +34,10 @@ Tensor to_device(const Tensor& x, Device device) {
   if (x.device() == device) return x;
   detail::materialize(x);  // computed from constants while jit traces: moved as a constant
   if (x.is_symbolic())
-    fail("to_device: cannot move a traced tensor from {} to {}: a jit plan runs on one device, so move the "
-         "arguments before calling the jitted function",
-         to_string(x.device()), to_string(device));
+    fail(
+        "to_device: cannot move a traced tensor from {} to {}: a jit plan runs on one device, so move the "
+        "arguments before calling the jitted function",
+        to_string(x.device()), to_string(device));
   backend_for(device);  // raises now, naming the device, if it is not available
   return apply(to_device_op, {x}, pack_attrs(TransferAttrs{device, x.device()}));
 }

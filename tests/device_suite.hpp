@@ -18,7 +18,7 @@ struct DeviceCase {
   std::vector<Input> kinds;   // one per input
   Fn fn;
   bool differentiable = true;
-  bool needs_batch = false;   // batch-family ops: only run with batched inputs
+  bool needs_batch = false;  // batch-family ops: only run with batched inputs
 };
 
 // A test input on the CPU: [batch, ...shape] marked batched when batch > 0.
@@ -59,14 +59,16 @@ inline std::vector<DeviceCase> device_cases() {
   add("sin cos", {{3, 4}}, {G}, [](V a) { return sin(a[0]) * cos(a[0]); });
   add("tanh", {{5}}, {G}, [](V a) { return tanh(a[0]); });
   add("abs", {{3, 4}}, {G}, [](V a) { return abs(a[0]); });
-  add("sign", {{3, 4}}, {G}, [](V a) { return sign(a[0]); }, false);
+  add(
+      "sign", {{3, 4}}, {G}, [](V a) { return sign(a[0]); }, false);
   add("add broadcast", {{3, 4}, {4}}, {G, G}, [](V a) { return a[0] + a[1]; });
   add("sub outer broadcast", {{3, 1}, {1, 4}}, {G, G}, [](V a) { return a[0] - a[1]; });
   add("mul", {{3, 4}, {3, 4}}, {G, G}, [](V a) { return a[0] * a[1]; });
   add("div", {{3, 4}, {4}}, {G, P}, [](V a) { return a[0] / a[1]; });
   add("pow", {{3, 4}, {3, 4}}, {P, G}, [](V a) { return pow(a[0], a[1]); });
   add("maximum", {{3, 4}, {3, 4}}, {G, G}, [](V a) { return maximum(a[0], a[1]); });
-  add("comparisons", {{3, 4}, {4}}, {G, G},
+  add(
+      "comparisons", {{3, 4}, {4}}, {G, G},
       [](V a) { return less(a[0], a[1]) + greater(a[0], a[1]) * 2.0 + equal(a[0], a[0]) * 4.0; }, false);
   add("where", {{3, 4}, {3, 4}}, {G, G}, [](V a) { return where(greater(a[0], a[1]), a[0] * a[1], a[1]); });
   add("scalars", {{6}}, {P}, [](V a) { return 2.0 / a[0] + a[0] * 2.5 - 1.0 + pow(a[0], 1.5); });
@@ -85,25 +87,36 @@ inline std::vector<DeviceCase> device_cases() {
     const Tensor ints = sum(picked, {-1}) + max(mask, {-1}) + sum(j * j - j, {-1}).astype(DType::i64);
     return ints.astype(a[0].dtype()) + sum(a[0] * k.astype(a[0].dtype()), {-1});
   });
-  add("integer sums past the two-pass size", {{64, 1100}}, {G}, [](V a) {
-    const Tensor k = (a[0] * 100.0).astype(DType::i32);
-    return (sum(k) + sum(k.astype(DType::i64)) * 2 + max(k) + max(-k.astype(DType::i64))).astype(a[0].dtype());
-  }, false);
-  add("integer layout", {{3, 4}}, {G}, [](V a) {
-    const Tensor k = (a[0] * 4.0).astype(DType::i32);
-    const Tensor parts = concatenate({slice(transpose(k), 0, 1, 4), broadcast_to(max(k, {1}).reshape({1, 3}), {2, 3})});
-    return stack({parts, tril(parts.reshape({3, 5}).t().reshape({5, 3}))}).astype(a[0].dtype());
-  }, false);
-  add("integer batch ops", {{3, 4}}, {G}, [](V a) {
-    const Tensor k = (a[0] * 4.0).astype(DType::i64);
-    return (batch_sum(k) * 2 + batch_max(k)).astype(a[0].dtype()) + batch_mean(k).astype(a[0].dtype());
-  }, false, true);
+  add(
+      "integer sums past the two-pass size", {{64, 1100}}, {G},
+      [](V a) {
+        const Tensor k = (a[0] * 100.0).astype(DType::i32);
+        return (sum(k) + sum(k.astype(DType::i64)) * 2 + max(k) + max(-k.astype(DType::i64))).astype(a[0].dtype());
+      },
+      false);
+  add(
+      "integer layout", {{3, 4}}, {G},
+      [](V a) {
+        const Tensor k = (a[0] * 4.0).astype(DType::i32);
+        const Tensor parts =
+            concatenate({slice(transpose(k), 0, 1, 4), broadcast_to(max(k, {1}).reshape({1, 3}), {2, 3})});
+        return stack({parts, tril(parts.reshape({3, 5}).t().reshape({5, 3}))}).astype(a[0].dtype());
+      },
+      false);
+  add(
+      "integer batch ops", {{3, 4}}, {G},
+      [](V a) {
+        const Tensor k = (a[0] * 4.0).astype(DType::i64);
+        return (batch_sum(k) * 2 + batch_max(k)).astype(a[0].dtype()) + batch_mean(k).astype(a[0].dtype());
+      },
+      false, true);
   // special functions, minimum, clip; trigamma has no gradient
   add("log10 log2", {{3, 4}}, {P}, [](V a) { return log10(a[0]) + log2(a[0]) * 2.0; });
   add("exp2 exp10 expm1", {{3, 4}}, {G}, [](V a) { return exp2(a[0]) + exp10(a[0]) * 0.5 + expm1(a[0]); });
   add("erf erfc", {{3, 4}}, {G}, [](V a) { return erf(a[0]) + erfc(a[0] * 2.0) * 3.0; });
   add("lgamma digamma", {{3, 4}}, {P}, [](V a) { return lgamma(a[0]) + digamma(a[0] - 2.0); });
-  add("digamma trigamma large and reflected", {{3, 4}}, {G},
+  add(
+      "digamma trigamma large and reflected", {{3, 4}}, {G},
       [](V a) { return digamma(a[0] * 20.0) + trigamma(a[0] * 20.0 + 0.5); }, false);
   add("sigmoid softplus", {{3, 4}}, {G}, [](V a) { return sigmoid(a[0] * 30.0) + softplus(a[0] * 300.0) * 0.01; });
   add("pow scalar base", {{3, 4}}, {G}, [](V a) { return pow(2.5, a[0]); });
@@ -127,8 +140,9 @@ inline std::vector<DeviceCase> device_cases() {
   add("swapaxes", {{2, 3, 4}}, {G}, [](V a) { return swapaxes(a[0], 0, 2) * 1.0; });
   add("broadcast_to", {{3, 1}}, {G}, [](V a) { return broadcast_to(a[0], {2, 3, 5}) * 1.0; });
   add("slice", {{7, 4}}, {G}, [](V a) { return slice(a[0], 0, 1, 7, 2) * 1.0; });
-  add("concatenate stack", {{3, 4}, {2, 4}}, {G, G},
-      [](V a) { return stack({concatenate({a[0], a[1]}, 0), concatenate({a[1], a[0]}, 0)}, 1); });
+  add("concatenate stack", {{3, 4}, {2, 4}}, {G, G}, [](V a) {
+    return stack({concatenate({a[0], a[1]}, 0), concatenate({a[1], a[0]}, 0)}, 1);
+  });
   add("diag vector", {{5}}, {G}, [](V a) { return diag(a[0]); });
   add("diagonal", {{2, 5, 5}}, {G}, [](V a) { return diagonal(a[0]); });
   add("tril triu", {{5, 6}}, {G}, [](V a) { return tril(a[0]) + triu(a[0], 1) * 3.0; });
@@ -139,10 +153,12 @@ inline std::vector<DeviceCase> device_cases() {
   add("take axis 1", {{4, 5}}, {G}, [on](V a) { return take(a[0], on(a[0], {4, 0, -1, 2, 4, 1}, {2, 3}), 1); });
   add("take per-example indices", {{4, 3}, {5}}, {G, G},  // indices 0 or 2, batched with the inputs
       [](V a) { return take(a[0], astype(sign(a[1]) + 1.0, DType::i64)); });
-  add("scatter_add repeated indices", {{5, 3}, {4, 3}}, {G, G},
-      [on](V a) { return scatter_add(a[0], on(a[0], {1, 4, 1, -5}, {4}), a[1]); });
-  add("at set repeated indices", {{5, 3}, {4, 3}}, {G, G},
-      [on](V a) { return at(a[0], on(a[0], {3, 0, 3, 3}, {4})).set(a[1]); });
+  add("scatter_add repeated indices", {{5, 3}, {4, 3}}, {G, G}, [on](V a) {
+    return scatter_add(a[0], on(a[0], {1, 4, 1, -5}, {4}), a[1]);
+  });
+  add("at set repeated indices", {{5, 3}, {4, 3}}, {G, G}, [on](V a) {
+    return at(a[0], on(a[0], {3, 0, 3, 3}, {4})).set(a[1]);
+  });
   add("segment_sum segment_mean", {{7, 3}}, {G}, [on](V a) {
     const Tensor ids = on(a[0], {2, 0, 2, 4, 0, 2, 1}, {7});  // segment 3 is empty
     return segment_sum(a[0], ids, 5) + segment_mean(a[0], ids, 5) * 2.0;
@@ -166,9 +182,12 @@ inline std::vector<DeviceCase> device_cases() {
   add("matmul a shared matrix by matrices", {{9, 40}, {40, 3}}, {G, G},
       [=](V a) { return matmul(shared(a[0]), a[1]); });
   // batch family (batched inputs only)
-  add("batch_sum", {{3, 4}}, {G}, [](V a) { return batch_sum(a[0]); }, true, true);
-  add("batch_mean", {{3, 4}}, {G}, [](V a) { return batch_mean(a[0]); }, true, true);
-  add("batch_max", {{3, 4}}, {G}, [](V a) { return batch_max(a[0]); }, true, true);
+  add(
+      "batch_sum", {{3, 4}}, {G}, [](V a) { return batch_sum(a[0]); }, true, true);
+  add(
+      "batch_mean", {{3, 4}}, {G}, [](V a) { return batch_mean(a[0]); }, true, true);
+  add(
+      "batch_max", {{3, 4}}, {G}, [](V a) { return batch_max(a[0]); }, true, true);
   // linear algebra, at a tiny size, a small one and one past the CPU's blocking size
   for (std::int64_t n : {1, 5, 70}) {
     const std::string sz = " n=" + std::to_string(n);
@@ -199,12 +218,16 @@ inline std::vector<DeviceCase> device_cases() {
         return triangular_solve(t, a[1], lower, transpose);
       });
     }
-  add("cholesky adjoint with an infinite cotangent above the diagonal", {{5, 5}}, {S}, [](V a) {
-    // As a downstream sqrt would give at L's structural zeros: it must not reach Abar.
-    auto [l, pullback] = vjp([](const Tensor& y) { return cholesky(y); }, a[0]);
-    const Tensor w = randn({5, 5}, 23, l.dtype(), l.device());
-    return pullback(where(tril(ones({5, 5}, l.dtype(), l.device())), w, full({5, 5}, INFINITY, l.dtype(), l.device())))[0];
-  }, false);
+  add(
+      "cholesky adjoint with an infinite cotangent above the diagonal", {{5, 5}}, {S},
+      [](V a) {
+        // As a downstream sqrt would give at L's structural zeros: it must not reach Abar.
+        auto [l, pullback] = vjp([](const Tensor& y) { return cholesky(y); }, a[0]);
+        const Tensor w = randn({5, 5}, 23, l.dtype(), l.device());
+        return pullback(
+            where(tril(ones({5, 5}, l.dtype(), l.device())), w, full({5, 5}, INFINITY, l.dtype(), l.device())))[0];
+      },
+      false);
   add("cholesky_checked", {{6, 6}}, {S}, [](V a) {
     const CheckedCholesky c = cholesky_checked(a[0]);
     return c.l + sum(c.info);
@@ -320,16 +343,19 @@ inline void check_index_errors(Device device) {
   const Tensor good = Tensor::from_ints({4, -5}, {2}, DType::i32, device);
   CHECK_THAT(error_of([&] { (void)take(x, bad); }),
              Catch::Contains("take") && Catch::Contains("index 6") && Catch::Contains("position [2]"));
-  CHECK_THAT(error_of([&] { (void)segment_sum(x, Tensor::from_ints({0, 0, 1, 9, 1}, {5}, DType::i64, device), 2); }),
+  CHECK_THAT(error_of([&] {
+               (void)segment_sum(x, Tensor::from_ints({0, 0, 1, 9, 1}, {5}, DType::i64, device), 2);
+             }),
              Catch::Contains("segment id 9") && Catch::Contains("position [3]"));
-  CHECK_THAT(error_of([&] { (void)scatter_add(x, bad, ones({3, 3}, DType::f64, device)); }),
+  CHECK_THAT(error_of([&] {
+               (void)scatter_add(x, bad, ones({3, 3}, DType::f64, device));
+             }),
              Catch::Contains("index 6") && Catch::Contains("position [2]"));
   auto f = jit([](const Tensor& a, const Tensor& idx) { return exp(take(a, idx)) + 1.0; });
   for (int round = 0; round < 2; ++round) {
     INFO("round " << round);
     CHECK_THAT(error_of([&] { (void)f(x, bad); }), Catch::Contains("index 6"));
-    require_close(f(x, good), exp(take(x.to(Device::cpu()), Tensor::from_ints({4, -5}, {2}, DType::i32))) + 1.0,
-                  1e-15);
+    require_close(f(x, good), exp(take(x.to(Device::cpu()), Tensor::from_ints({4, -5}, {2}, DType::i32))) + 1.0, 1e-15);
   }
 }
 

@@ -25,10 +25,14 @@ class ForwardingBackend : public Backend {
   void fill(const View& out, double value) override { cpu().fill(out, value); }
   void copy(const View& in, const View& out) override { cpu().copy(in, out); }
   void unary(UnaryKind kind, const View& in, const View& out) override { cpu().unary(kind, in, out); }
-  void binary(BinaryKind kind, const View& a, const View& b, const View& out) override { cpu().binary(kind, a, b, out); }
+  void binary(BinaryKind kind, const View& a, const View& b, const View& out) override {
+    cpu().binary(kind, a, b, out);
+  }
   void select(const View& c, const View& a, const View& b, const View& out) override { cpu().select(c, a, b, out); }
   void reduce(ReduceKind kind, const View& in, const View& out) override { cpu().reduce(kind, in, out); }
-  void cumsum(const View& in, const View& out, int axis, bool reverse) override { cpu().cumsum(in, out, axis, reverse); }
+  void cumsum(const View& in, const View& out, int axis, bool reverse) override {
+    cpu().cumsum(in, out, axis, reverse);
+  }
   void gather(const View& in, const View& indices, IndexedAxis axis, const View& out,
               const IndexFailure& failure) override {
     cpu().gather(in, indices, axis, out, failure);
@@ -43,16 +47,17 @@ class ForwardingBackend : public Backend {
     cpu().cholesky(dtype, count, n, a, stride_a, l, stride_l, lower_only, failure);
   }
   void trsm(const TrsmArgs& args) override { cpu().trsm(args); }
-  void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
-                         void* g, std::int64_t stride_g) override {
+  void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l, void* g,
+                         std::int64_t stride_g) override {
     cpu().cholesky_backward(dtype, count, n, l, stride_l, g, stride_g);
   }
   void cholesky_inverse(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
                         void* out, std::int64_t stride_out) override {
     cpu().cholesky_inverse(dtype, count, n, l, stride_l, out, stride_out);
   }
-  void qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a, std::int64_t stride_a, void* q,
-          std::int64_t stride_q, void* r, std::int64_t stride_r, const FactorFailure::Report& failed) override {
+  void qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a, std::int64_t stride_a,
+          void* q, std::int64_t stride_q, void* r, std::int64_t stride_r,
+          const FactorFailure::Report& failed) override {
     cpu().qr(dtype, count, m, n, a, stride_a, q, stride_q, r, stride_r, failed);
   }
   void eigh(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* w,

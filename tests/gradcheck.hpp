@@ -44,8 +44,11 @@ inline std::vector<Tensor> reverse_gradients(const Fn& loss, const std::vector<T
     case 1: return grad([&](const Tensor& a) { return loss({a}); }, nums)(args[0]);
     case 2: return grad([&](const Tensor& a, const Tensor& b) { return loss({a, b}); }, nums)(args[0], args[1]);
     case 3:
-      return grad([&](const Tensor& a, const Tensor& b, const Tensor& c) { return loss({a, b, c}); }, nums)(
-          args[0], args[1], args[2]);
+      return grad(
+          [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+            return loss({a, b, c});
+          },
+          nums)(args[0], args[1], args[2]);
     default: FAIL("gradcheck supports 1 to 3 arguments");
   }
   return {};

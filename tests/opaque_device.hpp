@@ -82,7 +82,9 @@ class OpaqueDevice final : public Backend {
       cpu().from_host(dst, staged.data(), staged.size());
     });
   }
-  void fill(const View& out, double value) override { enqueue([o = open(out), value] { cpu().fill(o, value); }); }
+  void fill(const View& out, double value) override {
+    enqueue([o = open(out), value] { cpu().fill(o, value); });
+  }
   void copy(const View& in, const View& out) override {
     enqueue([i = open(in), o = open(out)] { cpu().copy(i, o); });
   }
@@ -150,8 +152,9 @@ class OpaqueDevice final : public Backend {
         [=, l = flip(l), out = flip(out)] { cpu().cholesky_inverse(dtype, count, n, l, stride_l, out, stride_out); });
   }
 
-  void qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a, std::int64_t stride_a, void* q,
-          std::int64_t stride_q, void* r, std::int64_t stride_r, const FactorFailure::Report& failed) override {
+  void qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a, std::int64_t stride_a,
+          void* q, std::int64_t stride_q, void* r, std::int64_t stride_r,
+          const FactorFailure::Report& failed) override {
     deferring([=, a = flip(a), q = flip(q), r = flip(r)](Deferred& d) {
       cpu().qr(dtype, count, m, n, a, stride_a, q, stride_q, r, stride_r, first_into(d, failed));
     });

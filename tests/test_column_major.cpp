@@ -56,8 +56,9 @@ TEST_CASE("column-major GEMM arguments reproduce the row-major product", "[cuda-
     for (bool tb : {false, true})
       for (bool shared_b : {false, true}) {
         const Tensor a = randn({count, ta ? k : m, ta ? m : k}, 1), b = randn({count, tb ? n : k, tb ? k : n}, 2);
-        const GemmArgs args{DType::f64, count, m, n, k, ta, tb, 1.0, 0.0, a.raw_data(), m * k,
-                            b.raw_data(), shared_b ? 0 : k * n, nullptr, m * n};
+        const GemmArgs args{
+            DType::f64,           count,   m,    n, k, ta, tb, 1.0, 0.0, a.raw_data(), m * k, b.raw_data(),
+            shared_b ? 0 : k * n, nullptr, m * n};
         std::vector<double> row_major(static_cast<std::size_t>(count * m * n)), col_major(row_major.size());
         GemmArgs run = args;
         run.c = row_major.data();
@@ -78,7 +79,7 @@ TEST_CASE("column-major TRSM arguments solve the row-major systems", "[cuda-layo
         const Tensor t = randn({n, n}, 3) * 0.2 + eye(n) * 2.0;
         const Tensor b = randn({n, nrhs}, 4);
         std::vector<double> row_major = b.to_vector<double>(), col_major = row_major;
-        const TrsmArgs args{DType::f64, 1, n, nrhs, lower, transpose, then_transposed, t.raw_data(), 0,
+        const TrsmArgs args{DType::f64,       1,       n, nrhs, lower, transpose, then_transposed, t.raw_data(), 0,
                             row_major.data(), n * nrhs};
         cpu.trsm(args);
         reference_trsm(cuda::column_major(args, transpose), t.data<double>(), col_major.data());

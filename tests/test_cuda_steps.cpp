@@ -20,9 +20,9 @@ TEST_CASE("strided offsets after axis merging visit every element in row-major o
     Shape a, b;  // strides of two operands
   };
   const std::vector<Case> cases = {
-      {{4, 5, 6}, {30, 6, 1}, {30, 6, 1}},       // contiguous: merges to one axis
-      {{4, 5, 6}, {1, 4, 20}, {30, 6, 1}},       // transposed read
-      {{4, 1, 6}, {6, 0, 1}, {0, 0, 1}},         // unit axis and broadcasts
+      {{4, 5, 6}, {30, 6, 1}, {30, 6, 1}},  // contiguous: merges to one axis
+      {{4, 5, 6}, {1, 4, 20}, {30, 6, 1}},  // transposed read
+      {{4, 1, 6}, {6, 0, 1}, {0, 0, 1}},    // unit axis and broadcasts
       {{3, 4, 5, 2}, {40, 10, 2, 1}, {0, 5, 1, 0}},
       {{2, 3, 2, 3, 2, 3, 2}, {216, 72, 36, 12, 6, 2, 1}, {1, 2, 6, 12, 36, 72, 216}},
       {{7}, {3}, {0}},
@@ -54,7 +54,8 @@ TEST_CASE("strided offsets after axis merging visit every element in row-major o
   const Shape huge = {std::int64_t{1} << 20, 1 << 11}, huge_strides = {1 << 12, 2};
   CHECK_FALSE(steps::fits_int32(cuda::layout_of<1>("copy", huge, {&huge_strides})));
   const Shape deep(10, 2), strided = {19683, 6561, 2187, 729, 243, 81, 27, 9, 3, 1};  // no two axes merge
-  CHECK_THAT(vt::testing::error_of([&] { (void)cuda::layout_of<1>("copy", deep, {&strided}); }), Catch::Contains("at most 8"));
+  CHECK_THAT(vt::testing::error_of([&] { (void)cuda::layout_of<1>("copy", deep, {&strided}); }),
+             Catch::Contains("at most 8"));
 }
 
 namespace {
@@ -93,7 +94,8 @@ struct FactorCase {
     for (std::int64_t k = 0; k < count; ++k)
       for (std::int64_t e = 0; e < n * n; ++e) {
         INFO(what << ", matrix " << k << ", element " << e);
-        CHECK(l[static_cast<std::size_t>(k * stride + e)] == Approx(want[static_cast<std::size_t>(k * n * n + e)]).margin(1e-12));
+        CHECK(l[static_cast<std::size_t>(k * stride + e)] ==
+              Approx(want[static_cast<std::size_t>(k * n * n + e)]).margin(1e-12));
       }
   }
 };
@@ -116,8 +118,8 @@ TEST_CASE("copy, column-major upper potrf, zero the rest: the row-major lower fa
 
 TEST_CASE("matrix work items split into matrix, row and column in 32 and in 64 bits", "[cuda-steps]") {
   for (std::int64_t n : {1, 7, 256, 70000})
-    for (std::int64_t t : {std::int64_t{0}, n * n + 3 * n + 1, std::int64_t{UINT32_MAX} - 5, std::int64_t{UINT32_MAX} + 9,
-                           std::int64_t{1} << 40}) {
+    for (std::int64_t t : {std::int64_t{0}, n * n + 3 * n + 1, std::int64_t{UINT32_MAX} - 5,
+                           std::int64_t{UINT32_MAX} + 9, std::int64_t{1} << 40}) {
       std::int64_t m, i, j;
       steps::matrix_item(t, n, m, i, j);
       INFO("n " << n << ", item " << t);
@@ -197,7 +199,7 @@ namespace {
 // The reduced QR of one row-major matrix and its eigendecomposition, as vtape's CPU backend gives them.
 Eigen::MatrixXd block_of(const std::vector<double>& v, std::int64_t offset, std::int64_t rows, std::int64_t cols) {
   return Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(v.data() + offset,
-                                                                                                 rows, cols);
+                                                                                                  rows, cols);
 }
 
 }  // namespace
@@ -248,9 +250,10 @@ TEST_CASE("eigh's steps around syevj give the row-major eigenvectors as columns"
   // syevjBatched and syevd (the eigenvectors column-major in place, the eigenvalues apart).
   Backend& cpu = backend_for(Device::cpu());
   const std::int64_t count = 3, n = 5, nn = n * n, stride_a = nn + 3, stride_out = n + nn;
-  std::vector<double> a = randn({count * stride_a}, 12).to_vector<double>();  // not symmetric: the upper triangle is not read
-  a[static_cast<std::size_t>(0 * stride_a + 1)] = std::nan("");                  // matrix 0, above the diagonal
-  a[static_cast<std::size_t>(1 * stride_a + 4 * n + 2)] = std::nan("");          // matrix 1, below it
+  std::vector<double> a =
+      randn({count * stride_a}, 12).to_vector<double>();         // not symmetric: the upper triangle is not read
+  a[static_cast<std::size_t>(0 * stride_a + 1)] = std::nan("");  // matrix 0, above the diagonal
+  a[static_cast<std::size_t>(1 * stride_a + 4 * n + 2)] = std::nan("");  // matrix 1, below it
   std::vector<double> work(static_cast<std::size_t>(count * nn), 7.0), values(static_cast<std::size_t>(count * n));
   std::vector<double> out(static_cast<std::size_t>(count * stride_out), 7.0);  // w then v, as the op packs them
   std::vector<std::int32_t> info(static_cast<std::size_t>(count), 0), solver_info = {0, 0, 6};
@@ -274,7 +277,8 @@ TEST_CASE("eigh's steps around syevj give the row-major eigenvectors as columns"
   for (std::int64_t i = 0; i < 3; ++i) steps::merge_info(i, flags.data(), bad.data());
   constexpr std::int32_t bad_argument = cuda::kernels::solver_bad_argument;
   CHECK(flags == std::vector<std::int32_t>{bad_argument - 1, -1, bad_argument - 3});
-  cpu.copy(View{DType::f64, values.data(), {count, n}, {n, 1}}, View{DType::f64, out.data(), {count, n}, {stride_out, 1}});
+  cpu.copy(View{DType::f64, values.data(), {count, n}, {n, 1}},
+           View{DType::f64, out.data(), {count, n}, {stride_out, 1}});
   cpu.copy(View{DType::f64, work.data(), {count, n, n}, {nn, 1, n}},
            View{DType::f64, out.data() + n, {count, n, n}, {stride_out, n, 1}});
   for (std::int64_t i : {0, 2}) {
@@ -284,7 +288,8 @@ TEST_CASE("eigh's steps around syevj give the row-major eigenvectors as columns"
     const Eigen::MatrixXd want_v = want.eigenvectors.as_eigen<double>();
     CHECK((v.cwiseAbs() - want_v.cwiseAbs()).cwiseAbs().maxCoeff() <= 1e-12);  // up to each column's sign
     const Eigen::MatrixXd lower = block_of(a, i * stride_a, n, n).triangularView<Eigen::Lower>();
-    const Eigen::MatrixXd symmetric = Eigen::MatrixXd(lower) + Eigen::MatrixXd(lower.triangularView<Eigen::StrictlyLower>()).transpose();
+    const Eigen::MatrixXd symmetric =
+        Eigen::MatrixXd(lower) + Eigen::MatrixXd(lower.triangularView<Eigen::StrictlyLower>()).transpose();
     CHECK((symmetric * v - v * w.transpose().asDiagonal()).cwiseAbs().maxCoeff() <= 1e-12);  // A v_j = w_j v_j
   }
 }

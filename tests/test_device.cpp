@@ -98,7 +98,8 @@ TEST_CASE("jit compiles once per device and never per batch size", "[device]") {
   CHECK(f.counters().traces == 2);
   CHECK(f.counters().cache_hits == 1);
   // value_and_grad under jit on the device matches eager on the CPU
-  auto vg = jit(value_and_grad([](const Tensor& q) { return sum(logdet(matmul(q, q.t()) + eye(3, q.dtype(), q.device()))); }));
+  auto vg = jit(
+      value_and_grad([](const Tensor& q) { return sum(logdet(matmul(q, q.t()) + eye(3, q.dtype(), q.device()))); }));
   const Tensor q = randn({3, 3}, 6);
   const auto [v_dev, g_dev] = vg(q.to(stand_in));
   const auto [v_cpu, g_cpu] = value_and_grad([](const Tensor& r) { return sum(logdet(matmul(r, r.t()) + eye(3))); })(q);

@@ -38,11 +38,11 @@ TEST_CASE("unary ops compute the C++ library functions", "[elementwise]") {
 
 TEST_CASE("unary op gradients match finite differences", "[elementwise][grad]") {
   const std::vector<std::pair<const char*, Fn>> ops = {
-      {"neg", [](auto& a) { return neg(a[0]); }},     {"exp", [](auto& a) { return exp(a[0]); }},
-      {"log", [](auto& a) { return log(a[0]); }},     {"log1p", [](auto& a) { return log1p(a[0]); }},
-      {"sqrt", [](auto& a) { return sqrt(a[0]); }},   {"square", [](auto& a) { return square(a[0]); }},
-      {"sin", [](auto& a) { return sin(a[0]); }},     {"cos", [](auto& a) { return cos(a[0]); }},
-      {"tanh", [](auto& a) { return tanh(a[0]); }},   {"abs", [](auto& a) { return abs(a[0] - 1.0); }},
+      {"neg", [](auto& a) { return neg(a[0]); }},   {"exp", [](auto& a) { return exp(a[0]); }},
+      {"log", [](auto& a) { return log(a[0]); }},   {"log1p", [](auto& a) { return log1p(a[0]); }},
+      {"sqrt", [](auto& a) { return sqrt(a[0]); }}, {"square", [](auto& a) { return square(a[0]); }},
+      {"sin", [](auto& a) { return sin(a[0]); }},   {"cos", [](auto& a) { return cos(a[0]); }},
+      {"tanh", [](auto& a) { return tanh(a[0]); }}, {"abs", [](auto& a) { return abs(a[0] - 1.0); }},
   };
   for (const auto& [name, f] : ops)
     for (const Shape& s : shapes) {
@@ -69,8 +69,8 @@ TEST_CASE("binary ops broadcast like numpy", "[elementwise]") {
 }
 
 TEST_CASE("binary op gradients match finite differences, broadcasting included", "[elementwise][grad]") {
-  const std::vector<std::pair<Shape, Shape>> pairs = {
-      {{}, {}}, {{4}, {4}}, {{3, 4}, {4}}, {{3, 1}, {1, 4}}, {{2, 3, 4}, {3, 1}}, {{}, {2, 3}}};
+  const std::vector<std::pair<Shape, Shape>> pairs = {{{}, {}},         {{4}, {4}},          {{3, 4}, {4}},
+                                                      {{3, 1}, {1, 4}}, {{2, 3, 4}, {3, 1}}, {{}, {2, 3}}};
   const std::vector<std::pair<const char*, Fn>> ops = {
       {"add", [](auto& a) { return a[0] + a[1]; }},
       {"sub", [](auto& a) { return a[0] - a[1]; }},
@@ -268,10 +268,8 @@ TEST_CASE("pow's base gradient: b a^(b-1) in one pass, the same bits for one exp
     for (std::size_t i = 0; i < av.size(); ++i) {
       const double want = b == 0 ? 0.0 : b * std::pow(av[i], b - 1);
       INFO("a = " << av[i] << ": " << g_one[i] << " against " << want);
-      if (std::isinf(want) || want == 0)
-        CHECK(g_one[i] == want);
-      else
-        CHECK(std::fabs(g_one[i] - want) <= 1e-14 * std::fabs(want));
+      if (std::isinf(want) || want == 0) CHECK(g_one[i] == want);
+      else CHECK(std::fabs(g_one[i] - want) <= 1e-14 * std::fabs(want));
     }
   }
   // The second derivative at a zero base is b (b - 1) 0^(b - 2): 2 for a^2, 0 for a^3.

@@ -12,7 +12,9 @@ using vt::testing::error_of;
 TEST_CASE("shape mismatches name the op and both shapes", "[errors]") {
   const std::string add_error = error_of([] { add(ones({2, 3}), ones({4})); });
   CHECK_THAT(add_error, Catch::Contains("add") && Catch::Contains("[2, 3]") && Catch::Contains("[4]"));
-  CHECK_THAT(error_of([] { matmul(ones({2, 3}), ones({2, 3})); }),
+  CHECK_THAT(error_of([] {
+               matmul(ones({2, 3}), ones({2, 3}));
+             }),
              Catch::Contains("matmul") && Catch::Contains("[2, 3]"));
   CHECK_THAT(error_of([] { matmul(Tensor::scalar(1.0), ones({2})); }), Catch::Contains("matmul"));
   CHECK_THAT(error_of([] { reshape(ones({2, 3}), {4, 2}); }), Catch::Contains("reshape") && Catch::Contains("[4, 2]"));
@@ -89,7 +91,8 @@ TEST_CASE("an exception inside a parallel CPU loop is raised after it, the lowes
   }
   // Not the first caught: iterations in descending order throw 60 first, and 17 is still raised.
   vt::cpu::FirstFailure descending;
-  for (std::int64_t i = 63; i >= 0; --i) descending.run(i, [&] {
+  for (std::int64_t i = 63; i >= 0; --i)
+    descending.run(i, [&] {
       if (i == 17 || i == 60) throw vt::Error("iteration " + std::to_string(i));
     });
   CHECK_THROWS_WITH(descending.rethrow(), "iteration 17");

@@ -46,7 +46,7 @@ std::vector<double> scatter_loop(std::vector<double> x, const Shape& xs, const I
   for (std::int64_t p = 0; p < before; ++p)
     for (std::int64_t k = 0; k < n; ++k) {
       const std::int64_t j = idx[static_cast<std::size_t>(k)] < 0 ? idx[static_cast<std::size_t>(k)] + len
-                                                                   : idx[static_cast<std::size_t>(k)];
+                                                                  : idx[static_cast<std::size_t>(k)];
       for (std::int64_t q = 0; q < after; ++q) {
         double& dst = x[static_cast<std::size_t>((p * len + j) * after + q)];
         const double v = u[static_cast<std::size_t>((p * n + k) * after + q)];
@@ -90,8 +90,7 @@ Tensor example(const Tensor& x, std::int64_t i) {
 
 }  // namespace
 
-TEST_CASE("take: values against a loop along every axis, negative and repeated indices, int32 and int64",
-          "[gather]") {
+TEST_CASE("take: values against a loop along every axis, negative and repeated indices, int32 and int64", "[gather]") {
   const Shape xs{3, 4, 5};
   const Tensor x = randn(xs, 1);
   const Ints idx{2, -1, 0, 2, -3, 1};
@@ -167,9 +166,8 @@ TEST_CASE("segment_sum and segment_max under nested grads: the data's cotangent 
     INFO("segment_max: " << use_max);
     auto seg = [&](const Tensor& d) { return use_max ? segment_max(d, ids, 3) : segment_sum(d, ids, 3); };
     OpCounter ops;
-    const Tensor g = grad([&](const Tensor& xx) {
-      return sum(grad([&](const Tensor& ww) { return sum(seg(xx) * ww); })(w));
-    })(x);
+    const Tensor g =
+        grad([&](const Tensor& xx) { return sum(grad([&](const Tensor& ww) { return sum(seg(xx) * ww); })(w)); })(x);
     CHECK(ops.forward("take") == (use_max ? 3 : 1));  // one adjoint of the data: 3 takes for max, 1 for sum
     // d/dx sum(seg(x)) is 1 for every element (sum), or for each segment's maximal element (max).
     const std::vector<double> xv = x.to_vector<double>(), got = g.to_vector<double>();
@@ -196,7 +194,8 @@ TEST_CASE("scatter on the CPU's parallel path (64k updates or more): repeated in
   const Tensor add_b = at(as_batch(xb), ints(idb, {3})).add(as_batch(ub));
   CHECK(set_b.batch_size() == 4);
   require_close(unbatch(set_b), scatter_loop(xb.to_vector<double>(), plain, idb, ub.to_vector<double>(), 1, true), 0.0);
-  require_close(unbatch(add_b), scatter_loop(xb.to_vector<double>(), plain, idb, ub.to_vector<double>(), 1, false), 0.0);
+  require_close(unbatch(add_b), scatter_loop(xb.to_vector<double>(), plain, idb, ub.to_vector<double>(), 1, false),
+                0.0);
 }
 
 TEST_CASE("segment_sum, segment_mean, segment_max: values against loops, unsorted ids, empty segments", "[gather]") {
@@ -392,7 +391,9 @@ TEST_CASE("gather family errors name the op, the index, its position and the axi
   const std::string floats = error_of([&] { (void)take(x, Tensor::from_vector({1, 2}, {2})); });
   CHECK_THAT(floats, Catch::Contains("take") && Catch::Contains("int32 or int64") && Catch::Contains("float64") &&
                          Catch::Contains("astype"));
-  CHECK_THAT(error_of([&] { (void)segment_sum(x, Tensor::from_vector({0, 1, 0, 1, 0}, {5}), 2); }),
+  CHECK_THAT(error_of([&] {
+               (void)segment_sum(x, Tensor::from_vector({0, 1, 0, 1, 0}, {5}), 2);
+             }),
              Catch::Contains("segment_sum") && Catch::Contains("astype"));
   // Out of range, positive and negative, with the position in the index tensor.
   const std::string high = error_of([&] { (void)take(x, ints({0, 4, 2, 7, 9, 1}, {2, 3})); });
@@ -403,33 +404,46 @@ TEST_CASE("gather family errors name the op, the index, its position and the axi
   CHECK_THAT(error_of([&] { (void)take(x, ints({-3}, {1}), 1); }), Catch::Contains("no error"));
   // Batched indices: the example too.
   const Tensor I = as_batch(ints({0, 1, 2, 3, 5, 4}, {3, 2}));
-  CHECK_THAT(error_of([&] { (void)take(x, I); }),
-             Catch::Contains("index 5") && Catch::Contains("position [0]") &&
-                 Catch::Contains("example 2 of the batch of 3"));
-  CHECK_THAT(error_of([&] { (void)scatter_add(x, ints({5}, {1}), ones({1, 3})); }),
+  CHECK_THAT(error_of([&] { (void)take(x, I); }), Catch::Contains("index 5") && Catch::Contains("position [0]") &&
+                                                      Catch::Contains("example 2 of the batch of 3"));
+  CHECK_THAT(error_of([&] {
+               (void)scatter_add(x, ints({5}, {1}), ones({1, 3}));
+             }),
              Catch::Contains("scatter_add") && Catch::Contains("index 5"));
   CHECK_THAT(error_of([&] { (void)at(x, ints({-6}, {1})).set(0.0); }),
              Catch::Contains("scatter_set") && Catch::Contains("index -6"));
   // Shapes.
-  CHECK_THAT(error_of([&] { (void)scatter_add(x, ints({1, 2}, {2}), ones({3, 3})); }),
+  CHECK_THAT(error_of([&] {
+               (void)scatter_add(x, ints({1, 2}, {2}), ones({3, 3}));
+             }),
              Catch::Contains("scatter_add") && Catch::Contains("[3, 3]") && Catch::Contains("[2, 3]"));
   CHECK_THAT(error_of([&] { (void)take(x, ints({0}, {1}), 2); }), Catch::Contains("take") && Catch::Contains("axis 2"));
   CHECK_THAT(error_of([&] { (void)take(Tensor::scalar(1.0), ints({0}, {1})); }), Catch::Contains("take"));
   // Segments: ids out of [0, num_segments) (negative ones too: they do not wrap), shapes, counts.
-  CHECK_THAT(error_of([&] { (void)segment_sum(x, ints({0, 1, 3, 1, 0}, {5}), 3); }),
+  CHECK_THAT(error_of([&] {
+               (void)segment_sum(x, ints({0, 1, 3, 1, 0}, {5}), 3);
+             }),
              Catch::Contains("segment_sum") && Catch::Contains("segment id 3") && Catch::Contains("position [2]") &&
                  Catch::Contains("[0, 3)"));
-  CHECK_THAT(error_of([&] { (void)segment_max(x, ints({0, -1, 0, 1, 0}, {5}), 3); }),
+  CHECK_THAT(error_of([&] {
+               (void)segment_max(x, ints({0, -1, 0, 1, 0}, {5}), 3);
+             }),
              Catch::Contains("segment_max") && Catch::Contains("segment id -1") && Catch::Contains("position [1]"));
-  CHECK_THAT(error_of([&] { (void)segment_mean(x, ints({0, 1}, {2}), 3); }),
+  CHECK_THAT(error_of([&] {
+               (void)segment_mean(x, ints({0, 1}, {2}), 3);
+             }),
              Catch::Contains("segment_sum") && Catch::Contains("shape [5]") && Catch::Contains("[2]"));
-  CHECK_THAT(error_of([&] { (void)segment_sum(x, ints({0, 1, 0, 1, 0}, {5}), -1); }),
+  CHECK_THAT(error_of([&] {
+               (void)segment_sum(x, ints({0, 1, 0, 1, 0}, {5}), -1);
+             }),
              Catch::Contains("num_segments must be >= 0") && Catch::Contains("-1"));
   CHECK_THAT(error_of([&] { (void)segment_sum(Tensor::scalar(1.0), ints({0}, {1}), 1); }),
              Catch::Contains("segment_sum") && Catch::Contains("scalar"));
   // Under jit the check runs with the plan, and the same plan serves valid indices afterwards.
   auto f = jit([](const Tensor& a, const Tensor& idx) { return take(a, idx) * 2.0; });
-  CHECK_THAT(error_of([&] { (void)f(x, ints({0, 8}, {2})); }),
+  CHECK_THAT(error_of([&] {
+               (void)f(x, ints({0, 8}, {2}));
+             }),
              Catch::Contains("index 8") && Catch::Contains("position [1]"));
   require_close(f(x, ints({4, 0}, {2})), take(x, ints({4, 0}, {2})) * 2.0, 0.0);
   CHECK(f.counters().traces == 1);

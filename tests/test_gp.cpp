@@ -7,8 +7,8 @@
 #include "gradcheck.hpp"
 
 using namespace vt;
-using vt::testing::error_of;
 using vt::testing::check_gradients;
+using vt::testing::error_of;
 using vt::testing::require_close;
 
 namespace {
@@ -85,15 +85,14 @@ TEST_CASE("the log marginal likelihood of a two-point problem against its closed
   const double det = a * a - b * b;
   const double quad = (a * yv[0] * yv[0] - 2 * b * yv[0] * yv[1] + a * yv[1] * yv[1]) / det;
   const double expected = -0.5 * quad - 0.5 * std::log(det) - std::log(2 * M_PI);
-  const Tensor lml = gp::log_marginal_likelihood(Tensor::from_vector(th, {11}), gp::Inputs(t), Tensor::from_vector(yv, {2}));
+  const Tensor lml =
+      gp::log_marginal_likelihood(Tensor::from_vector(th, {11}), gp::Inputs(t), Tensor::from_vector(yv, {2}));
   CHECK(lml.item() == Approx(expected).epsilon(1e-12));
 }
 
 TEST_CASE("malformed CSV input is an error naming the line", "[gp][errors]") {
   const std::string path = "vtape_test_bad.csv";
-  auto write = [&](const std::string& text) {
-    std::ofstream(path) << text;
-  };
+  auto write = [&](const std::string& text) { std::ofstream(path) << text; };
   write("t,co2\n1958.25,316.1\n1958.33,abc\n");
   CHECK_THAT(error_of([&] { gp::read_csv(path); }), Catch::Contains(path + ":3") && Catch::Contains("abc"));
   write("t,co2\n1958.25,316.1,7\n");

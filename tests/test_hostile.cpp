@@ -45,8 +45,8 @@ std::string outcome_of(F&& f) {
 // ---------------------------------------------------------------- transforms nested
 TEST_CASE("jit inside grad carries the gradient of a captured tracked tensor", "[hostile][jit][autodiff]") {
   const Tensor p = Tensor::scalar(3.0);
-  const Tensor g = grad([&](const Tensor& x) { return jit([&](const Tensor& q) { return sum(q * x); })(p); })(
-      Tensor::scalar(2.0));
+  const Tensor g =
+      grad([&](const Tensor& x) { return jit([&](const Tensor& q) { return sum(q * x); })(p); })(Tensor::scalar(2.0));
   require_close(g, {3.0});
 
   // The same jitted object, traced first outside grad, then called inside it with a capture that
@@ -72,7 +72,8 @@ TEST_CASE("every nesting of jit, grad and vmap gives the eager gradient", "[host
   const Tensor expected = grad(loss)(w0);
 
   SECTION("jit in grad, the variable as argument") {
-    auto inner = jit([&](const Tensor& w) { return sum(vmap([&](const Tensor& a) { return sum(sin(a * w) * c); })(X)); });
+    auto inner =
+        jit([&](const Tensor& w) { return sum(vmap([&](const Tensor& a) { return sum(sin(a * w) * c); })(X)); });
     require_close(grad([&](const Tensor& w) { return inner(w); })(w0), expected, 1e-14);
   }
   SECTION("jit in grad, the variable captured") {
@@ -102,8 +103,8 @@ TEST_CASE("every nesting of jit, grad and vmap gives the eager gradient", "[host
     require_close(grad([&](const Tensor& w) { return sum(inner(w) * c); })(w0), eager, 1e-13);
   }
   SECTION("vjp through a jitted function capturing the primal") {
-    auto [out, pullback] = vjp(
-        [&](const Tensor& w) { return jit([&](const Tensor& xs) { return matmul(xs, sin(w)); })(X); }, w0);
+    auto [out, pullback] =
+        vjp([&](const Tensor& w) { return jit([&](const Tensor& xs) { return matmul(xs, sin(w)); })(X); }, w0);
     const Tensor ct = randn({5}, 4);
     const Tensor got = pullback(ct)[0];
     const Tensor want = vjp([&](const Tensor& w) { return matmul(X, sin(w)); }, w0).second(ct)[0];
@@ -156,14 +157,18 @@ TEST_CASE("jitted functions compose, and one may call itself", "[hostile][jit]")
 
 // ---------------------------------------------------------------- sizes
 TEST_CASE("size arithmetic never overflows: impossible sizes raise, naming the op", "[hostile][errors]") {
-  CHECK_THAT(outcome_of([] { eye(std::int64_t{1} << 31); }), Catch::StartsWith("vt::Error: eye") && Catch::Contains("too large"));
-  CHECK_THAT(outcome_of([] { zeros({std::int64_t{1} << 32, std::int64_t{1} << 32}); }),
+  CHECK_THAT(outcome_of([] { eye(std::int64_t{1} << 31); }),
+             Catch::StartsWith("vt::Error: eye") && Catch::Contains("too large"));
+  CHECK_THAT(outcome_of([] {
+               zeros({std::int64_t{1} << 32, std::int64_t{1} << 32});
+             }),
              Catch::StartsWith("vt::Error: zeros") && Catch::Contains("[4294967296, 4294967296]"));
   CHECK_THAT(outcome_of([] { reshape(ones({2}), {INT64_MAX, 2}); }), Catch::StartsWith("vt::Error: reshape"));
   CHECK_THAT(outcome_of([] { full({INT64_MAX / 4, 3}, 1.0); }), Catch::StartsWith("vt::Error: full"));
   CHECK_THAT(outcome_of([] { Tensor::empty({INT64_MAX / 8 + 1}); }), Catch::StartsWith("vt::Error: empty"));
   // broadcast_to and a batch: the output's bytes are checked, not only its elements.
-  CHECK_THAT(outcome_of([] { broadcast_to(ones({1}), {std::int64_t{1} << 61}); }), Catch::StartsWith("vt::Error: broadcast_to"));
+  CHECK_THAT(outcome_of([] { broadcast_to(ones({1}), {std::int64_t{1} << 61}); }),
+             Catch::StartsWith("vt::Error: broadcast_to"));
   // A batch of huge examples: B times the per-example size overflows.
   CHECK_THAT(outcome_of([] {
                const Tensor b = as_batch(zeros({std::int64_t{1} << 20, 0}));
@@ -191,7 +196,9 @@ TEST_CASE("negative dimensions are refused everywhere", "[hostile][errors]") {
   CHECK_THAT(outcome_of([] { broadcast_to(ones({1}), {-2}); }),
              Catch::StartsWith("vt::Error: broadcast_to") && Catch::Contains("negative"));
   double buf[4] = {1, 2, 3, 4};
-  CHECK_THAT(outcome_of([&] { Tensor::from_blob(buf, {-2, 2}, DType::f64); }),
+  CHECK_THAT(outcome_of([&] {
+               Tensor::from_blob(buf, {-2, 2}, DType::f64);
+             }),
              Catch::StartsWith("vt::Error: from_blob") && Catch::Contains("[-2, 2]"));
   CHECK_THAT(outcome_of([] { zeros({2, -1}); }), Catch::StartsWith("vt::Error: zeros"));
   CHECK_THAT(outcome_of([] { reshape(ones({2}), {-2, -1}); }), Catch::StartsWith("vt::Error: reshape"));
@@ -199,19 +206,25 @@ TEST_CASE("negative dimensions are refused everywhere", "[hostile][errors]") {
 }
 
 TEST_CASE("creation functions raise vt::Error, never another exception", "[hostile][errors]") {
-  CHECK_THAT(outcome_of([] { randn({3, -2}, 1); }), Catch::StartsWith("vt::Error: randn") && Catch::Contains("negative"));
+  CHECK_THAT(outcome_of([] {
+               randn({3, -2}, 1);
+             }),
+             Catch::StartsWith("vt::Error: randn") && Catch::Contains("negative"));
   CHECK_THAT(outcome_of([] { rand({3, -2}, 1); }), Catch::StartsWith("vt::Error: rand"));
   CHECK_THAT(outcome_of([] { randn({INT64_MAX, 2}, 1); }), Catch::StartsWith("vt::Error: randn"));
-  CHECK_THAT(outcome_of([] { arange(0, 5, 1e-300); }), Catch::StartsWith("vt::Error: arange") && Catch::Contains("too many"));
-  CHECK_THAT(outcome_of([] { arange(INFINITY, 1e18, -1); }), Catch::StartsWith("vt::Error: arange") && Catch::Contains("finite"));
+  CHECK_THAT(outcome_of([] { arange(0, 5, 1e-300); }),
+             Catch::StartsWith("vt::Error: arange") && Catch::Contains("too many"));
+  CHECK_THAT(outcome_of([] { arange(INFINITY, 1e18, -1); }),
+             Catch::StartsWith("vt::Error: arange") && Catch::Contains("finite"));
   CHECK_THAT(outcome_of([] { arange(0, NAN); }), Catch::StartsWith("vt::Error: arange"));
   CHECK_THAT(outcome_of([] { arange(-1e308, 1e308, 1.0); }), Catch::StartsWith("vt::Error: arange"));
   CHECK_THAT(outcome_of([] { linspace(0, 1, INT64_MAX); }), Catch::StartsWith("vt::Error: linspace"));
   CHECK_THAT(outcome_of([] { arange(0, 1e18); }), Catch::StartsWith("vt::Error: arange"));
   // Out of memory is a vt::Error too, naming the bytes asked for (2^62: beyond any address space,
   // so no overcommit setting lets it through).
-  CHECK_THAT(outcome_of([] { zeros({std::int64_t{1} << 59}); }),
-             Catch::StartsWith("vt::Error") && Catch::Contains("out of memory") && Catch::Contains("4611686018427387904 bytes"));
+  CHECK_THAT(outcome_of([] { zeros({std::int64_t{1} << 59}); }), Catch::StartsWith("vt::Error") &&
+                                                                     Catch::Contains("out of memory") &&
+                                                                     Catch::Contains("4611686018427387904 bytes"));
   // Small and empty requests still work.
   CHECK(arange(0, 1, 0.25).to_vector<double>() == std::vector<double>{0, 0.25, 0.5, 0.75});
   CHECK(arange(5, 0, 1).numel() == 0);
@@ -241,12 +254,39 @@ std::int64_t ulp_distance(T a, T b) {
 template <class T>
 std::vector<T> special_values() {
   using L = std::numeric_limits<T>;
-  std::vector<T> v{T(0),         L::infinity(), L::quiet_NaN(), L::denorm_min(), L::min(),       L::min() / 2,
-                   L::max(),     L::epsilon(),  T(1),           T(0.5),          T(2),           T(3),
-                   T(1e-5),      T(0.1),        T(0.7),         T(1.5),          T(10),          T(20.5),
-                   T(88.5),      T(89),         T(100),         T(700),          T(709.5),       T(710),
-                   T(745.5),     T(1e10),       T(1e30),        T(3.14159265),   T(1e-310),      T(1e-40),
-                   T(1) - L::epsilon() / 2, T(1) + L::epsilon(), T(-1) + L::epsilon() / 2};
+  std::vector<T> v{T(0),
+                   L::infinity(),
+                   L::quiet_NaN(),
+                   L::denorm_min(),
+                   L::min(),
+                   L::min() / 2,
+                   L::max(),
+                   L::epsilon(),
+                   T(1),
+                   T(0.5),
+                   T(2),
+                   T(3),
+                   T(1e-5),
+                   T(0.1),
+                   T(0.7),
+                   T(1.5),
+                   T(10),
+                   T(20.5),
+                   T(88.5),
+                   T(89),
+                   T(100),
+                   T(700),
+                   T(709.5),
+                   T(710),
+                   T(745.5),
+                   T(1e10),
+                   T(1e30),
+                   T(3.14159265),
+                   T(1e-310),
+                   T(1e-40),
+                   T(1) - L::epsilon() / 2,
+                   T(1) + L::epsilon(),
+                   T(-1) + L::epsilon() / 2};
   for (int e = -60; e <= 60; e += 7) v.push_back(std::ldexp(T(1.37), e));
   const std::size_t n = v.size();
   for (std::size_t i = 0; i < n; ++i) v.push_back(-v[i]);
@@ -296,36 +336,105 @@ void check_unary_exact(const char* name, Tensor (*op)(const Tensor&), T (*refere
   CHECK(std::memcmp(mapped.data(), got.data(), mapped.size() * sizeof(T)) == 0);
 }
 
-template <class T> T neg_ref(T v) { return -v; }
-template <class T> T square_ref(T v) { return v * v; }
-template <class T> T abs_ref(T v) { return std::fabs(v); }
-template <class T> T sign_ref(T v) { return std::isnan(v) ? v : static_cast<T>((v > 0) - (v < 0)); }
-template <class T> T exp_ref(T v) { return std::exp(v); }
-template <class T> T log_ref(T v) { return std::log(v); }
-template <class T> T log1p_ref(T v) { return std::log1p(v); }
-template <class T> T sqrt_ref(T v) { return std::sqrt(v); }
-template <class T> T sin_ref(T v) { return std::sin(v); }
-template <class T> T cos_ref(T v) { return std::cos(v); }
-template <class T> T tanh_ref(T v) { return std::tanh(v); }
+template <class T>
+T neg_ref(T v) {
+  return -v;
+}
+template <class T>
+T square_ref(T v) {
+  return v * v;
+}
+template <class T>
+T abs_ref(T v) {
+  return std::fabs(v);
+}
+template <class T>
+T sign_ref(T v) {
+  return std::isnan(v) ? v : static_cast<T>((v > 0) - (v < 0));
+}
+template <class T>
+T exp_ref(T v) {
+  return std::exp(v);
+}
+template <class T>
+T log_ref(T v) {
+  return std::log(v);
+}
+template <class T>
+T log1p_ref(T v) {
+  return std::log1p(v);
+}
+template <class T>
+T sqrt_ref(T v) {
+  return std::sqrt(v);
+}
+template <class T>
+T sin_ref(T v) {
+  return std::sin(v);
+}
+template <class T>
+T cos_ref(T v) {
+  return std::cos(v);
+}
+template <class T>
+T tanh_ref(T v) {
+  return std::tanh(v);
+}
 // The special functions: the C library's, and for those it lacks, the scalar functions every
 // backend shares (backends/special_math.hpp).
-template <class T> T log10_ref(T v) { return std::log10(v); }
-template <class T> T log2_ref(T v) { return std::log2(v); }
-template <class T> T exp2_ref(T v) { return std::exp2(v); }
+template <class T>
+T log10_ref(T v) {
+  return std::log10(v);
+}
+template <class T>
+T log2_ref(T v) {
+  return std::log2(v);
+}
+template <class T>
+T exp2_ref(T v) {
+  return std::exp2(v);
+}
 inline double exp10_ref_of(double v) { return ::exp10(v); }
 inline float exp10_ref_of(float v) { return ::exp10f(v); }
-template <class T> T exp10_ref(T v) { return exp10_ref_of(v); }
-template <class T> T expm1_ref(T v) { return std::expm1(v); }
-template <class T> T erf_ref(T v) { return std::erf(v); }
-template <class T> T erfc_ref(T v) { return std::erfc(v); }
-template <class T> T lgamma_ref(T v) { return std::lgamma(v); }
+template <class T>
+T exp10_ref(T v) {
+  return exp10_ref_of(v);
+}
+template <class T>
+T expm1_ref(T v) {
+  return std::expm1(v);
+}
+template <class T>
+T erf_ref(T v) {
+  return std::erf(v);
+}
+template <class T>
+T erfc_ref(T v) {
+  return std::erfc(v);
+}
+template <class T>
+T lgamma_ref(T v) {
+  return std::lgamma(v);
+}
 // These four "references" are the code under test (vt::special::*): their lines check the map
 // plumbing only, that each value's bits are equal at every length and layout. Their accuracy is
 // checked against scipy's tables and closed forms in test_special.cpp.
-template <class T> T digamma_ref(T v) { return vt::special::digamma(v); }
-template <class T> T trigamma_ref(T v) { return vt::special::trigamma(v); }
-template <class T> T sigmoid_ref(T v) { return vt::special::sigmoid(v); }
-template <class T> T softplus_ref(T v) { return vt::special::softplus(v); }
+template <class T>
+T digamma_ref(T v) {
+  return vt::special::digamma(v);
+}
+template <class T>
+T trigamma_ref(T v) {
+  return vt::special::trigamma(v);
+}
+template <class T>
+T sigmoid_ref(T v) {
+  return vt::special::sigmoid(v);
+}
+template <class T>
+T softplus_ref(T v) {
+  return vt::special::softplus(v);
+}
 
 template <class T>
 void check_every_unary() {
@@ -356,7 +465,8 @@ void check_every_unary() {
 
 }  // namespace
 
-TEST_CASE("unary ops match the C library on special and subnormal values, bit for bit at every length", "[hostile][elementwise]") {
+TEST_CASE("unary ops match the C library on special and subnormal values, bit for bit at every length",
+          "[hostile][elementwise]") {
   check_every_unary<double>();
   check_every_unary<float>();
   // The cases that were wrong, spelled out.
@@ -491,8 +601,8 @@ TEST_CASE("a failing matrix is named by its example when examples hold several",
   } catch (const NotPositiveDefinite& e) {
     CHECK(e.batch_index == 5);
     CHECK(e.minor == 3);
-    CHECK_THAT(std::string(e.what()), Catch::Contains("example 5 of the batch of 8") &&
-                                          Catch::Contains("matrix 1 of the batch [3]"));
+    CHECK_THAT(std::string(e.what()),
+               Catch::Contains("example 5 of the batch of 8") && Catch::Contains("matrix 1 of the batch [3]"));
   }
   auto jitted = jit([](const Tensor& a) { return logdet(a); });
   try {
@@ -527,11 +637,13 @@ TEST_CASE("a corrupt .npy header raises vt::Error before anything large is alloc
     std::ofstream(path, std::ios::binary) << bytes;
   };
   write_with_shape("(99999999999999999999999,)");
-  CHECK_THAT(outcome_of([&] { load_npy(path); }), Catch::StartsWith("vt::Error: load_npy") && Catch::Contains("out of range"));
+  CHECK_THAT(outcome_of([&] { load_npy(path); }),
+             Catch::StartsWith("vt::Error: load_npy") && Catch::Contains("out of range"));
   write_with_shape("(1000000000, 100000)");
   CHECK_THAT(outcome_of([&] { load_npy(path); }), Catch::StartsWith("vt::Error: load_npy") && Catch::Contains("fewer"));
   write_with_shape("(4294967296, 4294967296)");
-  CHECK_THAT(outcome_of([&] { load_npy(path); }), Catch::StartsWith("vt::Error: load_npy") && Catch::Contains("too large"));
+  CHECK_THAT(outcome_of([&] { load_npy(path); }),
+             Catch::StartsWith("vt::Error: load_npy") && Catch::Contains("too large"));
   std::remove(path.c_str());
 }
 
@@ -547,7 +659,9 @@ TEST_CASE("empty tensors with huge dimensions stay cheap", "[hostile][indexing]"
   CHECK(big.numel() == 0);
   // A per-example shape must fit on its own, whatever B (jit plans memory per example): with
   // B = 0 the tensor is empty, but examples of [2^62, 3] float64 could never exist.
-  CHECK_THAT(outcome_of([&] { vmap([](const Tensor& a) { return exp(a); })(reshape(big, {0, std::int64_t{1} << 62, 3})); }),
+  CHECK_THAT(outcome_of([&] {
+               vmap([](const Tensor& a) { return exp(a); })(reshape(big, {0, std::int64_t{1} << 62, 3}));
+             }),
              Catch::StartsWith("vt::Error: exp") && Catch::Contains("too large"));
   const Tensor batched = as_batch(full({3, std::int64_t{1} << 62, 0}, 2.0));
   CHECK((batched * 2.0).to_vector<double>().empty());
@@ -561,7 +675,8 @@ TEST_CASE("a plan whose buffers together overflow a 64-bit size is refused when 
     const Tensor b = exp(a);
     return sum(sin(a) + b);
   });
-  CHECK_THAT(outcome_of([&] { f.compile(ones({1})); }), Catch::StartsWith("vt::Error: jit") && Catch::Contains("overflows"));
+  CHECK_THAT(outcome_of([&] { f.compile(ones({1})); }),
+             Catch::StartsWith("vt::Error: jit") && Catch::Contains("overflows"));
 }
 
 TEST_CASE("a jitted function may read its counters while it traces; asking for its own plan raises", "[hostile][jit]") {
@@ -588,7 +703,8 @@ TEST_CASE("a jitted function may read its counters while it traces; asking for i
   CHECK_THAT(outcome_of([&] { g(ones({2})); }), Catch::Contains("compile"));
 }
 
-TEST_CASE("a plan that captured a tracked tensor on another thread still carries its gradient", "[hostile][jit][autodiff]") {
+TEST_CASE("a plan that captured a tracked tensor on another thread still carries its gradient",
+          "[hostile][jit][autodiff]") {
   const Tensor p = Tensor::scalar(3.0);
   const Tensor g = grad([&](const Tensor& x) {
     Tensor result;
@@ -607,7 +723,10 @@ TEST_CASE("empty stacks of huge matrices run no kernel", "[hostile][linalg]") {
   CHECK(matmul(zeros({0, h, 1}), zeros({0, 1, h})).shape() == Shape{0, h, h});
   CHECK(triangular_solve(none, zeros({0, h, 2}), true, false).shape() == Shape{0, h, 2});
   const Tensor z = full({0, std::int64_t{1} << 62}, 1.0);
-  CHECK_THAT(outcome_of([&] { concatenate({z, z, z}, 1); }), Catch::StartsWith("vt::Error: concatenate") && Catch::Contains("overflows"));
+  CHECK_THAT(outcome_of([&] {
+               concatenate({z, z, z}, 1);
+             }),
+             Catch::StartsWith("vt::Error: concatenate") && Catch::Contains("overflows"));
   CHECK(slice(zeros({0, h, 4}), 1, h - 1, h).shape() == Shape{0, 1, 4});
   CHECK(reshape(zeros({0}), {std::int64_t{1} << 62, 4, 0}).shape() == Shape{std::int64_t{1} << 62, 4, 0});
 }

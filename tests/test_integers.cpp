@@ -326,9 +326,9 @@ TEST_CASE("vmap over integer inputs, with integer results", "[int][vmap]") {
 TEST_CASE("jit takes integer arguments, constants and results; one trace serves every batch size", "[int][jit]") {
   const Tensor weights = ints({1, 2, 3});  // a captured integer constant
   auto step = jit([&](const Tensor& p, const Tensor& k) {
-    const Tensor counts = k * weights + 1;        // int64
+    const Tensor counts = k * weights + 1;             // int64
     const Tensor small = less(k, ints({2}, Shape{}));  // int64 0/1
-    const Tensor odd = k.astype(DType::i32) * 3;  // 12 bytes per example between 8-byte values in the arena
+    const Tensor odd = k.astype(DType::i32) * 3;       // 12 bytes per example between 8-byte values in the arena
     return std::tuple{sum(p * counts, {0}) + sum(p * odd, {0}), counts, where(small, p, zeros({})),
                       sum(k, {0}).astype(DType::i32)};
   });
@@ -399,7 +399,6 @@ TEST_CASE("npy: numpy's int32 and int64 files load exactly and integer tensors r
   CHECK(batched.to_vector<std::int32_t>() == I32{3, -4, i32_max, i32_min, 0, 1});
   std::remove(path.c_str());
 }
-
 
 TEST_CASE("integer tensors on a stand-in device: creation, reads, transfers, ops and jit", "[int][device]") {
   const Device stand_in = Device::cuda(6);

@@ -16,7 +16,7 @@ namespace {
 
 // f() run on n OpenMP threads, the thread count restored after (also when f throws).
 template <class F>
-auto on_threads(int n, F &&f) {
+auto on_threads(int n, F&& f) {
   struct Restore {
     int threads = omp_get_max_threads();
     ~Restore() { omp_set_num_threads(threads); }
@@ -26,7 +26,7 @@ auto on_threads(int n, F &&f) {
 }
 
 template <class T>
-void require_bitwise(const Tensor &got, const Tensor &want) {
+void require_bitwise(const Tensor& got, const Tensor& want) {
   REQUIRE(got.shape() == want.shape());
   REQUIRE(got.dtype() == want.dtype());
   REQUIRE(got.is_batched() == want.is_batched());
@@ -35,28 +35,24 @@ void require_bitwise(const Tensor &got, const Tensor &want) {
   CHECK(std::memcmp(g.data(), w.data(), g.size() * sizeof(T)) == 0);
 }
 
-void require_bitwise(const Tensor &got, const Tensor &want) {
+void require_bitwise(const Tensor& got, const Tensor& want) {
   switch (want.dtype()) {
-    case DType::f32:
-      return require_bitwise<float>(got, want);
-    case DType::f64:
-      return require_bitwise<double>(got, want);
-    case DType::i32:
-      return require_bitwise<std::int32_t>(got, want);
-    default:
-      return require_bitwise<std::int64_t>(got, want);
+    case DType::f32: return require_bitwise<float>(got, want);
+    case DType::f64: return require_bitwise<double>(got, want);
+    case DType::i32: return require_bitwise<std::int32_t>(got, want);
+    default: return require_bitwise<std::int64_t>(got, want);
   }
 }
 
 // A chain of maps over a large x, with lower-rank operands broadcast into it.
-Tensor chain(const Tensor &x, const Tensor &row, const Tensor &col) {
+Tensor chain(const Tensor& x, const Tensor& row, const Tensor& col) {
   const Tensor a = x * 0.5 - row;
   const Tensor b = exp(neg(square(a))) * sin(x) + col;
   const Tensor c = where(greater(a, b), a, b) / (1.0 + square(row));
   return pow(1.0 + square(c), Tensor::scalar(-1.7, x.dtype())) + tanh(b) * sqrt(abs(c));
 }
 
-std::int64_t fused_steps(const PlanSummary &s) { return s.fused; }
+std::int64_t fused_steps(const PlanSummary& s) { return s.fused; }
 
 }  // namespace
 
@@ -67,7 +63,7 @@ TEST_CASE(
   for (DType dtype : {DType::f64, DType::f32}) {
     INFO(name_of(dtype));
     const Tensor x = randn({300, 70}, 1, dtype), row = randn({70}, 2, dtype), col = randn({300, 1}, 3, dtype);
-    auto f = jit([](const Tensor &a, const Tensor &r, const Tensor &c) { return chain(a, r, c); });
+    auto f = jit([](const Tensor& a, const Tensor& r, const Tensor& c) { return chain(a, r, c); });
     CHECK(fused_steps(f.compile(x, row, col)) >= 10);
     require_bitwise(f(x, row, col), chain(x, row, col));
     // Shapes of every size around the tile's, and one too small to be cut.
@@ -85,18 +81,18 @@ TEST_CASE(
     "broadcast operands",
     "[jit][fuse]") {
   const Tensor xs = randn({3, 120, 80}, 7), row = randn({80}, 8), cols = randn({3, 120, 1}, 9);
-  auto body = [](const Tensor &x, const Tensor &r, const Tensor &c) { return chain(x, r, c); };
+  auto body = [](const Tensor& x, const Tensor& r, const Tensor& c) { return chain(x, r, c); };
   // A plain row broadcast over the batch, a batched column.
-  auto f = jit(vmap([&](const Tensor &x, const Tensor &c) { return body(x, row, c); }));
-  require_bitwise(f(xs, cols), vmap([&](const Tensor &x, const Tensor &c) { return body(x, row, c); })(xs, cols));
-  auto g = jit([&](const Tensor &x, const Tensor &c) { return body(x, row, c); });
+  auto f = jit(vmap([&](const Tensor& x, const Tensor& c) { return body(x, row, c); }));
+  require_bitwise(f(xs, cols), vmap([&](const Tensor& x, const Tensor& c) { return body(x, row, c); })(xs, cols));
+  auto g = jit([&](const Tensor& x, const Tensor& c) { return body(x, row, c); });
   CHECK(fused_steps(g.compile(as_batch(xs), as_batch(cols))) >= 10);
   for (std::int64_t b : {1, 3}) {
     const Tensor xb = as_batch(slice(xs, 0, 0, b)), cb = as_batch(slice(cols, 0, 0, b));
     require_bitwise(g(xb, cb), body(xb, row, cb));
   }
   // A per-example scalar exponent broadcast over each example (the GP's pow).
-  auto h = jit([](const Tensor &x, const Tensor &e) { return pow(1.0 + square(x), neg(e)) * 2.0 + x; });
+  auto h = jit([](const Tensor& x, const Tensor& e) { return pow(1.0 + square(x), neg(e)) * 2.0 + x; });
   const Tensor e = as_batch(Tensor::from_vector({0.5, 2.89, 3.0}, {3}));
   require_bitwise(h(as_batch(xs), e), pow(1.0 + square(as_batch(xs)), neg(e)) * 2.0 + as_batch(xs));
 }
@@ -105,7 +101,7 @@ TEST_CASE("fused runs on integers", "[jit][fuse]") {
   for (DType dtype : {DType::i64, DType::i32}) {
     INFO(name_of(dtype));
     const Tensor x = astype(randn({200, 90}, 10) * 1000.0, dtype), r = astype(randn({90}, 11) * 1000.0, dtype);
-    auto fn = [](const Tensor &a, const Tensor &b) {
+    auto fn = [](const Tensor& a, const Tensor& b) {
       const Tensor c = a * b - abs(a) + 7;
       return where(greater(c, b), maximum(c, neg(a)), minimum(c, b)) * sign(a - b) + equal(a, b);
     };
@@ -120,7 +116,7 @@ TEST_CASE(
     "all written",
     "[jit][fuse]") {
   const Tensor x = randn({256, 64}, 12), w = randn({64, 8}, 13);
-  auto fn = [&](const Tensor &a) {
+  auto fn = [&](const Tensor& a) {
     const Tensor t = exp(a * 0.25) + 1.0;  // read after the run (by matmul) and a result
     const Tensor u = log(t) * a;
     const Tensor v = square(u) - t;
@@ -140,7 +136,7 @@ TEST_CASE(
 
 TEST_CASE("fused runs next to steps that alias and values that die inside the run", "[jit][fuse]") {
   const Tensor x = randn({128, 96}, 14);
-  auto fn = [](const Tensor &a) {
+  auto fn = [](const Tensor& a) {
     const Tensor r = sum(exp(a), {0}, true);            // [1, 96]: read broadcast, dies inside the run
     const Tensor b = (a * r + 1.0).reshape({96, 128});  // an alias between runs
     const Tensor c = tanh(b) * 3.0 - b;
@@ -155,7 +151,7 @@ TEST_CASE("fused runs next to steps that alias and values that die inside the ru
 
 TEST_CASE("fused runs give the same bits at any thread count", "[jit][fuse]") {
   const Tensor x = randn({700, 300}, 15), row = randn({300}, 16), col = randn({700, 1}, 17);
-  auto f = jit([](const Tensor &a, const Tensor &r, const Tensor &c) { return chain(a, r, c); });
+  auto f = jit([](const Tensor& a, const Tensor& r, const Tensor& c) { return chain(a, r, c); });
   const Tensor one = on_threads(1, [&] { return f(x, row, col); });
   const Tensor four = on_threads(4, [&] { return f(x, row, col); });
   require_bitwise(one, four);
@@ -176,40 +172,22 @@ TEST_CASE("random chains of maps: jit with fused runs equals eager bitwise", "[j
     for (int i = 0; i < 3; ++i)
       args.push_back(randn(operand_shapes[rng() % operand_shapes.size()], 100 + trial * 3 + i));
     args[0] = randn({3, 70, 50}, 99 + trial);  // 10500 elements: several tiles
-    auto fn = [&](const Tensor &a0, const Tensor &a1, const Tensor &a2) {
+    auto fn = [&](const Tensor& a0, const Tensor& a1, const Tensor& a2) {
       std::vector<Tensor> vals = {a0, a1, a2};
       for (int i = 0; i < steps; ++i) {
-        const Tensor &p = vals[static_cast<std::size_t>(picks[static_cast<std::size_t>(3 * i)]) % vals.size()];
-        const Tensor &q = vals[static_cast<std::size_t>(picks[static_cast<std::size_t>(3 * i + 1)]) % vals.size()];
+        const Tensor& p = vals[static_cast<std::size_t>(picks[static_cast<std::size_t>(3 * i)]) % vals.size()];
+        const Tensor& q = vals[static_cast<std::size_t>(picks[static_cast<std::size_t>(3 * i + 1)]) % vals.size()];
         Tensor r;
         switch (ops[static_cast<std::size_t>(i)]) {
-          case 0:
-            r = p + q;
-            break;
-          case 1:
-            r = p * q;
-            break;
-          case 2:
-            r = tanh(p) - q;
-            break;
-          case 3:
-            r = where(greater(p, q), p, q * 0.5);
-            break;
-          case 4:
-            r = exp(neg(square(p)));
-            break;
-          case 5:
-            r = sum(p * q, {-1}, true);
-            break;  // a reduction between runs
-          case 6:
-            r = pow(abs(p) + 0.5, Tensor::scalar(-1.5));
-            break;
-          case 7:
-            r = maximum(p, q) / (1.0 + abs(q));
-            break;
-          default:
-            r = (p - q).astype(DType::f32).astype(DType::f64);
-            break;
+          case 0: r = p + q; break;
+          case 1: r = p * q; break;
+          case 2: r = tanh(p) - q; break;
+          case 3: r = where(greater(p, q), p, q * 0.5); break;
+          case 4: r = exp(neg(square(p))); break;
+          case 5: r = sum(p * q, {-1}, true); break;  // a reduction between runs
+          case 6: r = pow(abs(p) + 0.5, Tensor::scalar(-1.5)); break;
+          case 7: r = maximum(p, q) / (1.0 + abs(q)); break;
+          default: r = (p - q).astype(DType::f32).astype(DType::f64); break;
         }
         vals.push_back(r);
       }
@@ -223,7 +201,7 @@ TEST_CASE("random chains of maps: jit with fused runs equals eager bitwise", "[j
 
 TEST_CASE("a gradient through fused runs matches the unfused gradient", "[jit][fuse][grad]") {
   const Tensor x = randn({200, 60}, 18), row = randn({60}, 19), col = randn({200, 1}, 20);
-  auto loss = [](const Tensor &a, const Tensor &r, const Tensor &c) { return sum(chain(a, r, c)); };
+  auto loss = [](const Tensor& a, const Tensor& r, const Tensor& c) { return sum(chain(a, r, c)); };
   const std::vector<Tensor> want = grad(loss, {0, 1, 2})(x, row, col);
   auto g = jit(grad(loss, {0, 1, 2}));
   CHECK(fused_steps(g.compile(x, row, col)) >= 10);
@@ -237,7 +215,7 @@ namespace {
 
 // Runs fn's jitted plan at 1 and 4 threads: both must be bitwise the eager result.
 template <class F, class... Args>
-void require_bitwise_at_any_thread_count(F &&fn, const Args &...args) {
+void require_bitwise_at_any_thread_count(F&& fn, const Args&... args) {
   auto f = jit(fn);
   const auto one = on_threads(1, [&] { return f(args...); });
   const auto four = on_threads(4, [&] { return f(args...); });
@@ -254,7 +232,7 @@ TEST_CASE("a fused run that ends in a sum gives bitwise the eager sum, at any th
     for (Shape s : {Shape{5, 7}, Shape{4097}, Shape{8193}, Shape{2 * 32768 + 77}, Shape{3, 40000}, Shape{521, 521}}) {
       INFO(name_of(dtype) << " " << to_string(s));
       const Tensor x = randn(s, 21, dtype), r = randn({s.back()}, 22, dtype), c = randn({1}, 23, dtype);
-      auto fn = [](const Tensor &a, const Tensor &row, const Tensor &k) {
+      auto fn = [](const Tensor& a, const Tensor& row, const Tensor& k) {
         return sum(exp(a * 0.1) * row - a / (1.0 + square(k)));
       };
       require_bitwise_at_any_thread_count(fn, x, r, c);
@@ -264,19 +242,19 @@ TEST_CASE("a fused run that ends in a sum gives bitwise the eager sum, at any th
   for (DType dtype : {DType::i64, DType::i32}) {
     INFO(name_of(dtype));
     const Tensor x = astype(randn({300, 170}, 24) * 1000.0, dtype), r = astype(randn({170}, 25) * 1000.0, dtype);
-    require_bitwise_at_any_thread_count([](const Tensor &a, const Tensor &b) { return sum(a * b - abs(a) + 3); }, x, r);
+    require_bitwise_at_any_thread_count([](const Tensor& a, const Tensor& b) { return sum(a * b - abs(a) + 3); }, x, r);
   }
 }
 
 TEST_CASE("fused sums per example: vmap and as_batch", "[jit][fuse]") {
   const Tensor xs = randn({3, 300, 200}, 26), w = randn({300, 200}, 27), p = randn({3}, 28);
-  auto body = [&](const Tensor &x, const Tensor &q) { return sum(square(x) * w * exp(q)) + sum(x * q); };
+  auto body = [&](const Tensor& x, const Tensor& q) { return sum(square(x) * w * exp(q)) + sum(x * q); };
   const Tensor want = vmap(body)(xs, p);
   require_bitwise(jit(vmap(body))(xs, p), want);
   for (std::int64_t b : {1, 3}) {
     INFO("batch " << b);
     const Tensor xb = as_batch(slice(xs, 0, 0, b)), pb = as_batch(slice(p, 0, 0, b));
-    require_bitwise_at_any_thread_count([&](const Tensor &x, const Tensor &q) { return body(x, q); }, xb, pb);
+    require_bitwise_at_any_thread_count([&](const Tensor& x, const Tensor& q) { return body(x, q); }, xb, pb);
   }
 }
 
@@ -284,7 +262,7 @@ TEST_CASE("contractions of one matrix against several, with steps between them, 
           "[jit][fuse]") {
   // The shape of a GP gradient: sum(G * dK_i) for several dK_i, each followed by scalar steps.
   const Tensor g = randn({400, 300}, 29), a = randn({400, 300}, 30), t = randn({4}, 31);
-  auto fn = [](const Tensor &gm, const Tensor &am, const Tensor &th) {
+  auto fn = [](const Tensor& gm, const Tensor& am, const Tensor& th) {
     auto p = [&](int i) { return exp(slice(th, 0, i, i + 1)); };
     const Tensor k1 = exp(am * (-0.5) / square(p(0)));
     Tensor out = concatenate({sum(gm * k1) * p(1), sum(gm * k1 * am / square(p(0))) * p(2)}, 0);
@@ -293,7 +271,7 @@ TEST_CASE("contractions of one matrix against several, with steps between them, 
   };
   require_bitwise_at_any_thread_count(fn, g, a, t);
   // Where a value the run makes is read after it (k1 here), it is still written.
-  auto both = [&](const Tensor &gm, const Tensor &am, const Tensor &th) {
+  auto both = [&](const Tensor& gm, const Tensor& am, const Tensor& th) {
     const Tensor k1 = exp(am * slice(th, 0, 0, 1));
     return std::vector<Tensor>{sum(gm * k1), k1 * 2.0, sum(gm * k1 * am)};
   };
@@ -310,32 +288,18 @@ TEST_CASE("random chains of maps that end in sums: jit equals eager bitwise", "[
     for (int i = 0; i < 2 * steps; ++i) ops.push_back(static_cast<int>(rng() % 7));
     const Tensor x = randn({2, 90, 60}, 200 + trial),
                  y = randn(operand_shapes[rng() % operand_shapes.size()], 300 + trial);
-    auto fn = [&](const Tensor &a, const Tensor &b) {
+    auto fn = [&](const Tensor& a, const Tensor& b) {
       std::vector<Tensor> sums;
       Tensor v = a;
       for (int i = 0; i < steps; ++i) {
         switch (ops[static_cast<std::size_t>(i)]) {
-          case 0:
-            v = v * b;
-            break;
-          case 1:
-            v = exp(neg(square(v))) + b;
-            break;
-          case 2:
-            v = where(greater(v, b), v, b * 0.25);
-            break;
-          case 3:
-            v = v / (1.0 + abs(b));
-            break;
-          case 4:
-            v = pow(abs(v) + 0.5, Tensor::scalar(-0.7));
-            break;
-          case 5:
-            sums.push_back(sum(v * a));
-            break;  // a contraction in the middle of the chain
-          default:
-            v = tanh(v) - a;
-            break;
+          case 0: v = v * b; break;
+          case 1: v = exp(neg(square(v))) + b; break;
+          case 2: v = where(greater(v, b), v, b * 0.25); break;
+          case 3: v = v / (1.0 + abs(b)); break;
+          case 4: v = pow(abs(v) + 0.5, Tensor::scalar(-0.7)); break;
+          case 5: sums.push_back(sum(v * a)); break;  // a contraction in the middle of the chain
+          default: v = tanh(v) - a; break;
         }
       }
       sums.push_back(sum(v));
@@ -354,7 +318,7 @@ TEST_CASE("gradients through fused contractions match central differences and th
   // entry is a fused contraction sum(K_bar * dK/dtheta_i).
   const Tensor sq = square(randn({150, 120}, 32)), w = randn({150, 120}, 33);
   const Tensor theta = Tensor::from_vector({0.3, -0.2, 0.5, 0.1}, {4});
-  auto loss = [&](const Tensor &th) {
+  auto loss = [&](const Tensor& th) {
     auto p = [&](int i) { return exp(slice(th, 0, i, i + 1)); };
     const Tensor k = p(0) * exp(sq * (-0.5) / square(p(1))) + p(2) * pow(1.0 + sq / (p(3) * 2.0), neg(p(3)));
     return sum(k * w) + sum(square(k)) * 0.01;
@@ -363,7 +327,7 @@ TEST_CASE("gradients through fused contractions match central differences and th
   const Tensor got = g(theta);
   vt::testing::require_close(got, grad(loss)(theta), 1e-12);
   const std::vector<double> fd =
-      vt::testing::numeric_gradient([&](const std::vector<Tensor> &a) { return loss(a[0]); }, {theta}, 0);
+      vt::testing::numeric_gradient([&](const std::vector<Tensor>& a) { return loss(a[0]); }, {theta}, 0);
   const std::vector<double> ad = got.to_vector<double>();
   for (std::size_t j = 0; j < fd.size(); ++j) {
     INFO("theta " << j << ": reverse " << ad[j] << ", finite differences " << fd[j]);
@@ -392,7 +356,7 @@ Tensor squared_distances(std::int64_t n, std::uint64_t seed, DType dtype) {
 }
 
 // A kernel matrix of a captured symmetric S and hyperparameters theta [4], in the manner of a GP's.
-Tensor kernel_of(const Tensor &s, const Tensor &theta) {
+Tensor kernel_of(const Tensor& s, const Tensor& theta) {
   auto p = [&](int i) { return exp(slice(theta, 0, i, i + 1)); };
   return p(0) * exp(s * -0.5 / square(p(1))) + p(2) * pow(1.0 + s / p(3), neg(p(3)));
 }
@@ -409,7 +373,7 @@ TEST_CASE("runs on symmetric matrices compute the lower triangle: matrices bitwi
       const Tensor s = squared_distances(n, 40 + static_cast<std::uint64_t>(n), dtype);
       const Tensor thetas = randn({3, 4}, 41, dtype) * 0.3, v = randn({n, 2}, 42, dtype);
       // Results whole: k itself, and k read by a product, which reads above the diagonal too.
-      auto matrices = [&](const Tensor &theta) {
+      auto matrices = [&](const Tensor& theta) {
         const Tensor k = kernel_of(s, theta);
         return std::vector<Tensor>{k * s + 1.0, matmul(k, v)};
       };
@@ -423,7 +387,7 @@ TEST_CASE("runs on symmetric matrices compute the lower triangle: matrices bitwi
       }
       // Sums: the entries below the diagonal counted twice, so equal to eager's up to rounding, and the same bits at
       // any thread count.
-      auto sums = [&](const Tensor &theta) {
+      auto sums = [&](const Tensor& theta) {
         const Tensor k = kernel_of(s, theta);
         return sum(k * s) - sum(k / (1.0 + s)) * 0.25;
       };
@@ -445,7 +409,7 @@ TEST_CASE("a matrix that differs from its transpose in one entry runs whole and 
   std::vector<double> values = squared_distances(n, 43, DType::f64).to_vector<double>();
   values[static_cast<std::size_t>(150 * n + 3)] += 1e-9;  // below the diagonal; (3, 150) keeps its value
   const Tensor s = Tensor::from_vector(values, {n, n}), theta = randn({4}, 44) * 0.3;
-  auto fn = [&](const Tensor &th) {
+  auto fn = [&](const Tensor& th) {
     const Tensor k = kernel_of(s, th);
     return std::vector<Tensor>{sum(k * s), k};
   };
@@ -462,7 +426,7 @@ TEST_CASE("a GP likelihood's gradient by lower-triangle runs matches eager and c
   // marked symmetric, the kernel's contractions run over the lower triangle.
   const std::int64_t n = 150;
   const Tensor s = squared_distances(n, 45, DType::f64), y = randn({n}, 46), eye_n = eye(n);
-  auto lml = [&](const Tensor &theta) {
+  auto lml = [&](const Tensor& theta) {
     const Tensor k = kernel_of(s, theta) + eye_n * 0.1;
     const CholeskyFactor f = cho_factor(k);
     return sum(y * cho_solve(f, y)) + logdet(f);
@@ -500,7 +464,7 @@ TEST_CASE("products jit marks symmetric come out exactly symmetric at every orde
   for (std::int64_t n : {50, 250}) {
     INFO("n = " << n);
     const Tensor x = randn({n, 30}, 48), d = randn({30}, 49);
-    auto f = [](const Tensor &a, const Tensor &w) { return matmul(a * w, a, false, true); };
+    auto f = [](const Tensor& a, const Tensor& w) { return matmul(a * w, a, false, true); };
     const Tensor got = jit(f)(x, d), want = f(x, d);
     const std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
     double scale = 0;
@@ -519,12 +483,12 @@ TEST_CASE("scalings of a symmetric matrix move out of its sums; other sums keep 
   const Tensor s = squared_distances(n, 50, DType::f64), w = squared_distances(n, 51, DType::f64) * 0.1;
   const Tensor thetas = randn({3, 4}, 52) * 0.3;
   // c (k / s) w summed, and -(k / t) summed: the scalings by c, s, t and the negation move out of both sums.
-  auto fn = [](const Tensor &k, const Tensor &other, const Tensor &theta) {
+  auto fn = [](const Tensor& k, const Tensor& other, const Tensor& theta) {
     auto p = [&](int i) { return exp(slice(theta, 0, i, i + 1)); };
     const Tensor kernel = exp(k * -0.5 / square(p(0)));
     return sum(p(1) * (kernel / p(2)) * other) + sum(neg(kernel * other / p(3)));
   };
-  auto symmetric = [&](const Tensor &theta) { return fn(s, w, theta); };
+  auto symmetric = [&](const Tensor& theta) { return fn(s, w, theta); };
   const PlanSummary summary = jit(vmap(symmetric)).compile(as_batch(thetas));
   CHECK(summary.scalings_moved >= 4);
   const Tensor one = on_threads(1, [&] { return jit(vmap(symmetric))(thetas); });
@@ -534,7 +498,7 @@ TEST_CASE("scalings of a symmetric matrix move out of its sums; other sums keep 
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 1e-12 * std::abs(want[i]));
   // The same function of a matrix that is not symmetric: nothing moves, the sums are bitwise eager.
   const Tensor a = randn({n, n}, 53);
-  auto plain = [&](const Tensor &theta) { return fn(a, w, theta); };
+  auto plain = [&](const Tensor& theta) { return fn(a, w, theta); };
   CHECK(jit(vmap(plain)).compile(as_batch(thetas)).scalings_moved == 0);
   require_bitwise(jit(vmap(plain))(thetas), vmap(plain)(thetas));
 }
@@ -544,7 +508,7 @@ TEST_CASE("a captured symmetric matrix scaled per example under vmap: its sums s
   const std::int64_t n = 130;
   const Tensor s = squared_distances(n, 54, DType::f64), w = squared_distances(n, 55, DType::f64);
   const Tensor ps = exp(randn({4, 1}, 56));
-  auto fn = [&](const Tensor &p) { return sum(neg(s / p)) + sum(w * s / p) * 0.5; };
+  auto fn = [&](const Tensor& p) { return sum(neg(s / p)) + sum(w * s / p) * 0.5; };
   const Tensor got = jit(vmap(fn))(ps), want = vmap(fn)(ps);
   const std::vector<double> g = got.to_vector<double>(), e = want.to_vector<double>();
   REQUIRE(g.size() == 4);
@@ -555,8 +519,8 @@ TEST_CASE("jit merges steps that equal captured numbers or its own rewrites make
   const Tensor x = randn({300}, 57);
   const Tensor half = Tensor::scalar(0.5), also_half = Tensor::scalar(0.5);
   const Tensor not_half = Tensor::scalar(std::nextafter(0.5, 1.0));
-  auto twice = [](const Tensor &c, const Tensor &d) {
-    return [c, d](const Tensor &a) { return exp(a * c) + exp(a * d) * 2.0; };
+  auto twice = [](const Tensor& c, const Tensor& d) {
+    return [c, d](const Tensor& a) { return exp(a * c) + exp(a * d) * 2.0; };
   };
   // Two captured 0.5s are one value: exp(x * 0.5) runs once, as when the function shares one tensor.
   const PlanSummary shared = jit(twice(half, half)).compile(x);
@@ -573,11 +537,11 @@ TEST_CASE("jit merges steps that equal captured numbers or its own rewrites make
   const std::int64_t n = 200;
   const Tensor s = squared_distances(n, 58, DType::f64), w = squared_distances(n, 59, DType::f64) * 0.1;
   const Tensor thetas = randn({3, 2}, 60) * 0.3;
-  auto moved = [&](const Tensor &theta) {
+  auto moved = [&](const Tensor& theta) {
     const Tensor k = exp(s * -0.5 / square(exp(slice(theta, 0, 0, 1)))), p = exp(slice(theta, 0, 1, 2));
     return sum(w * (p * k)) + sum(w * k * s);
   };
-  auto by_hand = [&](const Tensor &theta) {
+  auto by_hand = [&](const Tensor& theta) {
     const Tensor k = exp(s * -0.5 / square(exp(slice(theta, 0, 0, 1)))), p = exp(slice(theta, 0, 1, 2));
     const Tensor wk = w * k;
     return p * sum(wk) + sum(wk * s);
@@ -595,7 +559,7 @@ TEST_CASE("jit merges steps that equal captured numbers or its own rewrites make
 TEST_CASE("results that merged steps compute stay separate results", "[jit]") {
   const Tensor x = randn({4, 5}, 61);
   const Tensor c = Tensor::scalar(3.0), d = Tensor::scalar(3.0);
-  auto both = [&](const Tensor &a) { return std::make_tuple(a * c, a * d, exp(a * d)); };
+  auto both = [&](const Tensor& a) { return std::make_tuple(a * c, a * d, exp(a * d)); };
   const auto [p, q, r] = jit(both)(x);
   const auto [ep, eq, er] = both(x);
   CHECK(p.raw_data() != q.raw_data());  // two results, two buffers
@@ -608,39 +572,39 @@ TEST_CASE("sums over rows of a low-rank product times a matrix take the thin pro
   const std::int64_t n = 40, m = 7;
   const Tensor u = randn({n, 2}, 62), ut = randn({2, n}, 63), w = randn({2, m}, 64), c = randn({n, m}, 65);
   const Tensor u5 = randn({n, 5}, 66), w5 = randn({5, m}, 67);
-  auto close = [](const Tensor &got, const Tensor &want) {
+  auto close = [](const Tensor& got, const Tensor& want) {
     const std::vector<double> g = got.to_vector<double>(), e = want.to_vector<double>();
     REQUIRE(g.size() == e.size());
     for (std::size_t i = 0; i < g.size(); ++i) CHECK(std::abs(g[i] - e[i]) <= 1e-12 * (1.0 + std::abs(e[i])));
   };
-  using F = std::function<Tensor(const Tensor &, const Tensor &, const Tensor &)>;
+  using F = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
   const std::vector<std::pair<F, std::vector<Tensor>>> contracted = {
-      {[](const Tensor &a, const Tensor &b, const Tensor &d) { return sum(matmul(a, b) * d, {0}); }, {u, w, c}},
-      {[](const Tensor &a, const Tensor &b, const Tensor &d) { return sum(d * matmul(a, b), {0}); }, {u, w, c}},
-      {[](const Tensor &a, const Tensor &b, const Tensor &d) { return sum(matmul(a, b, true, false) * d, {0}); },
+      {[](const Tensor& a, const Tensor& b, const Tensor& d) { return sum(matmul(a, b) * d, {0}); }, {u, w, c}},
+      {[](const Tensor& a, const Tensor& b, const Tensor& d) { return sum(d * matmul(a, b), {0}); }, {u, w, c}},
+      {[](const Tensor& a, const Tensor& b, const Tensor& d) { return sum(matmul(a, b, true, false) * d, {0}); },
        {ut, w, c}},
-      {[](const Tensor &a, const Tensor &b, const Tensor &d) { return sum(matmul(a, b) * d, {0}, true); }, {u, w, c}},
+      {[](const Tensor& a, const Tensor& b, const Tensor& d) { return sum(matmul(a, b) * d, {0}, true); }, {u, w, c}},
   };
-  for (const auto &[f, in] : contracted) {
-    auto g = [&](const Tensor &a, const Tensor &b, const Tensor &d) { return f(a, b, d); };
+  for (const auto& [f, in] : contracted) {
+    auto g = [&](const Tensor& a, const Tensor& b, const Tensor& d) { return f(a, b, d); };
     const auto step = jit(g);
     CHECK(step.compile(in[0], in[1], in[2]).row_sums_contracted == 1);
     close(step(in[0], in[1], in[2]), g(in[0], in[1], in[2]));
   }
   // Any rank below the rows' count contracts; a rank of n or more does not (the flops would not shrink).
-  auto any_rank = [](const Tensor &a, const Tensor &b, const Tensor &d) { return sum(matmul(a, b) * d, {0}); };
+  auto any_rank = [](const Tensor& a, const Tensor& b, const Tensor& d) { return sum(matmul(a, b) * d, {0}); };
   CHECK(jit(any_rank).compile(u5, w5, c).row_sums_contracted == 1);
   close(jit(any_rank)(u5, w5, c), any_rank(u5, w5, c));
   const Tensor u_wide = randn({4, 6}, 70), w_wide = randn({6, m}, 71), c_short = randn({4, m}, 72);
   CHECK(jit(any_rank).compile(u_wide, w_wide, c_short).row_sums_contracted == 0);
   // Left as they are: W read transposed, a sum over columns, a product something else reads too.
-  auto w_read_transposed = [](const Tensor &a, const Tensor &b, const Tensor &d) {
+  auto w_read_transposed = [](const Tensor& a, const Tensor& b, const Tensor& d) {
     return sum(matmul(a, b, false, true) * d, {0});
   };
   CHECK(jit(w_read_transposed).compile(u, w.t(), c).row_sums_contracted == 0);
-  auto columns = [](const Tensor &a, const Tensor &b, const Tensor &d) { return sum(matmul(a, b) * d, {1}); };
+  auto columns = [](const Tensor& a, const Tensor& b, const Tensor& d) { return sum(matmul(a, b) * d, {1}); };
   CHECK(jit(columns).compile(u, w, c).row_sums_contracted == 0);
-  auto shared = [](const Tensor &a, const Tensor &b, const Tensor &d) {
+  auto shared = [](const Tensor& a, const Tensor& b, const Tensor& d) {
     const Tensor p = matmul(a, b);
     return sum(p * d, {0}) + sum(p, {0});
   };
@@ -649,7 +613,7 @@ TEST_CASE("sums over rows of a low-rank product times a matrix take the thin pro
 
   // The seed program's gradient has it (the cotangent of F diag(p^2) F^T is rank 2): batched, close to eager.
   const Tensor big_f = randn({30, 6}, 68), ps = randn({5, 6}, 69), ones_n = ones({30}), eye_n = eye(30);
-  auto loss = [&](const Tensor &p) {
+  auto loss = [&](const Tensor& p) {
     return mean(cho_solve(cho_factor(matmul(big_f * square(p), big_f.t()) + eye_n), ones_n));
   };
   const auto step = jit(vmap(value_and_grad(loss)));
@@ -665,7 +629,7 @@ TEST_CASE("a lone elementwise step between two runs by the lower triangle leaves
   // as do max(m) and the scalar steps (whose buffers no other value reuses).
   const std::int64_t n = 150;
   const Tensor s = squared_distances(n, 70, DType::f64), a = randn({n, n}, 71), thetas = randn({3, 2}, 72) * 0.3;
-  auto fn = [&](const Tensor &theta) {
+  auto fn = [&](const Tensor& theta) {
     const Tensor k = exp(s * -0.5 / square(exp(slice(theta, 0, 0, 1))));
     const Tensor m = a * exp(slice(theta, 0, 1, 2));
     return sum(k * s + exp(k) * max(m));

@@ -44,11 +44,13 @@ struct Case {
 // Compiles and runs a program with `passes` selected; returns the summary and the results.
 std::pair<PlanSummary, std::vector<Tensor>> run(const Program& p, const std::vector<Tensor>& args,
                                                 const std::string& passes) {
-  auto f = jit([&](const Tensor& a, const Tensor& b, const Tensor& c) {
-    std::vector<Tensor> in{a, b, c};
-    in.resize(args.size());
-    return p(in);
-  }, JitOptions{passes});
+  auto f = jit(
+      [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+        std::vector<Tensor> in{a, b, c};
+        in.resize(args.size());
+        return p(in);
+      },
+      JitOptions{passes});
   std::vector<Tensor> in = args;
   in.resize(3, zeros({}));
   return {f.compile(in[0], in[1], in[2]), f(in[0], in[1], in[2])};
@@ -70,49 +72,91 @@ std::vector<Case> cases() {
   const Tensor big = randn({64, 64}, 21), spd = matmul(x43, x43.t()) + eye4;
   using V = std::vector<Tensor>;
   return {
-      {"fold_transposes_into_matmuls", [](const V& a) { return V{matmul(a[0].t(), a[1])}; }, {x53, y54},
-       [](const V& a) { return V{matmul(a[0], a[1])}; }, {x35, y54}},
-      {"reassociate_matmuls", [](const V& a) { return V{matmul(matmul(a[0], a[1]), a[2])}; }, {p, q, y},
-       [](const V& a) { return V{matmul(matmul(a[0], a[1]), a[2])}; }, {q, p, randn({2, 2}, 22)}},
-      {"share_transposed_constants", [=](const V& a) { return V{matmul(f * square(a[0]), ft)}; }, {q4},
-       [=](const V& a) { return V{matmul(f * square(a[0]), off_t)}; }, {q4}},
-      {"mark_symmetric_products", [](const V& a) { return V{matmul(a[0], a[0].t())}; }, {x43},
-       [](const V& a) { return V{matmul(a[0], a[1].t())}; }, {x43, z43}},
-      {"fold_diagonal_adds", [=](const V& a) { return V{matmul(a[0], a[0].t()) + eye4}; }, {x43},
-       [=](const V& a) { return V{matmul(a[0], a[0].t()) + ones44}; }, {x43}},
+      {"fold_transposes_into_matmuls",
+       [](const V& a) { return V{matmul(a[0].t(), a[1])}; },
+       {x53, y54},
+       [](const V& a) { return V{matmul(a[0], a[1])}; },
+       {x35, y54}},
+      {"reassociate_matmuls",
+       [](const V& a) { return V{matmul(matmul(a[0], a[1]), a[2])}; },
+       {p, q, y},
+       [](const V& a) { return V{matmul(matmul(a[0], a[1]), a[2])}; },
+       {q, p, randn({2, 2}, 22)}},
+      {"share_transposed_constants",
+       [=](const V& a) { return V{matmul(f * square(a[0]), ft)}; },
+       {q4},
+       [=](const V& a) { return V{matmul(f * square(a[0]), off_t)}; },
+       {q4}},
+      {"mark_symmetric_products",
+       [](const V& a) { return V{matmul(a[0], a[0].t())}; },
+       {x43},
+       [](const V& a) { return V{matmul(a[0], a[1].t())}; },
+       {x43, z43}},
+      {"fold_diagonal_adds",
+       [=](const V& a) { return V{matmul(a[0], a[0].t()) + eye4}; },
+       {x43},
+       [=](const V& a) { return V{matmul(a[0], a[0].t()) + ones44}; },
+       {x43}},
       {"scale_repeated_solves",
        [=](const V& a) {
-         auto [v, g] = vmap(value_and_grad([&](const Tensor& r) { return mean(cho_solve(cho_factor(a_of(r)), ones_n)); }))(a[0]);
+         auto [v, g] =
+             vmap(value_and_grad([&](const Tensor& r) { return mean(cho_solve(cho_factor(a_of(r)), ones_n)); }))(a[0]);
          return V{v, g};
        },
        {as_batch(ps)},
        [=](const V& a) {
-         auto [v, g] = vmap(value_and_grad([&](const Tensor& r) { return mean(cho_solve(cho_factor(a_of(r)), twos)); }))(a[0]);
+         auto [v, g] =
+             vmap(value_and_grad([&](const Tensor& r) { return mean(cho_solve(cho_factor(a_of(r)), twos)); }))(a[0]);
          return V{v, g};
        },
        {as_batch(ps)}},
-      {"contract_low_rank_row_sums", [](const V& a) { return V{sum(matmul(a[0], a[1]) * a[2], {0})}; }, {u, w, c},
-       [](const V& a) { return V{sum(matmul(a[0], a[1]) * a[2], {0})}; }, {randn({4, 6}, 23), randn({6, 7}, 24), randn({4, 7}, 25)}},
-      {"move_scalings_out_of_symmetric_sums", [](const V& a) { return V{sum(matmul(a[0], a[0].t()) * a[1])}; },
-       {x130, s}, [](const V& a) { return V{sum(matmul(a[0], a[0].t()) * a[1])}; }, {x100, s}},
-      {"merge_common_steps", [=](const V& a) { return V{a[0] * half + a[0] * half2}; }, {x8},
-       [=](const V& a) { return V{a[0] * half + a[0] * quarter}; }, {x8}},
-      {"eliminate_dead_steps", [](const V& a) { return V{matmul(a[0].t(), a[1])}; }, {x53, y54},
-       [](const V& a) { return V{sum(a[0] * a[0])}; }, {x53}},
-      {"mark_lower_only_outputs", [=](const V& a) { return V{logdet(cho_factor(matmul(a[0], a[0].t()) + eye4))}; },
-       {x43}, [](const V& a) { return V{cholesky(a[0])}; }, {spd}},
-      {"fold_constants", [=](const V& a) { return V{a[0] * exp(half)}; }, {x8},
-       [=](const V& a) { return V{a[0] * half}; }, {x8}},
-      {"order_for_chunks", [](const V& a) { return V{batch_sum(exp(a[0]))}; }, {as_batch(big)},
-       [](const V& a) { return V{exp(a[0])}; }, {big}},
-      {"fuse_elementwise", [](const V& a) { return V{exp(a[0] * 2.0 + 1.0) * a[0]}; }, {big},
-       [](const V& a) { return V{matmul(a[0], a[0])}; }, {big}},
+      {"contract_low_rank_row_sums",
+       [](const V& a) { return V{sum(matmul(a[0], a[1]) * a[2], {0})}; },
+       {u, w, c},
+       [](const V& a) { return V{sum(matmul(a[0], a[1]) * a[2], {0})}; },
+       {randn({4, 6}, 23), randn({6, 7}, 24), randn({4, 7}, 25)}},
+      {"move_scalings_out_of_symmetric_sums",
+       [](const V& a) { return V{sum(matmul(a[0], a[0].t()) * a[1])}; },
+       {x130, s},
+       [](const V& a) { return V{sum(matmul(a[0], a[0].t()) * a[1])}; },
+       {x100, s}},
+      {"merge_common_steps",
+       [=](const V& a) { return V{a[0] * half + a[0] * half2}; },
+       {x8},
+       [=](const V& a) { return V{a[0] * half + a[0] * quarter}; },
+       {x8}},
+      {"eliminate_dead_steps",
+       [](const V& a) { return V{matmul(a[0].t(), a[1])}; },
+       {x53, y54},
+       [](const V& a) { return V{sum(a[0] * a[0])}; },
+       {x53}},
+      {"mark_lower_only_outputs",
+       [=](const V& a) { return V{logdet(cho_factor(matmul(a[0], a[0].t()) + eye4))}; },
+       {x43},
+       [](const V& a) { return V{cholesky(a[0])}; },
+       {spd}},
+      {"fold_constants",
+       [=](const V& a) { return V{a[0] * exp(half)}; },
+       {x8},
+       [=](const V& a) { return V{a[0] * half}; },
+       {x8}},
+      {"order_for_chunks",
+       [](const V& a) { return V{batch_sum(exp(a[0]))}; },
+       {as_batch(big)},
+       [](const V& a) { return V{exp(a[0])}; },
+       {big}},
+      {"fuse_elementwise",
+       [](const V& a) { return V{exp(a[0] * 2.0 + 1.0) * a[0]}; },
+       {big},
+       [](const V& a) { return V{matmul(a[0], a[0])}; },
+       {big}},
   };
 }
 
 }  // namespace
 
-TEST_CASE("every optional pass fires where its identity holds, keeps the values, and can be turned off", "[jit][passes]") {
+TEST_CASE("every optional pass fires where its identity holds, keeps the values, and can be turned off",
+          "[jit][passes]") {
   std::vector<std::string> tested;
   for (const Case& c : cases()) {
     INFO(c.pass);
@@ -148,10 +192,11 @@ TEST_CASE("the pass table: unique names, each in docs/ARCHITECTURE.md, selection
   CHECK(error_of([&] { jit(f, JitOptions{"-no_such_pass"}).compile(x); })
             .find("JitOptions::passes names an unknown pass \"no_such_pass\"; the passes are "
                   "fold_transposes_into_matmuls,") != std::string::npos);
-  CHECK(error_of([&] { jit(f, JitOptions{"-plan_memory"}).compile(x); })
-            .find("turns off plan_memory, which every plan needs") != std::string::npos);
-  CHECK(error_of([&] { jit(f, JitOptions{"reassociate_matmuls"}).compile(x); })
-            .find("-name (off) or +name (on)") != std::string::npos);
+  CHECK(error_of([&] {
+          jit(f, JitOptions{"-plan_memory"}).compile(x);
+        }).find("turns off plan_memory, which every plan needs") != std::string::npos);
+  CHECK(error_of([&] { jit(f, JitOptions{"reassociate_matmuls"}).compile(x); }).find("-name (off) or +name (on)") !=
+        std::string::npos);
   // Several at once, spaces or commas; and the environment's selection, which the option overrides.
   const PlanSummary both = jit(f, JitOptions{"-fold_transposes_into_matmuls, -mark_symmetric_products"}).compile(x);
   CHECK(!changed_by(both, "fold_transposes_into_matmuls"));

@@ -202,20 +202,25 @@ TEST_CASE("jit(vmap(f)) on a plain [B, k] tensor maps its leading axis (the JAX 
   CHECK(v.item() == Approx(ve.item()).epsilon(1e-13));
   require_close(g, ge, 1e-13);
   auto two = jit(vmap([](const Tensor& a, const Tensor& b) { return a * b; }));
-  require_close(unbatch(two(X5, X5)), unbatch(vmap([](const Tensor& a, const Tensor& b) { return a * b; })(X5, X5)), 1e-15);
+  require_close(unbatch(two(X5, X5)), unbatch(vmap([](const Tensor& a, const Tensor& b) { return a * b; })(X5, X5)),
+                1e-15);
 }
 
 TEST_CASE("jit(vmap(f)) on plain tensors: the messages name what was passed", "[jit][vmap][errors]") {
   auto add = [](const Tensor& a, const Tensor& b) { return a + b; };
-  CHECK_THAT(error_of([&] { (void)jit(vmap(add))(randn({3, 2}, 17), randn({4, 2}, 18)); }),
-             Catch::Contains("vmap") && Catch::Contains("different sizes") && Catch::Contains("3") &&
-                 Catch::Contains("4"));
+  CHECK_THAT(
+      error_of([&] {
+        (void)jit(vmap(add))(randn({3, 2}, 17), randn({4, 2}, 18));
+      }),
+      Catch::Contains("vmap") && Catch::Contains("different sizes") && Catch::Contains("3") && Catch::Contains("4"));
   // A plain argument fixes the plan's batch size; a batched one of another size is refused by name.
   auto mixed = jit([&](const Tensor& x, const Tensor& P) { return vmap(add)(x, P); });
-  CHECK_THAT(error_of([&] { (void)mixed(randn({3, 2}, 19), as_batch(randn({5, 2}, 20))); }),
+  CHECK_THAT(error_of([&] {
+               (void)mixed(randn({3, 2}, 19), as_batch(randn({5, 2}, 20)));
+             }),
              Catch::Contains("batch size 5") && Catch::Contains("plain argument of 3 examples"));
-  require_close(unbatch(mixed(randn({3, 2}, 19), as_batch(randn({3, 2}, 20)))),
-                randn({3, 2}, 19) + randn({3, 2}, 20), 1e-15);
+  require_close(unbatch(mixed(randn({3, 2}, 19), as_batch(randn({3, 2}, 20)))), randn({3, 2}, 19) + randn({3, 2}, 20),
+                1e-15);
 }
 
 TEST_CASE("reading one value of a batched tensor: the message names B and the example shape", "[jit][errors]") {
@@ -226,8 +231,9 @@ TEST_CASE("reading one value of a batched tensor: the message names B and the ex
   const Tensor S = as_batch(randn({4}, 22));  // 4 scalars: one element each, still 4 values
   CHECK_THAT(error_of([&] { (void)S.item(); }), Catch::Contains("batch of 4 examples of shape []"));
   CHECK(as_batch(randn({1}, 23)).item() == randn({1}, 23).item());  // one example of one element is one value
-  CHECK_THAT(error_of([&] { (void)P.at({0}); }),
-             Catch::Contains("at") && Catch::Contains("batch of 4 examples of shape [3]") && Catch::Contains("unbatch"));
+  CHECK_THAT(error_of([&] { (void)P.at({0}); }), Catch::Contains("at") &&
+                                                     Catch::Contains("batch of 4 examples of shape [3]") &&
+                                                     Catch::Contains("unbatch"));
   CHECK(unbatch(P).at({2, 1}) == randn({4, 3}, 21).at({2, 1}));
   CHECK_THAT(error_of([&] { (void)P.as_eigen<double>(); }),
              Catch::Contains("as_eigen") && Catch::Contains("batch of 4 examples of shape [3]"));
@@ -294,8 +300,7 @@ TEST_CASE("a value computed from constants that escapes its trace can be read fr
   const std::vector<double> want = (exp(C) * 2.0).to_vector<double>();
   std::vector<std::vector<double>> got(4);
   std::vector<std::thread> threads;
-  for (std::size_t t = 0; t < got.size(); ++t)
-    threads.emplace_back([&, t] { got[t] = escaped.to_vector<double>(); });
+  for (std::size_t t = 0; t < got.size(); ++t) threads.emplace_back([&, t] { got[t] = escaped.to_vector<double>(); });
   for (std::thread& t : threads) t.join();
   for (const std::vector<double>& g : got) CHECK(g == want);
 }
@@ -310,8 +315,11 @@ TEST_CASE("8 threads x 1000 calls at random batch sizes equal single-threaded ca
     return mean(cho_solve(cho_factor(A), ones8));
   };
   auto step = jit([&](const Tensor& P, const Tensor& shared) {
-    return value_and_grad([&](const Tensor& Q, const Tensor& s) { return batch_sum(vmap([&](const Tensor& q) { return loss(q, s); })(Q)); },
-                          {0, 1})(P, shared);
+    return value_and_grad(
+        [&](const Tensor& Q, const Tensor& s) {
+          return batch_sum(vmap([&](const Tensor& q) { return loss(q, s); })(Q));
+        },
+        {0, 1})(P, shared);
   });
   const Tensor shared = full({}, 0.3);
   constexpr std::int64_t most = 48;

@@ -8,9 +8,9 @@
 #include "gradcheck.hpp"
 
 using namespace vt;
-using vt::testing::error_of;
 using vt::testing::check_directional;
 using vt::testing::check_gradients;
+using vt::testing::error_of;
 using vt::testing::Fn;
 using vt::testing::require_close;
 
@@ -36,7 +36,8 @@ Tensor ill_conditioned(std::int64_t n) {
   Eigen::HouseholderQR<Eigen::MatrixXd> qr(r);
   const Eigen::MatrixXd q = qr.householderQ();
   Eigen::VectorXd d(n);
-  for (std::int64_t i = 0; i < n; ++i) d(i) = std::pow(10.0, -8.0 * static_cast<double>(i) / static_cast<double>(n - 1));
+  for (std::int64_t i = 0; i < n; ++i)
+    d(i) = std::pow(10.0, -8.0 * static_cast<double>(i) / static_cast<double>(n - 1));
   const Eigen::MatrixXd a = q * d.asDiagonal() * q.transpose();
   return Tensor::from_eigen(Eigen::MatrixXd(0.5 * (a + a.transpose())));
 }
@@ -44,7 +45,6 @@ Tensor ill_conditioned(std::int64_t n) {
 double max_abs(const Tensor& x) { return max(abs(x)).item(); }
 
 Tensor load(const std::string& name) { return load_npy(std::string(VTAPE_TEST_DATA) + "/linalg/" + name + ".npy"); }
-
 
 }  // namespace
 
@@ -234,7 +234,9 @@ TEST_CASE("not positive definite: the error names the op, the batch index and th
   CHECK_THAT(error_of([&] { cho_factor(a); }), Catch::Contains("cho_factor") && Catch::Contains("matrix 2"));
   CHECK_THAT(error_of([&] { solve(a, ones({4})); }), Catch::Contains("cho_factor"));
   CHECK_THAT(error_of([&] { logdet(a); }), Catch::Contains("cho_factor"));
-  CHECK_THAT(error_of([] { cholesky(Tensor::from_vector({1, 2, 2, 1}, {2, 2})); }),
+  CHECK_THAT(error_of([] {
+               cholesky(Tensor::from_vector({1, 2, 2, 1}, {2, 2}));
+             }),
              Catch::Contains("the matrix (2 x 2)") && Catch::Contains("order 2"));
 }
 
@@ -318,7 +320,8 @@ TEST_CASE("cholesky's adjoint ignores the cotangent above the diagonal, even whe
   // the same through the differentiable form of the adjoint, taken when an outer grad needs it
   const Tensor gg = grad([&](const Tensor& x) { return sum(square(adjoint(x, inf_above))); })(a);
   for (double v : gg.to_vector<double>()) CHECK(std::isfinite(v));
-  require_close(gg, grad([&](const Tensor& x) { return sum(square(adjoint(x, tril(w)))); })(a).to_vector<double>(), 1e-10);
+  require_close(gg, grad([&](const Tensor& x) { return sum(square(adjoint(x, tril(w)))); })(a).to_vector<double>(),
+                1e-10);
 }
 
 namespace {
@@ -387,10 +390,8 @@ TEST_CASE("cholesky kernel with lower_only: the same lower factor, the strict up
         for (std::int64_t i = 0; i < n; ++i)
           for (std::int64_t j = 0; j < n; ++j) {
             const auto e = static_cast<std::size_t>((m * n + i) * n + j);
-            if (j <= i)
-              lower_differs += work[e] != want[e];
-            else
-              upper_kept += work[e] == marker;
+            if (j <= i) lower_differs += work[e] != want[e];
+            else upper_kept += work[e] == marker;
           }
       CHECK(lower_differs == 0);
       CHECK(upper_kept == (lower_only ? n * (n - 1) : 0));

@@ -101,10 +101,10 @@ std::vector<double> per_example_products(const Tensor& a, const Tensor& b, bool 
 
 struct SharedCase {
   std::string name;
-  Shape a, b;          // per example
-  bool a_batched;      // the other operand is shared
+  Shape a, b;      // per example
+  bool a_batched;  // the other operand is shared
   bool ta = false, tb = false;
-  std::int64_t rows;   // the folded GEMM's rows per example (0: not folded)
+  std::int64_t rows;  // the folded GEMM's rows per example (0: not folded)
 };
 
 // A batch sharing one operand, in the layouts that fold into one GEMM (x_i W, x_i W^T, W x_i,
@@ -199,7 +199,7 @@ TEST_CASE("value_and_grad of sum(square(x W)): one GEMM forward, one for each co
     OpCounter ops;
     const auto [value, grads] = value_and_grad(loss, {0, 1})(as_batch(xs).to(counted), w.to(counted));
     CHECK(ops.forward("matmul_batch_sum") == 1);  // W's cotangent: summed over the batch in the GEMM
-    CHECK(ops.forward("batch_sum") == 1);  // the loss's own sum over the batch, none for W
+    CHECK(ops.forward("batch_sum") == 1);         // the loss's own sum over the batch, none for W
     // Three GEMMs over the whole batch: x W, (2 x W) W^T and x^T (2 x W).
     REQUIRE(device.gemms.size() == (batch == 0 ? 0u : 3u));  // B = 0: W's cotangent, an empty sum, is a fill
     for (const GemmArgs& g : device.gemms) CHECK(g.count == 1);
@@ -261,9 +261,8 @@ TEST_CASE("matmul with a shared operand under vmap, per-example gradients and ji
   const Tensor mapped = vmap(f)(xs);
   for (std::int64_t i = 0; i < 4; ++i) require_close(example(mapped, i), matmul(w, row(xs, i)) * 2.0, 1e-12);
   // Per-example gradients of the shared W (grad inside vmap): each example keeps its own.
-  auto per_example = vmap([&](const Tensor& x) {
-    return grad([&](const Tensor& wt) { return sum(square(matmul(wt, x))); })(w);
-  });
+  auto per_example =
+      vmap([&](const Tensor& x) { return grad([&](const Tensor& wt) { return sum(square(matmul(wt, x))); })(w); });
   const Tensor gw = per_example(xs);
   REQUIRE(gw.is_batched());
   for (std::int64_t i = 0; i < 4; ++i) {
@@ -272,7 +271,9 @@ TEST_CASE("matmul with a shared operand under vmap, per-example gradients and ji
     require_close(example(gw, i), expected, 1e-12);
   }
   // One trace serves every batch size, B = 0 included; the values and gradients match eager ones.
-  auto loss = [](const Tensor& x, const Tensor& wt) { return sum(square(matmul(wt, x))) + sum(matmul(x, wt, false, true)); };
+  auto loss = [](const Tensor& x, const Tensor& wt) {
+    return sum(square(matmul(wt, x))) + sum(matmul(x, wt, false, true));
+  };
   auto step = jit(value_and_grad(loss, {0, 1}));
   for (std::int64_t batch : {1, 2, 7, 0}) {
     INFO("B = " << batch);
@@ -328,7 +329,8 @@ TEST_CASE("matmul with transpose flags: values, gradients and errors", "[matmul]
   require_close(c, matmul(swapaxes(a, -1, -2), b.t()), 1e-12);
   check_gradients([](auto& v) { return matmul(v[0], v[1], true, true); }, {a, b});
   check_gradients([](auto& v) { return matmul(v[0], v[1], true, false); }, {randn({4, 3}, 22), randn({4, 2}, 23)});
-  CHECK_THAT(error_of([&] { matmul(randn({4}, 1), b, true, false); }), Catch::Contains("only matrices can be transposed"));
+  CHECK_THAT(error_of([&] { matmul(randn({4}, 1), b, true, false); }),
+             Catch::Contains("only matrices can be transposed"));
   CHECK_THAT(error_of([&] { matmul(a, b, false, true); }),
              Catch::Contains("matmul") && Catch::Contains("[5, 4] (transposed)"));
 }
@@ -339,7 +341,8 @@ TEST_CASE("batched operands that cannot fold: broadcast per-example axes and tra
   const Tensor x = as_batch(randn({3, 2, 3}, 24)), w = randn({4, 3, 5}, 25);
   const Tensor out = matmul(x.to(counted), w.to(counted));
   CHECK(out.shape() == Shape{4, 2, 5});
-  for (std::int64_t i = 0; i < 3; ++i) require_close(example(out, i).to(Device::cpu()), matmul(example(x, i), w), 1e-12);
+  for (std::int64_t i = 0; i < 3; ++i)
+    require_close(example(out, i).to(Device::cpu()), matmul(example(x, i), w), 1e-12);
   // A batched operand made by a transpose or a slice of a larger batch is folded correctly.
   const Tensor big = randn({5, 3, 7}, 26), shared = randn({7, 2}, 27);
   const Tensor xt = swapaxes(as_batch(randn({5, 7, 3}, 28)), -1, -2), xs = slice(as_batch(big), 0, 1, 3);
@@ -731,10 +734,8 @@ TEST_CASE("jit adds a captured diagonal matrix into the product it is added to, 
         const std::int64_t extra =
             plan_kernels([&](const Tensor& xa, const Tensor& da) { return f(xa, da) * 1.0; }, x, d);
         CHECK(extra == with_add + 1);  // the count is sensitive to one more kernel
-        if (c.folded)
-          CHECK(with_add == without);
-        else
-          CHECK(with_add > without);
+        if (c.folded) CHECK(with_add == without);
+        else CHECK(with_add > without);
         const Tensor got = jit(f)(x, d), eager = f(x, d);
         CHECK(max_relative_error(got, eager) <= tolerance(dtype));
         if (c.symmetric && m >= 192 && got.ndim() == 2) CHECK(exactly_symmetric(got));

@@ -92,8 +92,8 @@ TEST_CASE("tensors print as numpy prints the same arrays", "[print]") {
     INFO(c.name);
     const PrintOptionsScope scope(c.options);
     const Tensor t = tensor_of(c);
-    const std::string text = c.spec >= 0 ? fmt::format(fmt::runtime("{:." + std::to_string(c.spec) + "}"), t)
-                                         : fmt::format("{}", t);
+    const std::string text =
+        c.spec >= 0 ? fmt::format(fmt::runtime("{:." + std::to_string(c.spec) + "}"), t) : fmt::format("{}", t);
     CHECK(text == c.expected);
   }
 }
@@ -182,7 +182,8 @@ TEST_CASE("undefined, traced and folded tensors print what they are", "[print]")
 }
 
 TEST_CASE("PlanSummary and JitCounters print every field by name", "[print]") {
-  auto step = jit(value_and_grad([](const Tensor& p) { return sum(vmap([](const Tensor& q) { return sum(exp(q)); })(p)); }));
+  auto step =
+      jit(value_and_grad([](const Tensor& p) { return sum(vmap([](const Tensor& q) { return sum(exp(q)); })(p)); }));
   const Tensor P = as_batch(randn({5, 3}, 1));
   const PlanSummary s = step.compile(P);
   step(P);

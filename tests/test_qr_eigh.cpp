@@ -51,8 +51,8 @@ Tensor with_spectrum(const std::vector<double>& w, std::uint64_t seed) {
   return sym(a);
 }
 
-const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1, 1}, {1, 4}, {4, 1}, {3, 3},  {6, 4},
-                                                                    {4, 6}, {40, 17}, {17, 40}, {70, 70}};
+const std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{1, 1}, {1, 4},   {4, 1},   {3, 3},  {6, 4},
+                                                                   {4, 6}, {40, 17}, {17, 40}, {70, 70}};
 
 }  // namespace
 
@@ -164,14 +164,16 @@ TEST_CASE("qr errors name the op, the shape and the failing matrix", "[qr][error
   std::vector<double> v = matrices({3}, 4, 3, 60).to_vector<double>();
   v[12 + 5] = std::numeric_limits<double>::quiet_NaN();  // matrix 1
   const Tensor bad = Tensor::from_vector(v, {3, 4, 3});
-  CHECK_THAT(error_of([&] { qr(bad); }), Catch::Contains("qr: matrix 1 of the batch [3] (4 x 3)") &&
-                                            Catch::Contains("non-finite"));
+  CHECK_THAT(error_of([&] { qr(bad); }),
+             Catch::Contains("qr: matrix 1 of the batch [3] (4 x 3)") && Catch::Contains("non-finite"));
   CHECK_THAT(error_of([&] { vmap([](const Tensor& a) { return qr(a).q; })(bad); }),
              Catch::Contains("qr: example 1 of the batch of 3 (4 x 3)"));
   auto jitted = jit([](const Tensor& a) { return qr(a).r; });
   CHECK_THAT(error_of([&] { jitted(as_batch(bad)); }), Catch::Contains("example 1 of the batch of 3"));
   v[12 + 5] = std::numeric_limits<double>::infinity();
-  CHECK_THAT(error_of([&] { qr(reshape(Tensor::from_vector(v, {3, 4, 3}), {3, 1, 4, 3})); }),
+  CHECK_THAT(error_of([&] {
+               qr(reshape(Tensor::from_vector(v, {3, 4, 3}), {3, 1, 4, 3}));
+             }),
              Catch::Contains("matrix [1, 0] of the batch [3, 1]"));
 }
 
@@ -240,11 +242,13 @@ TEST_CASE("eigh at a repeated eigenvalue: gauge-invariant gradients are finite a
   const std::vector<std::pair<const char*, Fn>> functions = {
       {"symmetric in the eigenvalues", [](auto& x) { return sum(exp(eigh(sym(x[0])).eigenvalues)); }},
       {"eigenvalues' sum of squares", [](auto& x) { return sum(square(eigh(sym(x[0])).eigenvalues)); }},
-      {"projector", [&](auto& x) {
+      {"projector",
+       [&](auto& x) {
          const Tensor v = eigh(sym(x[0])).eigenvectors;
          return matmul(v * c, v.t());
        }},
-      {"projector onto the repeated eigenspace", [](auto& x) {
+      {"projector onto the repeated eigenspace",
+       [](auto& x) {
          const Tensor v = slice(eigh(sym(x[0])).eigenvectors, -1, 1, 3);
          return matmul(v, v.t());
        }},
@@ -310,10 +314,10 @@ TEST_CASE("eigh errors name the op, the shape and the failing matrix", "[eigh][e
   CHECK_THAT(error_of([] { eigh(ones({3})); }), Catch::Contains("eigh") && Catch::Contains("square"));
   std::vector<double> v = sym(matrices({3}, 4, 4, 120)).to_vector<double>();
   v[2 * 16 + 3 * 4 + 1] = std::numeric_limits<double>::quiet_NaN();  // matrix 2, lower triangle
-  v[0 * 16 + 0 * 4 + 3] = std::numeric_limits<double>::infinity();    // matrix 0, upper: not read
+  v[0 * 16 + 0 * 4 + 3] = std::numeric_limits<double>::infinity();   // matrix 0, upper: not read
   const Tensor bad = Tensor::from_vector(v, {3, 4, 4});
-  CHECK_THAT(error_of([&] { eigh(bad); }), Catch::Contains("eigh: matrix 2 of the batch [3] (4 x 4)") &&
-                                              Catch::Contains("non-finite"));
+  CHECK_THAT(error_of([&] { eigh(bad); }),
+             Catch::Contains("eigh: matrix 2 of the batch [3] (4 x 4)") && Catch::Contains("non-finite"));
   CHECK_THAT(error_of([&] { vmap([](const Tensor& a) { return eigh(a).eigenvalues; })(bad); }),
              Catch::Contains("eigh: example 2 of the batch of 3 (4 x 4)"));
   auto jitted = jit([](const Tensor& a) { return eigh(a).eigenvectors; });

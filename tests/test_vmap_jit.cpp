@@ -6,8 +6,8 @@
 #include "gradcheck.hpp"
 
 using namespace vt;
-using vt::testing::error_of;
 using vt::testing::check_gradients;
+using vt::testing::error_of;
 using vt::testing::require_close;
 
 namespace {
@@ -21,7 +21,7 @@ Tensor row(const Tensor& x, std::int64_t i) {
 // A per-example model touching every op family: [5] -> scalar.
 const Tensor W = randn({4, 5}, 1);
 Tensor model(const Tensor& p) {
-  const Tensor h = tanh(matmul(W, p)) + sin(slice(p, 0, 0, 4)) * 0.5;          // [4]
+  const Tensor h = tanh(matmul(W, p)) + sin(slice(p, 0, 0, 4)) * 0.5;              // [4]
   const Tensor a = matmul(reshape(h, {4, 1}), reshape(h, {1, 4})) + eye(4) * 2.0;  // SPD [4, 4]
   const CholeskyFactor f = cho_factor(a);
   const Tensor x = cho_solve(f, ones({4}));
@@ -33,7 +33,6 @@ Tensor gp_func(const Tensor& p, const Tensor& F) {  // the JAX-issue likelihood,
   return mean(cho_solve(cho_factor(A), ones({F.shape(0)})));
 }
 
-
 }  // namespace
 
 TEST_CASE("vmap(f)(X)[i] == f(X[i])", "[vmap]") {
@@ -43,7 +42,8 @@ TEST_CASE("vmap(f)(X)[i] == f(X[i])", "[vmap]") {
   CHECK(out.batch_size() == 6);
   CHECK(out.shape() == Shape{});
   const std::vector<double> got = out.to_vector<double>();
-  for (std::int64_t i = 0; i < 6; ++i) CHECK(got[static_cast<std::size_t>(i)] == Approx(model(row(X, i)).item()).epsilon(1e-12));
+  for (std::int64_t i = 0; i < 6; ++i)
+    CHECK(got[static_cast<std::size_t>(i)] == Approx(model(row(X, i)).item()).epsilon(1e-12));
 }
 
 TEST_CASE("vmap in_axes, not_mapped arguments, out_axes and several results", "[vmap]") {
@@ -105,7 +105,8 @@ TEST_CASE("grad of a vmapped loss and vmap of grad (per-example gradients) agree
   check_gradients([](auto& a) { return mean(vmap(model)(a[0])); }, {P}, 1e-5, 1e-7);
   // A captured unbatched variable receives the sum over the batch.
   const Tensor F = randn({6, 5}, 10);
-  const Tensor gF = grad([&](const Tensor& f) { return sum(vmap([&](const Tensor& p) { return gp_func(p, f); })(P)); })(F);
+  const Tensor gF =
+      grad([&](const Tensor& f) { return sum(vmap([&](const Tensor& p) { return gp_func(p, f); })(P)); })(F);
   Tensor expected = zeros({6, 5});
   for (std::int64_t i = 0; i < 5; ++i)
     expected = expected + grad([&](const Tensor& f) { return gp_func(row(P, i), f); })(F);
@@ -124,7 +125,9 @@ TEST_CASE("jit equals eager, values and gradients", "[jit]") {
     require_close(unbatch(g), unbatch(ge), 1e-13);
   }
   // Plain arguments and several results.
-  auto f = jit([](const Tensor& a, const Tensor& b) { return std::tuple{matmul(a, b), sum(a) * b, std::vector{a, b}}; });
+  auto f = jit([](const Tensor& a, const Tensor& b) {
+    return std::tuple{matmul(a, b), sum(a) * b, std::vector{a, b}};
+  });
   const Tensor a = randn({3, 4}, 12), b = randn({4, 2}, 13);
   const auto [ab, sb, both] = f(a, b);
   require_close(ab, matmul(a, b), 1e-14);
@@ -135,9 +138,8 @@ TEST_CASE("jit equals eager, values and gradients", "[jit]") {
 
 TEST_CASE("one trace serves batch sizes 1, 2, 7 and 64", "[jit]") {
   const Tensor F = randn({16, 6}, 14);
-  auto step = jit(value_and_grad([&](const Tensor& P) {
-    return mean(vmap([&](const Tensor& p) { return gp_func(p, F); })(P));
-  }));
+  auto step = jit(
+      value_and_grad([&](const Tensor& P) { return mean(vmap([&](const Tensor& p) { return gp_func(p, F); })(P)); }));
   for (std::int64_t b : {1, 2, 7, 64}) {
     const Tensor P = as_batch(randn({b, 6}, 15 + static_cast<std::uint64_t>(b)));
     const auto [v, g] = step(P);
@@ -160,9 +162,8 @@ TEST_CASE("one trace serves batch sizes 1, 2, 7 and 64", "[jit]") {
 TEST_CASE("the JAX-issue plan: reassociated cotangents and a per-example memory plan", "[jit][cho_solve]") {
   const std::int64_t n = 64, m = 16;
   const Tensor F = randn({n, m}, 17);
-  auto step = jit(value_and_grad([&](const Tensor& P) {
-    return mean(vmap([&](const Tensor& p) { return gp_func(p, F); })(P));
-  }));
+  auto step = jit(
+      value_and_grad([&](const Tensor& P) { return mean(vmap([&](const Tensor& p) { return gp_func(p, F); })(P)); }));
   const Tensor P = as_batch(randn({4, m}, 18));
   const PlanSummary s = step.compile(P);
   CHECK(s.reassociated >= 1);  // Abar F is computed as L (R^T F): no n x n cotangent
@@ -170,9 +171,8 @@ TEST_CASE("the JAX-issue plan: reassociated cotangents and a per-example memory 
   // matrix plus the [n, m] product it is made from.
   CHECK(s.arena_bytes_per_example <= (n * n + n * m) * 8 + 16 * 1024);
   const auto [v, g] = step(P);
-  const auto [ve, ge] = value_and_grad([&](const Tensor& Q) {
-    return mean(vmap([&](const Tensor& p) { return gp_func(p, F); })(Q));
-  })(P);
+  const auto [ve, ge] =
+      value_and_grad([&](const Tensor& Q) { return mean(vmap([&](const Tensor& p) { return gp_func(p, F); })(Q)); })(P);
   CHECK(v.item() == Approx(ve.item()).epsilon(1e-13));
   require_close(unbatch(g), unbatch(ge), 1e-13);
 }
@@ -186,17 +186,22 @@ TEST_CASE("traced code cannot depend on the batch size", "[jit]") {
              Catch::Contains("unbatch") && Catch::Contains("run-time"));
   CHECK_THAT(error_of([&] { jit([](const Tensor& x) { return x * sum(x).item(); })(P); }), Catch::Contains("traced"));
   // Plain results of a run-time batch (vmap's out_axes >= 0 over a batched argument) cannot be traced.
-  CHECK_THAT(error_of([&] { jit([](const Tensor& x) { return vmap([](const Tensor& p) { return sum(p); }, {}, 0)(x); })(P); }),
-             Catch::Contains("out_axes 0") && Catch::Contains("run-time") && Catch::Contains("plain"));
+  CHECK_THAT(
+      error_of([&] { jit([](const Tensor& x) { return vmap([](const Tensor& p) { return sum(p); }, {}, 0)(x); })(P); }),
+      Catch::Contains("out_axes 0") && Catch::Contains("run-time") && Catch::Contains("plain"));
 }
 
 TEST_CASE("vmap and batching errors", "[vmap][errors]") {
   const Tensor X = randn({4, 3}, 20);
   CHECK_THAT(error_of([&] { vmap([](const Tensor& a) { return a; }, {1})(as_batch(X)); }), Catch::Contains("nested"));
-  CHECK_THAT(error_of([&] { vmap([](const Tensor& a, const Tensor& b) { return a + b; })(X, randn({5, 3}, 21)); }),
+  CHECK_THAT(error_of([&] {
+               vmap([](const Tensor& a, const Tensor& b) { return a + b; })(X, randn({5, 3}, 21));
+             }),
              Catch::Contains("different sizes"));
-  CHECK_THAT(error_of([&] { vmap([](const Tensor& a) { return a; }, {not_mapped})(X); }), Catch::Contains("no argument"));
-  CHECK_THAT(error_of([&] { vmap([](const Tensor& a) { return a; })(Tensor::scalar(1.0)); }), Catch::Contains("scalar"));
+  CHECK_THAT(error_of([&] { vmap([](const Tensor& a) { return a; }, {not_mapped})(X); }),
+             Catch::Contains("no argument"));
+  CHECK_THAT(error_of([&] { vmap([](const Tensor& a) { return a; })(Tensor::scalar(1.0)); }),
+             Catch::Contains("scalar"));
   CHECK_THAT(error_of([&] { grad([](const Tensor& a) { return sum(a, {0}); })(as_batch(X)); }),
              Catch::Contains("batch of scalars"));
   CHECK_THAT(error_of([&] { as_batch(X) + as_batch(randn({5, 3}, 22)); }), Catch::Contains("batch sizes"));
@@ -251,7 +256,9 @@ TEST_CASE("npy files round-trip and bad files are clear errors", "[npy]") {
 TEST_CASE("jit: several reassociated matmul chains in one plan", "[jit]") {
   const std::int64_t n = 40, k = 2;
   auto g = [](const Tensor& P, const Tensor& Q, const Tensor& Y, const Tensor& R, const Tensor& S, const Tensor& U,
-              const Tensor& V) { return std::pair{matmul(matmul(P, Q), Y), matmul(matmul(R, S), matmul(U, V))}; };
+              const Tensor& V) {
+    return std::pair{matmul(matmul(P, Q), Y), matmul(matmul(R, S), matmul(U, V))};
+  };
   const Tensor P = randn({n, k}, 1), Q = randn({k, n}, 2), Y = randn({n, 3}, 3), R = randn({n, k}, 4),
                S = randn({k, n}, 5), U = randn({n, k}, 6), V = randn({k, n}, 7);
   auto j = jit(g);
@@ -292,7 +299,8 @@ TEST_CASE("grad of grad through a captured variable", "[autodiff]") {
 TEST_CASE("jit inside grad and inside vmap behaves like the function", "[jit][vmap][grad]") {
   auto j = jit([](const Tensor& x) { return sum(log1p(x * x)); });
   const Tensor x = Tensor::from_vector({1, 2, 3}, {3});
-  require_close(grad([&](const Tensor& a) { return j(a); })(x), grad([](const Tensor& a) { return sum(log1p(a * a)); })(x), 1e-14);
+  require_close(grad([&](const Tensor& a) { return j(a); })(x),
+                grad([](const Tensor& a) { return sum(log1p(a * a)); })(x), 1e-14);
   const Tensor X = randn({3, 2}, 11);
   j(as_batch(X));  // a plan where the reduction includes the batch...
   const Tensor per_example = vmap([&](const Tensor& p) { return j(p); })(X);  // ...is not reused per example
@@ -302,9 +310,11 @@ TEST_CASE("jit inside grad and inside vmap behaves like the function", "[jit][vm
 
 TEST_CASE("nested vmap and unmatched seeds", "[vmap][errors]") {
   const Tensor X = randn({2, 3, 4}, 12);
-  CHECK_THAT(error_of([&] { vmap([](const Tensor& a) { return vmap([](const Tensor& b) { return sum(b); })(a); })(X); }),
-             Catch::Contains("nested vmap"));
-  auto [out, pullback] = vjp([](const Tensor& a) { return vmap([](const Tensor& p) { return sum(p); })(a); }, randn({2, 3}, 13));
+  CHECK_THAT(
+      error_of([&] { vmap([](const Tensor& a) { return vmap([](const Tensor& b) { return sum(b); })(a); })(X); }),
+      Catch::Contains("nested vmap"));
+  auto [out, pullback] =
+      vjp([](const Tensor& a) { return vmap([](const Tensor& p) { return sum(p); })(a); }, randn({2, 3}, 13));
   require_close(pullback(ones({}))[0], ones({2, 3}), 0.0);  // an unbatched cotangent is the same for every example
 }
 
@@ -316,7 +326,9 @@ TEST_CASE("batched matrix ops align per-example batch axes after the vmap axis",
   const Tensor prod = unbatch(matmul(as_batch(a), as_batch(b)));
   const Tensor solved = unbatch(triangular_solve(as_batch(l), as_batch(r)));
   for (std::int64_t i = 0; i < 3; ++i) {
-    const auto at = [i](const Tensor& x) { return slice(x, 0, i, i + 1).reshape(Shape(x.shape().begin() + 1, x.shape().end())); };
+    const auto at = [i](const Tensor& x) {
+      return slice(x, 0, i, i + 1).reshape(Shape(x.shape().begin() + 1, x.shape().end()));
+    };
     vt::testing::require_close(at(prod), matmul(at(a), at(b)).to_vector<double>(), 1e-12);
     vt::testing::require_close(at(solved), triangular_solve(at(l), at(r)).to_vector<double>(), 1e-12);
   }

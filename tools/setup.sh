@@ -2,7 +2,8 @@
 # Installs the Debian packages vtape builds with, when missing, configures build/ (showing CMake's
 # summary: the build type, whether the CUDA module and the MPI layer are built) and builds.
 #   tools/setup.sh [--docs] [cmake --build arguments...]
-# --docs also installs doxygen, for the API reference. Run by tools/run-example and
+# --docs also installs doxygen, for the API reference, and clang-format, for the layout check
+# among the tests. Run by tools/run-example and
 # tools/run-tests; safe to run again (builds are incremental). VTAPE_BUILD_DIR picks the build
 # folder (build/), VTAPE_CMAKE_ARGS adds arguments to its configure (e.g. -DVTAPE_CUDA=ON), which
 # runs the first time and again after packages were installed.
@@ -10,7 +11,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 packages=(cmake g++ ninja-build libeigen3-dev catch2 libfmt-dev liblbfgsb-dev libcli11-dev libopenmpi-dev openmpi-bin)
 if [ "${1:-}" = "--docs" ]; then
-  packages+=(doxygen)
+  packages+=(doxygen clang-format)  # the API reference, and the layout check among the tests
   shift
 fi
 missing=()

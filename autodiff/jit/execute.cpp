@@ -45,9 +45,10 @@ std::int64_t batch_of(const Plan& plan, const std::vector<Tensor>& inputs) {
     if (!t.is_batched()) return;
     if (has_batch && t.batch_size() != batch) {
       if (plan.fixed_batch >= 0)
-        fail("jit: {} has batch size {}, but the function maps over a plain argument of {} examples (vmap or as_batch "
-             "of it), which fixes this plan's batch size",
-             what, t.batch_size(), batch);
+        fail(
+            "jit: {} has batch size {}, but the function maps over a plain argument of {} examples (vmap or as_batch "
+            "of it), which fixes this plan's batch size",
+            what, t.batch_size(), batch);
       fail("jit: {} has batch size {}, another batched value has {}", what, t.batch_size(), batch);
     }
     batch = t.batch_size();
@@ -60,7 +61,8 @@ std::int64_t batch_of(const Plan& plan, const std::vector<Tensor>& inputs) {
 }
 
 std::size_t bytes_at(const PlanValue& v, std::int64_t batch) {
-  return static_cast<std::size_t>(checked_mul(v.bytes(), v.batched ? batch : 1, "jit", "a result's size at this batch size"));
+  return static_cast<std::size_t>(
+      checked_mul(v.bytes(), v.batched ? batch : 1, "jit", "a result's size at this batch size"));
 }
 
 std::int64_t arena_bytes_at(const Plan& plan, std::int64_t batch) {
@@ -96,7 +98,8 @@ class ArenaLease {
     std::lock_guard lock(plan_.arenas_mutex);
     auto& idle = plan_.idle_arenas;
     if (idle.size() >= Plan::max_idle_arenas) {
-      auto smallest = std::min_element(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a->bytes < b->bytes; });
+      auto smallest =
+          std::min_element(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a->bytes < b->bytes; });
       if ((*smallest)->bytes >= arena_->bytes) return;  // this one goes
       idle.erase(smallest);
     }
@@ -214,7 +217,8 @@ void run_steps(const Plan& plan, std::size_t first, std::size_t last, const std:
 
 // The call's results; a computed one's buffer comes from `computed(root)`.
 template <class Computed>
-std::vector<Tensor> collect(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Computed computed) {
+std::vector<Tensor> collect(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch,
+                            Computed computed) {
   std::vector<Tensor> results;
   for (int v : plan.outputs) {
     const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
@@ -272,9 +276,11 @@ bool record(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t ba
   replay.arguments.resize(inputs.size());
   for (const PlanValue& pv : plan.values)
     if (pv.kind == PlanValue::Kind::input)
-      replay.arguments[static_cast<std::size_t>(pv.input)] = std::make_shared<Storage>(plan.device, bytes_at(pv, batch));
+      replay.arguments[static_cast<std::size_t>(pv.input)] =
+          std::make_shared<Storage>(plan.device, bytes_at(pv, batch));
   // A recording keeps its own arena: its addresses are fixed in it.
-  auto arena = std::make_shared<Storage>(plan.device, static_cast<std::size_t>(std::max<std::int64_t>(arena_bytes_at(plan, batch), 1)));
+  auto arena = std::make_shared<Storage>(
+      plan.device, static_cast<std::size_t>(std::max<std::int64_t>(arena_bytes_at(plan, batch), 1)));
   replay.placement = std::make_shared<Placement>(place(
       plan, batch, std::move(arena), [&](int i) { return replay.arguments[static_cast<std::size_t>(i)]->data; },
       batch));
@@ -306,8 +312,9 @@ std::optional<std::vector<Tensor>> run_recorded(const Plan& plan, const std::vec
     replay = slot;
     replay->last_use = ++plan.replay_clock;
     if (plan.replays.size() > Plan::max_replays) {  // forget the least recently used batch size
-      auto oldest = std::min_element(plan.replays.begin(), plan.replays.end(),
-                                     [](const auto& a, const auto& b) { return a.second->last_use < b.second->last_use; });
+      auto oldest = std::min_element(plan.replays.begin(), plan.replays.end(), [](const auto& a, const auto& b) {
+        return a.second->last_use < b.second->last_use;
+      });
       plan.replays.erase(oldest);
     }
   }

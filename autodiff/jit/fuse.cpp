@@ -48,16 +48,16 @@ constexpr int max_group_steps = 64;
 // Tiles run on several threads when the output is at least this large (as CPU maps do).
 constexpr std::int64_t parallel_elements = 1 << 16;
 
-bool fusible(const Plan &plan, const PlanStep &s) {
+bool fusible(const Plan& plan, const PlanStep& s) {
   return s.op->elementwise && !s.op->aliases_input &&
          plan.values[static_cast<std::size_t>(s.out)].kind == PlanValue::Kind::computed;
 }
 
 // A sum of the run's last value (step `prev`'s output) to one value per example.
-bool ends_run(const Plan &plan, const PlanStep &s, const PlanStep &prev) {
+bool ends_run(const Plan& plan, const PlanStep& s, const PlanStep& prev) {
   if (s.op != &sum_op || s.in.size() != 1 || s.in[0] != prev.out) return false;
-  const PlanValue &out = plan.values[static_cast<std::size_t>(s.out)];
-  const PlanValue &in = plan.values[static_cast<std::size_t>(prev.out)];
+  const PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
+  const PlanValue& in = plan.values[static_cast<std::size_t>(prev.out)];
   return out.kind == PlanValue::Kind::computed && numel(out.shape) == 1 && out.batched == in.batched &&
          out.dtype == in.dtype && out.shape.size() <= 16;
 }
@@ -70,8 +70,8 @@ struct Range {
   std::int64_t begin = 0, end = 0;
 };
 
-Range range_of(const Plan &plan, int v) {
-  const PlanValue &root = plan.values[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)];
+Range range_of(const Plan& plan, int v) {
+  const PlanValue& root = plan.values[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)];
   if (root.kind != PlanValue::Kind::computed || root.output_buffer || root.offset < 0) return {};
   return {true, root.batched, root.offset, root.offset + root.bytes()};
 }
@@ -79,19 +79,19 @@ Range range_of(const Plan &plan, int v) {
 // Whether writing value w tile by tile is safe against value u, which the run reads or writes: their buffers are
 // disjoint, or they are the same elements of the same buffer (a step in place, or a buffer reused once u is dead), so
 // that tile t of w overwrites only tile t of u, which every step of the run has finished with when tile t ends.
-bool safe_against(const Plan &plan, int w, int u) {
+bool safe_against(const Plan& plan, int w, int u) {
   const Range rw = range_of(plan, w), ru = range_of(plan, u);
   if (!rw.in_arena || !ru.in_arena || rw.batched != ru.batched) return true;
   if (rw.end <= ru.begin || ru.end <= rw.begin) return true;
-  const PlanValue &a = plan.values[static_cast<std::size_t>(w)];
-  const PlanValue &b = plan.values[static_cast<std::size_t>(u)];
+  const PlanValue& a = plan.values[static_cast<std::size_t>(w)];
+  const PlanValue& b = plan.values[static_cast<std::size_t>(u)];
   return a.root == w && b.root == u && a.offset == b.offset && a.dtype == b.dtype && a.shape == b.shape &&
          a.batched == b.batched;
 }
 
 // The step's views with this call's pointers and batch size, as run_steps gives them.
-void call_views(const Plan &plan, const PlanStep &s, const std::vector<void *> &data, std::int64_t batch,
-                KernelViews &views) {
+void call_views(const Plan& plan, const PlanStep& s, const std::vector<void*>& data, std::int64_t batch,
+                KernelViews& views) {
   views = s.views;
   views.out.data = data[static_cast<std::size_t>(s.out)];
   if (plan.values[static_cast<std::size_t>(s.out)].batched) views.out.shape[0] = batch;
@@ -103,13 +103,13 @@ void call_views(const Plan &plan, const PlanStep &s, const std::vector<void *> &
 
 // The same with every input broadcast to the output's shape (right-aligned, stride 0 where it is broadcast), so that
 // slicing them alike gives a tile.
-void full_views(const Plan &plan, const PlanStep &s, const std::vector<void *> &data, std::int64_t batch,
-                KernelViews &views) {
+void full_views(const Plan& plan, const PlanStep& s, const std::vector<void*>& data, std::int64_t batch,
+                KernelViews& views) {
   call_views(plan, s, data, batch, views);
-  for (View &view : views.in) view = expand_view(view, views.out, views.batched);
+  for (View& view : views.in) view = expand_view(view, views.out, views.batched);
 }
 
-void set_contiguous(View &v) {
+void set_contiguous(View& v) {
   v.strides.resize(v.shape.size());
   std::int64_t stride = 1;
   for (std::size_t d = v.shape.size(); d-- > 0;) {
@@ -120,7 +120,7 @@ void set_contiguous(View &v) {
 
 // How a view walks an example's elements in row-major order (the axes after the `lead` batch axis): 1 in order
 // (contiguous), 0 one element broadcast over all of them, -1 neither.
-int flat_unit(const View &v, std::size_t lead) {
+int flat_unit(const View& v, std::size_t lead) {
   bool broadcast = true, contiguous = true;
   std::int64_t expect = 1;
   for (std::size_t d = v.shape.size(); d-- > lead;) {
@@ -141,7 +141,7 @@ struct Tiling {
   std::int64_t count() const { return outer * chunks; }
 };
 
-Tiling tiling_of(const Shape &shape) {
+Tiling tiling_of(const Shape& shape) {
   Tiling t;
   const std::size_t rank = shape.size();
   std::int64_t inner = 1;  // elements of the axes after t.axis
@@ -165,7 +165,7 @@ Tiling tiling_of(const Shape &shape) {
 }
 
 // Points `tile` (a copy of `full`) at tile i: shapes cut, data pointers moved.
-void slice(const Tiling &t, const Shape &shape, std::int64_t i, const KernelViews &full, KernelViews &tile) {
+void slice(const Tiling& t, const Shape& shape, std::int64_t i, const KernelViews& full, KernelViews& tile) {
   std::int64_t o = i / t.chunks;
   const std::int64_t c = i % t.chunks;
   const std::int64_t begin = c * t.extent / t.chunks, end = (c + 1) * t.extent / t.chunks;
@@ -175,14 +175,14 @@ void slice(const Tiling &t, const Shape &shape, std::int64_t i, const KernelView
     index[d] = o % shape[d];
     o /= shape[d];
   }
-  auto cut = [&](const View &f, View &v) {
+  auto cut = [&](const View& f, View& v) {
     std::int64_t offset = begin * f.strides[t.axis];
     for (std::size_t d = 0; d < t.axis; ++d) {
       offset += index[d] * f.strides[d];
       v.shape[d] = 1;
     }
     v.shape[t.axis] = end - begin;
-    v.data = static_cast<char *>(f.data) + offset * static_cast<std::int64_t>(size_of(f.dtype));
+    v.data = static_cast<char*>(f.data) + offset * static_cast<std::int64_t>(size_of(f.dtype));
   };
   for (std::size_t k = 0; k < full.in.size(); ++k) cut(full.in[k], tile.in[k]);
   cut(full.out, tile.out);
@@ -190,11 +190,11 @@ void slice(const Tiling &t, const Shape &shape, std::int64_t i, const KernelView
 
 // Points `tile` at elements [begin, begin + len) of example `example` of `full`, walked with `unit` (flat_unit): shape
 // [1, len] with a batch axis, else [len].
-void flat_slice(const View &full, int unit, std::size_t lead, std::int64_t example, std::int64_t begin,
-                std::int64_t len, View &tile) {
+void flat_slice(const View& full, int unit, std::size_t lead, std::int64_t example, std::int64_t begin,
+                std::int64_t len, View& tile) {
   std::int64_t offset = begin * unit;
   if (lead) offset += example * full.strides[0];
-  tile.data = static_cast<char *>(full.data) + offset * static_cast<std::int64_t>(size_of(full.dtype));
+  tile.data = static_cast<char*>(full.data) + offset * static_cast<std::int64_t>(size_of(full.dtype));
   tile.shape.resize(lead + 1);
   tile.strides.resize(lead + 1);
   if (lead) {
@@ -206,17 +206,17 @@ void flat_slice(const View &full, int unit, std::size_t lead, std::int64_t examp
 }
 
 // Per thread: the scratch slots of the run being tiled.
-char *scratch(std::size_t bytes) {
+char* scratch(std::size_t bytes) {
   thread_local std::vector<double> buffer;
   const std::size_t words = (bytes + sizeof(double) - 1) / sizeof(double);
   if (buffer.size() < words) buffer.resize(words);
-  return reinterpret_cast<char *>(buffer.data());
+  return reinterpret_cast<char*>(buffer.data());
 }
 
 // Runs body(first, last) over [0, count) on the OpenMP threads, thread t of n from start(t, n) to start(t + 1, n), or
 // on this one when `parallel` is false; a failure is raised after the threads join.
 template <class Start, class Body>
-void run_split(std::int64_t count, bool parallel, Start &&start, Body &&body) {
+void run_split(std::int64_t count, bool parallel, Start&& start, Body&& body) {
   if (!parallel || count < 2 || omp_in_parallel() || omp_get_max_threads() == 1) {
     body(std::int64_t{0}, count);
     return;
@@ -237,7 +237,7 @@ void run_split(std::int64_t count, bool parallel, Start &&start, Body &&body) {
 
 // Contiguous ranges of equally many units.
 template <class Body>
-void run_ranges(std::int64_t count, bool parallel, Body &&body) {
+void run_ranges(std::int64_t count, bool parallel, Body&& body) {
   run_split(
       count, parallel, [&](std::int64_t t, std::int64_t n) { return count * t / n; }, body);
 }
@@ -245,7 +245,7 @@ void run_ranges(std::int64_t count, bool parallel, Body &&body) {
 // Contiguous ranges of about equal work over `examples` examples of the same units: unit u of an example is unit
 // u % units of `work`, whose entry u is the work before that unit in its example and whose last entry an example's.
 template <class Body>
-void run_ranges_by_work(const std::vector<std::int64_t> &work, std::int64_t examples, bool parallel, Body &&body) {
+void run_ranges_by_work(const std::vector<std::int64_t>& work, std::int64_t examples, bool parallel, Body&& body) {
   const auto units = static_cast<std::int64_t>(work.size()) - 1;
   auto start = [&](std::int64_t t, std::int64_t n) -> std::int64_t {
     const std::int64_t target = examples * work.back() * t / n, ex = target / work.back();
@@ -283,11 +283,11 @@ std::vector<Piece> lower_pieces(std::int64_t n) {
 
 // Points `tile` at piece p of example `example` of `full`, a view whose last two axes are an example's matrix (after
 // a `lead` batch axis).
-void piece_view(const View &full, std::size_t lead, std::int64_t example, const Piece &p, View &tile) {
+void piece_view(const View& full, std::size_t lead, std::int64_t example, const Piece& p, View& tile) {
   const std::size_t r = full.shape.size();
   std::int64_t offset = p.r0 * full.strides[r - 2] + p.c0 * full.strides[r - 1];
   if (lead) offset += example * full.strides[0];
-  tile.data = static_cast<char *>(full.data) + offset * static_cast<std::int64_t>(size_of(full.dtype));
+  tile.data = static_cast<char*>(full.data) + offset * static_cast<std::int64_t>(size_of(full.dtype));
   tile.shape = full.shape;
   tile.strides = full.strides;
   if (lead) tile.shape[0] = 1;
@@ -297,14 +297,14 @@ void piece_view(const View &full, std::size_t lead, std::int64_t example, const 
 
 // Copies piece p of example `example` of `full` (as piece_view) to its mirror place: rows [c0, c0 + cols), columns
 // [r0, r0 + rows).
-void mirror(const View &full, std::size_t lead, std::int64_t example, const Piece &p) {
+void mirror(const View& full, std::size_t lead, std::int64_t example, const Piece& p) {
   const std::size_t r = full.shape.size();
   const std::int64_t rs = full.strides[r - 2], cs = full.strides[r - 1];
   auto copy = [&](auto word) {
     using Word = decltype(word);
-    Word *const matrix = static_cast<Word *>(full.data) + (lead ? example * full.strides[0] : 0);
-    const Word *const from = matrix + p.r0 * rs + p.c0 * cs;
-    Word *const to = matrix + p.c0 * rs + p.r0 * cs;
+    Word* const matrix = static_cast<Word*>(full.data) + (lead ? example * full.strides[0] : 0);
+    const Word* const from = matrix + p.r0 * rs + p.c0 * cs;
+    Word* const to = matrix + p.c0 * rs + p.r0 * cs;
     for (std::int64_t j = 0; j < p.cols; ++j)
       for (std::int64_t i = 0; i < p.rows; ++i) to[j * rs + i * cs] = from[i * rs + j * cs];
   };
@@ -320,15 +320,15 @@ constexpr int max_gap_steps = 24;
 // A merged run's tiled steps, at most (the hazard checks are quadratic in it).
 constexpr std::size_t max_tiled_steps = 160;
 
-const Shape &shape_of(const Plan &plan, const FusedGroup &g) {
+const Shape& shape_of(const Plan& plan, const FusedGroup& g) {
   return plan.values[static_cast<std::size_t>(plan.steps[static_cast<std::size_t>(g.tiled[0])].out)].shape;
 }
-bool batched_of(const Plan &plan, const FusedGroup &g) {
+bool batched_of(const Plan& plan, const FusedGroup& g) {
   return plan.values[static_cast<std::size_t>(plan.steps[static_cast<std::size_t>(g.tiled[0])].out)].batched;
 }
 
 // Whether two values' buffers share no byte.
-bool disjoint(const Plan &plan, int w, int u) {
+bool disjoint(const Plan& plan, int w, int u) {
   const Range rw = range_of(plan, w), ru = range_of(plan, u);
   return !rw.in_arena || !ru.in_arena || rw.batched != ru.batched || rw.end <= ru.begin || ru.end <= rw.begin;
 }
@@ -340,8 +340,8 @@ bool disjoint(const Plan &plan, int w, int u) {
 // write overlap nothing a's tiles read or write later (safe_against), nor anything that a's sums or the steps after the
 // tiles touch (they run, or are written, after b's tiles, where the plan ran them before). Values only a run's tiles
 // read live in scratch slots: their buffers are never touched.
-bool can_merge(const Plan &plan, const FusedGroup &a, const FusedGroup &b, const std::vector<bool> &internal,
-               std::vector<int> &before, std::vector<int> &after) {
+bool can_merge(const Plan& plan, const FusedGroup& a, const FusedGroup& b, const std::vector<bool>& internal,
+               std::vector<int>& before, std::vector<int>& after) {
   before.clear();
   after.clear();
   if (b.first - a.last > max_gap_steps || a.tiled.size() + b.tiled.size() > max_tiled_steps) return false;
@@ -349,14 +349,14 @@ bool can_merge(const Plan &plan, const FusedGroup &a, const FusedGroup &b, const
   if (a.has_sum && b.has_sum && a.sum_dtype != b.sum_dtype) return false;
   for (std::size_t c : {plan.chunk_begin, plan.chunk_end})
     if (static_cast<std::size_t>(a.first) < c && c < static_cast<std::size_t>(b.last)) return false;
-  auto has = [](const std::vector<int> &values, int v) {
+  auto has = [](const std::vector<int>& values, int v) {
     return std::find(values.begin(), values.end(), v) != values.end();
   };
   // later_made: made after the tiles (a's sums, the steps after); touched: read or written by a's tiles, a's sums or
   // the steps after the tiles (internal values aside).
   std::vector<int> later_made, later_touched, touched, a_used, a_made;
   auto add_after = [&](int i) {
-    const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
+    const PlanStep& s = plan.steps[static_cast<std::size_t>(i)];
     later_made.push_back(s.out);
     later_touched.push_back(s.out);
     touched.push_back(s.out);
@@ -367,7 +367,7 @@ bool can_merge(const Plan &plan, const FusedGroup &a, const FusedGroup &b, const
   };
   for (int i : a.after) add_after(i);
   for (int i : a.tiled) {
-    const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
+    const PlanStep& s = plan.steps[static_cast<std::size_t>(i)];
     if (!s.op->elementwise) {  // a sum: written after the tiles
       later_made.push_back(s.out);
       later_touched.push_back(s.out);
@@ -383,7 +383,7 @@ bool can_merge(const Plan &plan, const FusedGroup &a, const FusedGroup &b, const
     if (!internal[static_cast<std::size_t>(s.out)]) touched.push_back(s.out);
   }
   for (int i = a.last; i < b.first; ++i) {
-    const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
+    const PlanStep& s = plan.steps[static_cast<std::size_t>(i)];
     if (s.op->reduces_batch) return false;
     bool early = true;
     for (int v : s.in) early = early && !has(later_made, v) && !has(a_made, v);
@@ -401,7 +401,7 @@ bool can_merge(const Plan &plan, const FusedGroup &a, const FusedGroup &b, const
     }
   }
   for (int i : b.tiled) {
-    const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
+    const PlanStep& s = plan.steps[static_cast<std::size_t>(i)];
     for (int v : s.in)
       if (has(later_made, v)) return false;
     // b's sums are written after the tiles, in the plan's order with those steps.
@@ -416,11 +416,11 @@ bool can_merge(const Plan &plan, const FusedGroup &a, const FusedGroup &b, const
 
 // Whether a run computes only its lower triangle: its matrices are at least min_lower_triangle_order across, and every
 // value it makes is symmetric, so every value it reads is symmetric or one number per example.
-bool by_lower_triangle(const Plan &plan, const FusedGroup &g, Symmetry &symmetric) {
-  const Shape &shape = shape_of(plan, g);
+bool by_lower_triangle(const Plan& plan, const FusedGroup& g, Symmetry& symmetric) {
+  const Shape& shape = shape_of(plan, g);
   if (shape.size() != 2 || shape[0] != shape[1] || shape[0] < min_lower_triangle_order) return false;
   for (int k : g.tiled) {
-    const PlanStep &s = plan.steps[static_cast<std::size_t>(k)];
+    const PlanStep& s = plan.steps[static_cast<std::size_t>(k)];
     if (s.op->elementwise && !symmetric(s.out)) return false;
   }
   return true;
@@ -428,7 +428,7 @@ bool by_lower_triangle(const Plan &plan, const FusedGroup &g, Symmetry &symmetri
 
 }  // namespace
 
-void fuse_elementwise(Plan &plan) {
+void fuse_elementwise(Plan& plan) {
   plan.fused.clear();
   plan.fused_at.clear();
   // On a GPU a tile is a kernel launch: fusing by tiles would only multiply them.
@@ -452,21 +452,21 @@ void fuse_elementwise(Plan &plan) {
   std::vector<FusedGroup> runs;
   std::vector<int> used;  // values the run reads or writes so far
   for (int i = 0; i < n;) {
-    const PlanStep &head = plan.steps[static_cast<std::size_t>(i)];
+    const PlanStep& head = plan.steps[static_cast<std::size_t>(i)];
     if (!fusible(plan, head) || head.views.out.shape.size() > 16) {
       ++i;
       continue;
     }
-    const PlanValue &hv = plan.values[static_cast<std::size_t>(head.out)];
+    const PlanValue& hv = plan.values[static_cast<std::size_t>(head.out)];
     used.clear();
     int j = i;
     for (; j < n && j - i < max_group_steps; ++j) {
-      const PlanStep &s = plan.steps[static_cast<std::size_t>(j)];
+      const PlanStep& s = plan.steps[static_cast<std::size_t>(j)];
       // A group stays within one phase of a plan run by chunks (execute.cpp).
       if (j > i && (static_cast<std::size_t>(j) == plan.chunk_begin || static_cast<std::size_t>(j) == plan.chunk_end))
         break;
       if (!fusible(plan, s)) break;
-      const PlanValue &out = plan.values[static_cast<std::size_t>(s.out)];
+      const PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
       if (out.shape != hv.shape || out.batched != hv.batched) break;
       bool safe = true;
       for (int v : s.in) used.push_back(v);
@@ -492,27 +492,27 @@ void fuse_elementwise(Plan &plan) {
   // Values that only the tiled steps of one run read: never written to memory once they are tiled.
   std::vector<bool> internal(plan.values.size(), false);
   std::vector<int> tiled_reads(plan.values.size(), 0);
-  auto mark_internal = [&](FusedGroup &g, bool set) {
+  auto mark_internal = [&](FusedGroup& g, bool set) {
     for (int k : g.tiled)
       for (int v : distinct_inputs(k)) ++tiled_reads[static_cast<std::size_t>(v)];
     for (int k : g.tiled) {
-      const PlanStep &s = plan.steps[static_cast<std::size_t>(k)];
+      const PlanStep& s = plan.steps[static_cast<std::size_t>(k)];
       const auto v = static_cast<std::size_t>(s.out);
-      const PlanValue &pv = plan.values[v];
+      const PlanValue& pv = plan.values[v];
       internal[v] = set && s.op->elementwise && pv.root == s.out && !pv.output_buffer && !escapes[v] && reads[v] > 0 &&
                     tiled_reads[v] == reads[v];
     }
     for (int k : g.tiled)
       for (int v : plan.steps[static_cast<std::size_t>(k)].in) tiled_reads[static_cast<std::size_t>(v)] = 0;
   };
-  for (FusedGroup &r : runs) mark_internal(r, true);
+  for (FusedGroup& r : runs) mark_internal(r, true);
   std::vector<FusedGroup> groups;
   std::vector<int> early, late;
   Symmetry symmetric(plan);
   // Runs too small to be tiled (a hyperparameter's few steps) between two runs of one shape do not keep them apart:
   // they become steps between them, run before or after the tiles.
-  auto tiny = [&](const FusedGroup &g) { return numel(shape_of(plan, g)) < min_elements; };
-  auto skip_tiny = [&](std::size_t t, const FusedGroup &r) {
+  auto tiny = [&](const FusedGroup& g) { return numel(shape_of(plan, g)) < min_elements; };
+  auto skip_tiny = [&](std::size_t t, const FusedGroup& r) {
     while (
         t > 0 && tiny(groups[t - 1]) &&
         (shape_of(plan, groups[t - 1]) != shape_of(plan, r) || batched_of(plan, groups[t - 1]) != batched_of(plan, r)))
@@ -520,11 +520,11 @@ void fuse_elementwise(Plan &plan) {
     return t;
   };
   // A run by the lower triangle and one that is not stay apart: joined, both would run whole.
-  auto joins = [&](std::size_t t, const FusedGroup &r) {
+  auto joins = [&](std::size_t t, const FusedGroup& r) {
     return t > 0 && groups[t - 1].lower_triangle == r.lower_triangle &&
            can_merge(plan, groups[t - 1], r, internal, early, late);
   };
-  for (FusedGroup &r : runs) {
+  for (FusedGroup& r : runs) {
     r.lower_triangle = by_lower_triangle(plan, r, symmetric);  // a merged group's, since only equals merge
     std::size_t t = skip_tiny(groups.size(), r);
     bool join = joins(t, r);
@@ -535,7 +535,7 @@ void fuse_elementwise(Plan &plan) {
     }
     if (join) {
       groups.resize(t);
-      FusedGroup &g = groups.back();
+      FusedGroup& g = groups.back();
       g.before.insert(g.before.end(), early.begin(), early.end());
       g.after.insert(g.after.end(), late.begin(), late.end());
       g.tiled.insert(g.tiled.end(), r.tiled.begin(), r.tiled.end());
@@ -549,14 +549,14 @@ void fuse_elementwise(Plan &plan) {
     }
   }
   std::vector<int> slot_of(plan.values.size(), -1), pending(plan.values.size(), 0);
-  for (FusedGroup &group : groups) {
+  for (FusedGroup& group : groups) {
     if (group.tiled.size() < 2) continue;  // a lone step no run took in: its kernel runs as a plain step
     // Scratch slots for the outputs that only the tiled steps read, reused once their last reader ran.
     mark_internal(group, true);
     std::vector<int> free_slots;
     group.slot.assign(group.tiled.size(), -1);
     for (std::size_t e = 0; e < group.tiled.size(); ++e) {
-      const PlanStep &s = plan.steps[static_cast<std::size_t>(group.tiled[e])];
+      const PlanStep& s = plan.steps[static_cast<std::size_t>(group.tiled[e])];
       const auto v = static_cast<std::size_t>(s.out);
       if (internal[v]) {
         int slot = group.slots;
@@ -585,7 +585,7 @@ void fuse_elementwise(Plan &plan) {
   // (a step other than such a run's tiled ones, one that reads only the lower triangle, OpDef::lower_triangle_inputs,
   // or a handle), or they are results.
   std::vector<bool> whole(plan.values.size(), false), lower_tiled(plan.steps.size(), false);
-  for (const FusedGroup &g : plan.fused)
+  for (const FusedGroup& g : plan.fused)
     if (g.lower_triangle)
       for (int k : g.tiled) lower_tiled[static_cast<std::size_t>(k)] = true;
   for (int v : plan.outputs) {
@@ -593,7 +593,7 @@ void fuse_elementwise(Plan &plan) {
     whole[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)] = true;
   }
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
-    const PlanStep &s = plan.steps[i];
+    const PlanStep& s = plan.steps[i];
     if (lower_tiled[i]) continue;
     for (std::size_t k = 0; k < s.in.size(); ++k) {
       if (reads_lower_triangle_only(s, k)) continue;
@@ -601,11 +601,11 @@ void fuse_elementwise(Plan &plan) {
       whole[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(s.in[k])].root)] = true;
     }
   }
-  for (FusedGroup &g : plan.fused) {
+  for (FusedGroup& g : plan.fused) {
     if (!g.lower_triangle) continue;
     g.mirrored.assign(g.tiled.size(), false);
     for (std::size_t e = 0; e < g.tiled.size(); ++e) {
-      const PlanStep &s = plan.steps[static_cast<std::size_t>(g.tiled[e])];
+      const PlanStep& s = plan.steps[static_cast<std::size_t>(g.tiled[e])];
       g.mirrored[e] = s.op->elementwise && g.slot[e] < 0 && whole[static_cast<std::size_t>(s.out)];
     }
   }
@@ -614,18 +614,18 @@ void fuse_elementwise(Plan &plan) {
 namespace {
 
 template <class T>
-void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void *> &data, std::int64_t batch,
-               Backend &be) {
+void run_group(const Plan& plan, const FusedGroup& group, const std::vector<void*>& data, std::int64_t batch,
+               Backend& be) {
   const std::size_t count = group.tiled.size();
-  auto step = [&](std::size_t e) -> const PlanStep & { return plan.steps[static_cast<std::size_t>(group.tiled[e])]; };
+  auto step = [&](std::size_t e) -> const PlanStep& { return plan.steps[static_cast<std::size_t>(group.tiled[e])]; };
   KernelViews views;
   auto run_step = [&](int i) {
-    const PlanStep &s = plan.steps[static_cast<std::size_t>(i)];
+    const PlanStep& s = plan.steps[static_cast<std::size_t>(i)];
     if (s.op->aliases_input) return;
     call_views(plan, s, data, batch, views);
     run_kernel(*s.op, s.attrs, views, batch, be);
   };
-  auto run_steps = [&](const std::vector<int> &indices) {
+  auto run_steps = [&](const std::vector<int>& indices) {
     for (int i : indices) run_step(i);
   };
   auto one_by_one = [&] {  // the plan's own order
@@ -633,7 +633,7 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
   };
   // Too small to tile (a few numbers per example, run by chunks of few examples): step by step, before building the
   // tiles' views, which costs more than such steps.
-  const PlanValue &first_out = plan.values[static_cast<std::size_t>(step(0).out)];
+  const PlanValue& first_out = plan.values[static_cast<std::size_t>(step(0).out)];
   if (!step(0).op->elementwise || numel(first_out.shape) * (first_out.batched ? batch : 1) < min_elements)
     return one_by_one();
   // The maps' views over the whole output; sums have none (is_map false).
@@ -658,7 +658,7 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
     entry_of_value[static_cast<std::size_t>(step(e).out)] = static_cast<int>(e);
   }
   const std::size_t scratch_bytes = static_cast<std::size_t>(group.slots) * group.slot_bytes;
-  auto to_slot = [&](View &v, char *base, int slot) {
+  auto to_slot = [&](View& v, char* base, int slot) {
     assert(static_cast<std::size_t>(numel(v.shape)) * size_of(v.dtype) <= group.slot_bytes);
     v.data = base + static_cast<std::size_t>(slot) * group.slot_bytes;
     set_contiguous(v);
@@ -673,7 +673,7 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
       flat = flat && source[e] >= 0;
       continue;
     }
-    for (const View &v : full[e].in) unit[e].push_back(flat_unit(v, lead));
+    for (const View& v : full[e].in) unit[e].push_back(flat_unit(v, lead));
     unit[e].push_back(flat_unit(full[e].out, lead));
     flat = flat && unit[e].back() == 1 && std::find(unit[e].begin(), unit[e].end(), -1) == unit[e].end();
   }
@@ -698,7 +698,7 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
         continue;
       }
       if (k == sums.size() || group.tiled[sums[k]] != i) continue;
-      T *const out = static_cast<T *>(data[static_cast<std::size_t>(step(sums[k]).out)]);
+      T* const out = static_cast<T*>(data[static_cast<std::size_t>(step(sums[k]).out)]);
       for (std::int64_t ex = 0; ex < examples; ++ex) {
         T acc = 0;
         for (std::int64_t g = 0; g < per_example; ++g)
@@ -720,22 +720,22 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
     for (std::size_t i = 0; i < pieces.size(); ++i) work[i + 1] = work[i] + pieces[i].rows * pieces[i].cols;
     run_ranges_by_work(work, examples, total >= parallel_elements, [&](std::int64_t first, std::int64_t last) {
       std::vector<KernelViews> tile = full;
-      char *const base = scratch(scratch_bytes);
+      char* const base = scratch(scratch_bytes);
       for (std::int64_t u = first; u < last; ++u) {
         const std::int64_t ex = u / per_example;
-        const Piece &p = pieces[static_cast<std::size_t>(u % per_example)];
+        const Piece& p = pieces[static_cast<std::size_t>(u % per_example)];
         // Its columns left of the strip's diagonal block are below the diagonal: the mirrored ones.
         const std::int64_t below = std::clamp<std::int64_t>(p.r0 - p.c0, 0, p.cols);
         for (std::size_t e = 0, k = 0; e < count; ++e) {
-          KernelViews &t = tile[e];
+          KernelViews& t = tile[e];
           if (!is_map[e]) {
             // Row by row: the entries below the diagonal twice, the diagonal's once, none above it.
-            const View &v = tile[static_cast<std::size_t>(source[e])].out;
+            const View& v = tile[static_cast<std::size_t>(source[e])].out;
             const std::int64_t row_stride = v.strides[v.shape.size() - 2];
             T acc = 0;
             for (std::int64_t i = 0; i < p.rows; ++i) {
               const std::int64_t row = p.r0 + i, lower = std::clamp<std::int64_t>(row - p.c0, 0, p.cols);
-              const T *x = static_cast<const T *>(v.data) + i * row_stride;
+              const T* x = static_cast<const T*>(v.data) + i * row_stride;
               cpu::LaneSum<T> lanes;
               lanes.add(x, lower, 1);
               const T twice = lanes.total();
@@ -767,19 +767,19 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
     run_ranges(units, total >= parallel_elements, [&](std::int64_t first, std::int64_t last) {
       std::vector<KernelViews> tile = full;
       std::vector<cpu::LaneSum<T>> lanes(sums.size());
-      char *const base = scratch(scratch_bytes);
+      char* const base = scratch(scratch_bytes);
       for (std::int64_t u = first; u < last; ++u) {
         const std::int64_t ex = u / segments, begin = u % segments * cpu::sum_segment;
         const std::int64_t end = std::min(per_example, begin + cpu::sum_segment);
-        for (auto &l : lanes) l = {};
+        for (auto& l : lanes) l = {};
         for (std::int64_t b = begin; b < end; b += tile_elements) {
           const std::int64_t len = std::min(tile_elements, end - b);
           for (std::size_t e = 0, k = 0; e < count; ++e) {
             if (!is_map[e]) {
-              lanes[k++].add(static_cast<const T *>(tile[static_cast<std::size_t>(source[e])].out.data), len, 1);
+              lanes[k++].add(static_cast<const T*>(tile[static_cast<std::size_t>(source[e])].out.data), len, 1);
               continue;
             }
-            KernelViews &t = tile[e];
+            KernelViews& t = tile[e];
             for (std::size_t m = 0; m < t.in.size(); ++m) {
               flat_slice(full[e].in[m], unit[e][m], lead, ex, b, len, t.in[m]);
               if (in_slot[e][m] >= 0) to_slot(t.in[m], base, in_slot[e][m]);
@@ -798,7 +798,7 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
   const Tiling tiling = tiling_of(shape);
   run_ranges(tiling.count(), total >= parallel_elements, [&](std::int64_t first, std::int64_t last) {
     std::vector<KernelViews> tile = full;
-    char *const base = scratch(scratch_bytes);
+    char* const base = scratch(scratch_bytes);
     for (std::int64_t i = first; i < last; ++i)
       for (std::size_t e = 0; e < count; ++e) {
         slice(tiling, shape, i, full[e], tile[e]);
@@ -813,18 +813,14 @@ void run_group(const Plan &plan, const FusedGroup &group, const std::vector<void
 
 }  // namespace
 
-void run_fused_group(const Plan &plan, const FusedGroup &group, const std::vector<void *> &data, std::int64_t batch,
-                     Backend &be) {
+void run_fused_group(const Plan& plan, const FusedGroup& group, const std::vector<void*>& data, std::int64_t batch,
+                     Backend& be) {
   // The sums' type; runs without sums tile the same whatever T is.
   switch (group.has_sum ? group.sum_dtype : DType::f64) {
-    case DType::f32:
-      return run_group<float>(plan, group, data, batch, be);
-    case DType::i32:
-      return run_group<std::int32_t>(plan, group, data, batch, be);
-    case DType::i64:
-      return run_group<std::int64_t>(plan, group, data, batch, be);
-    default:
-      return run_group<double>(plan, group, data, batch, be);
+    case DType::f32: return run_group<float>(plan, group, data, batch, be);
+    case DType::i32: return run_group<std::int32_t>(plan, group, data, batch, be);
+    case DType::i64: return run_group<std::int64_t>(plan, group, data, batch, be);
+    default: return run_group<double>(plan, group, data, batch, be);
   }
 }
 

@@ -60,7 +60,8 @@ void plan_memory(Plan& plan) {
   // Roots: a value made by an aliasing op shares its input's buffer.
   for (std::size_t v = 0; v < plan.values.size(); ++v) plan.values[v].root = static_cast<int>(v);
   for (const PlanStep& s : plan.steps)
-    if (s.op->aliases_input) plan.values[static_cast<std::size_t>(s.out)].root = plan.values[static_cast<std::size_t>(s.in[0])].root;
+    if (s.op->aliases_input)
+      plan.values[static_cast<std::size_t>(s.out)].root = plan.values[static_cast<std::size_t>(s.in[0])].root;
   for (int v : plan.outputs) {
     PlanValue& root = plan.values[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)];
     if (root.kind == PlanValue::Kind::computed) root.output_buffer = true;
@@ -151,7 +152,8 @@ void plan_memory(Plan& plan) {
     const PlanStep& s = plan.steps[i];
     if (s.op->aliases_input) continue;
     for (int v : s.in)
-      if (!plan.values[static_cast<std::size_t>(v)].batched) plan.shared_reads.push_back(plan.values[static_cast<std::size_t>(v)].bytes());
+      if (!plan.values[static_cast<std::size_t>(v)].batched)
+        plan.shared_reads.push_back(plan.values[static_cast<std::size_t>(v)].bytes());
   }
 }
 

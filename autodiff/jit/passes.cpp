@@ -170,10 +170,8 @@ void merge_common_steps(Plan& plan) {
     std::string bits(static_cast<std::size_t>(numel(pv.shape)) * size_of(pv.dtype), '\0');
     if (bits.empty())
       ;  // no bits to read: its dtype and shape are the key
-    else if (pv.constant.device() == Device::cpu())
-      std::memcpy(bits.data(), pv.constant.raw_data(), bits.size());
-    else
-      backend_for(pv.constant.device()).to_host(bits.data(), pv.constant.raw_data(), bits.size());
+    else if (pv.constant.device() == Device::cpu()) std::memcpy(bits.data(), pv.constant.raw_data(), bits.size());
+    else backend_for(pv.constant.device()).to_host(bits.data(), pv.constant.raw_data(), bits.size());
     const std::string key = fmt::format("{}|{}|{}|", static_cast<int>(pv.dtype), fmt::join(pv.shape, ","),
                                         to_string(pv.constant.device())) +
                             bits;
@@ -359,8 +357,7 @@ bool same_constant_values(const Plan& plan, int x, int y, bool transposed, std::
     for (std::int64_t m = 0; m < matrices; ++m)
       for (std::int64_t i = 0; i < rows; ++i)
         for (std::int64_t j = 0; j < cols; ++j)
-          if (hx[(m * rows + i) * cols + j] != hy[(m * cols + j) * rows + i])
-            return false;
+          if (hx[(m * rows + i) * cols + j] != hy[(m * cols + j) * rows + i]) return false;
     return true;
   };
   return size_of(vx.dtype) == 8 ? equal_as(std::uint64_t{}) : equal_as(std::uint32_t{});
@@ -533,10 +530,10 @@ bool diagonal_constant(const PlanValue& v) {
 // sum_k W_kj (sum_i U_ik C_ij): a low-rank product times a matrix, elementwise times another, summed over rows, as the
 // gradient of F diag(p^2) F^T's p has it (op(U) W = A_bar F for a rank-2 A_bar, C = F). Both make n r m products;
 // the first then multiplies and adds n m more and writes the n x m product and reads it back with C, the second
-// multiplies and adds r m and writes r x m: fewer flops and less memory whenever r < n. Equal up to rounding (the n r terms of an entry are added in another
-// order); with non-finite values, as with any reassociation, a result may be NaN where eager's is +-Inf (a zero of W
-// times an infinite U^T C), or the reverse. Runs before eliminate_dead_steps, which drops the n x m steps, and before
-// merge_common_steps.
+// multiplies and adds r m and writes r x m: fewer flops and less memory whenever r < n. Equal up to rounding (the n r
+// terms of an entry are added in another order); with non-finite values, as with any reassociation, a result may be NaN
+// where eager's is +-Inf (a zero of W times an infinite U^T C), or the reverse. Runs before eliminate_dead_steps, which
+// drops the n x m steps, and before merge_common_steps.
 void contract_low_rank_row_sums(Plan& plan) {
   const Axes rows = {0};
   std::vector<int> readers = reader_counts(plan);
@@ -631,7 +628,8 @@ void scale_repeated_solves(Plan& plan) {
       s = made->in[0];
     } else if (made->op == &mul_op && made->in.size() == 2 && made->in[0] != made->in[1]) {
       for (std::size_t side = 0; side < 2 && s < 0; ++side)
-        if (one_number(made->in[side]) && !one_number(made->in[1 - side]) && value(made->in[1 - side]).shape == value(b).shape)
+        if (one_number(made->in[side]) && !one_number(made->in[1 - side]) &&
+            value(made->in[1 - side]).shape == value(b).shape)
           s = made->in[side], q = made->in[1 - side];
     }
     if (s < 0) continue;
@@ -642,8 +640,8 @@ void scale_repeated_solves(Plan& plan) {
       const Shape first_shape = value(first.in[2]).shape;
       if (q >= 0) {
         // the same q, its shape that of the solve's right-hand side (or as a column)
-        if (first.in[2] != q && !(producer(first.in[2]) && producer(first.in[2])->op == &reshape_op &&
-                                  producer(first.in[2])->in[0] == q))
+        if (first.in[2] != q &&
+            !(producer(first.in[2]) && producer(first.in[2])->op == &reshape_op && producer(first.in[2])->in[0] == q))
           continue;
       } else if (first_shape.size() != 1 || (rhs.shape != first_shape && rhs.shape != Shape{first_shape[0], 1}) ||
                  !ones_constant(value(first.in[2]))) {
@@ -835,8 +833,7 @@ void mark_lower_only_outputs(Plan& plan) {
     if (whole[static_cast<std::size_t>(s.out)]) continue;
     if ((s.op == &matmul_op || s.op == &matmul_add_diagonal_op) && matmul_symmetric(s.attrs))
       s.attrs = matmul_attrs(matmul_transposes(s.attrs), true, true);
-    else if (is_cholesky_factorization(*s.op))
-      s.attrs = factor_attrs(true);
+    else if (is_cholesky_factorization(*s.op)) s.attrs = factor_attrs(true);
   }
 }
 

@@ -116,11 +116,12 @@ void refuse_untied_batched_arguments(const Plan& plan) {
   for (const PlanValue& pv : plan.values)
     if (pv.kind == PlanValue::Kind::input && pv.batched &&
         find(source[static_cast<std::size_t>(&pv - plan.values.data())]) != find(0))
-      fail("jit: the function maps over a plain argument of {} examples (vmap or as_batch of it inside the "
-           "function), which fixes the plan's batch size, and takes a batched argument (argument {}, as_batch) that "
-           "never meets it, whose batch size is a run-time value; a plan has one batch size: pass both batched "
-           "(as_batch before the call) or both plain, of one batch size, or call the function without jit",
-           plan.fixed_batch, pv.input);
+      fail(
+          "jit: the function maps over a plain argument of {} examples (vmap or as_batch of it inside the "
+          "function), which fixes the plan's batch size, and takes a batched argument (argument {}, as_batch) that "
+          "never meets it, whose batch size is a run-time value; a plan has one batch size: pass both batched "
+          "(as_batch before the call) or both plain, of one batch size, or call the function without jit",
+          plan.fixed_batch, pv.input);
 }
 
 // A plan's batch size, where a step fixes it, and whether it can be recorded for replay.
@@ -154,7 +155,9 @@ struct PlanShape {
   bool chunkable;
   bool operator==(const PlanShape&) const = default;
 };
-PlanShape shape_of(const Plan& plan) { return {plan.steps.size(), plan.folds.size(), plan.fused.size(), plan.chunkable}; }
+PlanShape shape_of(const Plan& plan) {
+  return {plan.steps.size(), plan.folds.size(), plan.fused.size(), plan.chunkable};
+}
 
 // Runs the pipeline; a step that an optional pass makes or changes is marked as its, and the passes that changed
 // anything are named in the summary.
@@ -212,8 +215,7 @@ const std::vector<Pass>& plan_passes() {
        "a triangle nobody reads is left unwritten"},
       {"find_batch_size", find_batch_size, false, false, true, "the batch size a step fixes, if any"},
       {"fold_constants", fold_constants, false, true, true, "steps on constants run once, on the first call"},
-      {"order_for_chunks", order_for_chunks, false, true, true,
-       "steps ordered to run by chunks of examples"},
+      {"order_for_chunks", order_for_chunks, false, true, true, "steps ordered to run by chunks of examples"},
       {"plan_memory", plan_memory, false, false, true, "every buffer's arena offset"},
       {"precompute_views", precompute_views, false, false, true, "every kernel's views, once"},
       {"fuse_elementwise", fuse_elementwise, true, true, true, "runs of elementwise steps tile by tile"},
@@ -265,9 +267,10 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
   if (!used.empty()) plan->device = used.front();
   for (Device d : used)
     if (d != plan->device)
-      fail("jit: a plan runs on one device, but the function's arguments and captured tensors are on {} and on {}; "
-           "move them with to_device before calling it",
-           to_string(plan->device), to_string(d));
+      fail(
+          "jit: a plan runs on one device, but the function's arguments and captured tensors are on {} and on {}; "
+          "move them with to_device before calling it",
+          to_string(plan->device), to_string(d));
   run_passes(*plan, passes);
   PlanSummary& s = plan->summary;
   s.steps = static_cast<std::int64_t>(plan->steps.size());

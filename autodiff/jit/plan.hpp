@@ -25,10 +25,10 @@ struct PlanValue {
   DType dtype;
   Shape shape;
   bool batched;
-  int input = -1;        // Kind::input: the argument's index
-  Tensor constant;       // Kind::constant
-  int producer = -1;     // Kind::computed: the step; Kind::folded: the fold
-  int root = -1;         // the value whose buffer this one is (itself, unless made by an aliasing op)
+  int input = -1;              // Kind::input: the argument's index
+  Tensor constant;             // Kind::constant
+  int producer = -1;           // Kind::computed: the step; Kind::folded: the fold
+  int root = -1;               // the value whose buffer this one is (itself, unless made by an aliasing op)
   bool output_buffer = false;  // the buffer belongs to a result: allocated per call, outside the arena
   std::int64_t offset = -1;    // in its arena, in bytes (per example when batched)
   std::int64_t bytes() const { return numel(shape) * static_cast<std::int64_t>(size_of(dtype)); }
@@ -59,12 +59,12 @@ struct PlanStep {
 // tile-sized scratch slot instead of its buffer, so that it never reaches memory.
 struct FusedGroup {
   int first = 0, last = 0;
-  std::vector<int> tiled;  // steps run tile by tile, in order: elementwise steps, and sums of their values
+  std::vector<int> tiled;   // steps run tile by tile, in order: elementwise steps, and sums of their values
   std::vector<int> before;  // steps of [first, last) that no tiled step feeds, run before the tiles, in order
   std::vector<int> after;   // the other steps of [first, last), run after the tiles, in order
-  std::vector<int> slot;   // by entry of `tiled`: its output's scratch slot, or -1
+  std::vector<int> slot;    // by entry of `tiled`: its output's scratch slot, or -1
   int slots = 0;
-  std::size_t slot_bytes = 0;  // per slot
+  std::size_t slot_bytes = 0;    // per slot
   DType sum_dtype = DType::f64;  // the sums' (one for all)
   bool has_sum = false;
   // Every value of the run is, example by example, an exactly symmetric matrix: the tiles cover the

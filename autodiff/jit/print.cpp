@@ -29,8 +29,8 @@ fmt::format_context::iterator print_lines(const std::vector<Line>& lines, fmt::f
     value_width = std::max(value_width, l.value.size());
   }
   for (std::size_t i = 0; i < lines.size(); ++i)
-    out = fmt::format_to(out, "{}{:<{}}  {:>{}}  {}", i ? "\n" : "", lines[i].name, name_width, lines[i].value, value_width,
-                         lines[i].what);
+    out = fmt::format_to(out, "{}{:<{}}  {:>{}}  {}", i ? "\n" : "", lines[i].name, name_width, lines[i].value,
+                         value_width, lines[i].what);
   return out;
 }
 
@@ -59,7 +59,8 @@ fmt::format_context::iterator fmt::formatter<vt::PlanSummary>::format(const vt::
           {"fused_lower", count(s.fused_lower), "of those steps, run over a lower triangle"},
           {"arena_bytes_per_example", count(s.arena_bytes_per_example), "bytes of batched buffers, times B per call"},
           {"arena_bytes_fixed", count(s.arena_bytes_fixed), "bytes of unbatched buffers"},
-          {"passes", s.passes.empty() ? "-" : fmt::format("{}", fmt::join(s.passes, ", ")), "passes that changed the plan"},
+          {"passes", s.passes.empty() ? "-" : fmt::format("{}", fmt::join(s.passes, ", ")),
+           "passes that changed the plan"},
       },
       ctx.out());
 }
@@ -146,7 +147,9 @@ std::string explain_plan(const Plan& plan, std::int64_t batch) {
   std::vector<std::array<std::string, 8>> rows;
   rows.push_back({"step", "op", "inputs", "output", "runs", "fused", "buffer", "made by"});
   const std::vector<Pass>& passes = plan_passes();
-  const auto made_by = [&](const PlanStep& s) { return s.made_by < 0 ? "trace" : passes[static_cast<std::size_t>(s.made_by)].name; };
+  const auto made_by = [&](const PlanStep& s) {
+    return s.made_by < 0 ? "trace" : passes[static_cast<std::size_t>(s.made_by)].name;
+  };
   const auto inputs = [&](const PlanStep& s) {
     std::vector<std::string> in;
     for (int v : s.in) in.push_back(typed(plan, v));
@@ -162,8 +165,7 @@ std::string explain_plan(const Plan& plan, std::int64_t batch) {
     std::string runs = "once";
     if (plan.chunkable && batch > 0 && chunk > 0)
       runs = i < plan.chunk_begin ? "before chunks" : i < plan.chunk_end ? "per chunk" : "after chunks";
-    else if (plan.values[static_cast<std::size_t>(s.out)].batched)
-      runs = "whole batch";
+    else if (plan.values[static_cast<std::size_t>(s.out)].batched) runs = "whole batch";
     rows.push_back({fmt::format("{}", i), std::string(s.op->name), inputs(s), typed(plan, s.out), runs, run[i],
                     buffer(plan, s, slot[i]), made_by(s)});
   }
@@ -172,8 +174,7 @@ std::string explain_plan(const Plan& plan, std::int64_t batch) {
     for (std::size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
   for (const auto& r : rows) {
     std::string line = fmt::format("{:>{}}", r[0], width[0]);
-    for (std::size_t c = 1; c < r.size(); ++c)
-      line += fmt::format("  {:<{}}", r[c], c + 1 == r.size() ? 0 : width[c]);
+    for (std::size_t c = 1; c < r.size(); ++c) line += fmt::format("  {:<{}}", r[c], c + 1 == r.size() ? 0 : width[c]);
     out += line + "\n";
   }
   return out;

@@ -16,8 +16,8 @@
 namespace vt::cpu {
 
 namespace {
-constexpr std::size_t cache_min_block = std::size_t{1} << 16;  // smaller blocks: malloc is fast enough
-constexpr std::size_t cache_capacity = std::size_t{1} << 31;   // at most 2 GiB kept for reuse
+constexpr std::size_t cache_min_block = std::size_t{1} << 16;     // smaller blocks: malloc is fast enough
+constexpr std::size_t cache_capacity = std::size_t{1} << 31;      // at most 2 GiB kept for reuse
 constexpr std::size_t cache_trim_trigger = std::size_t{1} << 26;  // a miss of 64 MiB or more empties the cache
 std::size_t rounded_size(std::size_t bytes) {
   const std::size_t unit = bytes >= cache_min_block ? 4096 : 64;

@@ -22,7 +22,9 @@ namespace vt::cpu {
 namespace {
 
 template <class T>
-T* ptr(const View& v) { return static_cast<T*>(v.data); }
+T* ptr(const View& v) {
+  return static_cast<T*>(v.data);
+}
 
 // Calls fn with a value of the C++ type of an index dtype (the ops refuse other index types).
 template <class Fn>
@@ -127,17 +129,20 @@ void CpuBackend::scatter(ScatterKind kind, const View& updates, const View& indi
       // Serially, in row-major order: that order decides sums' rounding and which assignment wins.
       auto run = [&](const Shape& shape, const Shape& su, const Shape& si, const Shape& so, std::int64_t base_u,
                      std::int64_t base_i, std::int64_t base_o) {
-        for_each_row<3>(shape, {&su, &si, &so}, [&](auto off, std::int64_t len, auto inner) {
-          for (std::int64_t k = 0; k < len; ++k) {
-            const std::int64_t at = base_i + off[1] + k * inner[1];
-            const std::int64_t j = resolve(ix[at], axis);
-            if (j < 0) {
-              bad.note(at);
-              continue;
-            }
-            combine(kind, y[base_o + off[2] + k * inner[2] + j * axis.stride], u[base_u + off[0] + k * inner[0]]);
-          }
-        }, /*parallel=*/false);
+        for_each_row<3>(
+            shape, {&su, &si, &so},
+            [&](auto off, std::int64_t len, auto inner) {
+              for (std::int64_t k = 0; k < len; ++k) {
+                const std::int64_t at = base_i + off[1] + k * inner[1];
+                const std::int64_t j = resolve(ix[at], axis);
+                if (j < 0) {
+                  bad.note(at);
+                  continue;
+                }
+                combine(kind, y[base_o + off[2] + k * inner[2] + j * axis.stride], u[base_u + off[0] + k * inner[0]]);
+              }
+            },
+            /*parallel=*/false);
       };
       // Updates at different coordinates of an axis along which out moves (stride not 0: the batch,
       // or the axes before and after the indexed one) never land on one element, so such an axis

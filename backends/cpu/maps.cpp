@@ -22,7 +22,9 @@ namespace vt::cpu {
 namespace {
 
 template <class T>
-T* ptr(const View& v) { return static_cast<T*>(v.data); }
+T* ptr(const View& v) {
+  return static_cast<T*>(v.data);
+}
 
 // Rows as Eigen arrays, so that contiguous rows use Eigen's vectorised math (exp, log, ...);
 // strided rows fall back to strided maps of the same expressions.
@@ -106,13 +108,15 @@ void map2(const View& a, const View& b, const View& out, Fn fn) {
     if (inner[2] == 1 && inner[0] == 1 && inner[1] == 1) {
       Row<T>(y + off[2], len) = fn(ConstRow<T>(x + off[0], len), ConstRow<T>(z + off[1], len));
     } else if (inner[2] == 1 && inner[0] == 1 && inner[1] == 0) {
-      Row<T>(y + off[2], len) = fn(ConstRow<T>(x + off[0], len), Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, z[off[1]]));
+      Row<T>(y + off[2], len) =
+          fn(ConstRow<T>(x + off[0], len), Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, z[off[1]]));
     } else if (inner[2] == 1 && inner[0] == 0 && inner[1] == 1) {
-      Row<T>(y + off[2], len) = fn(Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, x[off[0]]), ConstRow<T>(z + off[1], len));
+      Row<T>(y + off[2], len) =
+          fn(Eigen::Array<T, Eigen::Dynamic, 1>::Constant(len, x[off[0]]), ConstRow<T>(z + off[1], len));
     } else {
       auto stride = [](std::int64_t s) { return Eigen::InnerStride<>(s); };
-      StridedRow<T>(y + off[2], len, stride(inner[2])) =
-          fn(ConstStridedRow<T>(x + off[0], len, stride(inner[0])), ConstStridedRow<T>(z + off[1], len, stride(inner[1])));
+      StridedRow<T>(y + off[2], len, stride(inner[2])) = fn(ConstStridedRow<T>(x + off[0], len, stride(inner[0])),
+                                                            ConstStridedRow<T>(z + off[1], len, stride(inner[1])));
     }
   });
 }
@@ -186,10 +190,8 @@ template <class T>
 inline T value(T u, double v, const Plan& plan, double e) {
   auto fallback = [&] { return std::pow(u, static_cast<T>(v)); };
   switch (plan.path) {
-    case Path::one:
-      return T(1);  // pow(x, 0) is 1 for every x, NaN included
-    case Path::copy:
-      return u;
+    case Path::one: return T(1);  // pow(x, 0) is 1 for every x, NaN included
+    case Path::copy: return u;
     case Path::integer: {
       const double p = ipow(static_cast<double>(u), plan.k);
       const T r = static_cast<T>(plan.k < 0 ? 1 / p : p);
@@ -348,8 +350,9 @@ void CpuBackend::unary(UnaryKind kind, const View& in, const View& out) {
         case UnaryKind::neg: return map1<T>(in, out, [](T v) { return element::neg(v); });
         case UnaryKind::abs: return map1<T>(in, out, [](T v) { return element::abs_int(v); });
         case UnaryKind::sign: return map1<T>(in, out, [](T v) { return static_cast<T>((v > 0) - (v < 0)); });
-        default: fail("cpu unary: map {} on {} (internal error: apply admits only neg, abs and sign)",
-                      static_cast<int>(kind), name_of(out.dtype));
+        default:
+          fail("cpu unary: map {} on {} (internal error: apply admits only neg, abs and sign)", static_cast<int>(kind),
+               name_of(out.dtype));
       }
     } else {
       switch (kind) {
@@ -413,8 +416,9 @@ void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const Vie
         case BinaryKind::mul: return each([](T u, T v) { return element::mul(u, v); });
         case BinaryKind::maximum: return each([](T u, T v) { return u > v ? u : v; });
         case BinaryKind::minimum: return each([](T u, T v) { return u < v ? u : v; });
-        default: fail("cpu binary: map {} on {} (internal error: apply refuses it)", static_cast<int>(kind),
-                      name_of(out.dtype));
+        default:
+          fail("cpu binary: map {} on {} (internal error: apply refuses it)", static_cast<int>(kind),
+               name_of(out.dtype));
       }
     } else {
       switch (kind) {
@@ -423,10 +427,8 @@ void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const Vie
         case BinaryKind::mul: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x * y; });
         case BinaryKind::div: return map2<T>(a, b, out, [](const auto& x, const auto& y) { return x / y; });
         // Paths by the exponent's value (pow_map, above), the C library's pow for special values.
-        case BinaryKind::pow:
-          return pow_map<T>(a, b, out);
-        case BinaryKind::pow_base_grad:
-          return pow_base_grad_map<T>(a, b, out);
+        case BinaryKind::pow: return pow_map<T>(a, b, out);
+        case BinaryKind::pow_base_grad: return pow_base_grad_map<T>(a, b, out);
         case BinaryKind::maximum:
           return map2<T>(a, b, out, [](const auto& x, const auto& y) {
             return x.binaryExpr(y, [](T u, T v) { return u > v || std::isnan(u) ? u : v; });
@@ -531,25 +533,29 @@ void CpuBackend::reduce(ReduceKind kind, const View& in, const View& out) {
     const T* x = ptr<T>(in);
     T* y = ptr<T>(acc);
     // Serial: several rows may accumulate into the same output element.
-    for_each_row<2>(in.shape, {&in.strides, &acc.strides}, [&](auto off, std::int64_t len, auto inner) {
-      const T* xr = x + off[0];
-      T* yr = y + off[1];
-      if (kind == ReduceKind::sum) {
-        if (inner[1] == 0) {  // a segment into one value, in sum_order.hpp's order
-          LaneSum<T> s;
-          s.add(xr, len, inner[0]);
-          *yr = element::add(*yr, s.total());
-        } else {
-          for (std::int64_t i = 0; i < len; ++i) yr[i * inner[1]] = element::add(yr[i * inner[1]], xr[i * inner[0]]);
-        }
-      } else {
-        for (std::int64_t i = 0; i < len; ++i) {
-          T& m = yr[i * inner[1]];
-          const T v = xr[i * inner[0]];
-          if (v > m || v != v) m = v;
-        }
-      }
-    }, /*parallel=*/false);
+    for_each_row<2>(
+        in.shape, {&in.strides, &acc.strides},
+        [&](auto off, std::int64_t len, auto inner) {
+          const T* xr = x + off[0];
+          T* yr = y + off[1];
+          if (kind == ReduceKind::sum) {
+            if (inner[1] == 0) {  // a segment into one value, in sum_order.hpp's order
+              LaneSum<T> s;
+              s.add(xr, len, inner[0]);
+              *yr = element::add(*yr, s.total());
+            } else {
+              for (std::int64_t i = 0; i < len; ++i)
+                yr[i * inner[1]] = element::add(yr[i * inner[1]], xr[i * inner[0]]);
+            }
+          } else {
+            for (std::int64_t i = 0; i < len; ++i) {
+              T& m = yr[i * inner[1]];
+              const T v = xr[i * inner[0]];
+              if (v > m || v != v) m = v;
+            }
+          }
+        },
+        /*parallel=*/false);
   });
 }
 

@@ -107,23 +107,17 @@ void few_rows_product(const MA& a, const MB& b, MC& c, T alpha, T beta) {
       few_rows_by_blocks<M>(a, b.data(), b.outerStride(), c.data(), c.outerStride(), c.cols(), alpha, beta);
     };
     switch (c.rows()) {
-      case 1:
-        return by_blocks.template operator()<1>();
-      case 2:
-        return by_blocks.template operator()<2>();
-      case 3:
-        return by_blocks.template operator()<3>();
-      case 4:
-        return by_blocks.template operator()<4>();
+      case 1: return by_blocks.template operator()<1>();
+      case 2: return by_blocks.template operator()<2>();
+      case 3: return by_blocks.template operator()<3>();
+      case 4: return by_blocks.template operator()<4>();
       default:
         assert(c.rows() == 0);  // m <= thin_product
         return;
     }
   } else {
-    if (beta == T(0))
-      c.setZero();
-    else if (beta != T(1))
-      c *= beta;
+    if (beta == T(0)) c.setZero();
+    else if (beta != T(1)) c *= beta;
     const RowMat<T> scaled = alpha * a;
     for (Eigen::Index j = 0; j < c.cols(); ++j)
       for (Eigen::Index r = 0; r < c.rows(); ++r) c(r, j) += scaled.row(r).dot(b.col(j));
@@ -136,10 +130,8 @@ template <class MA, class MB, class MC, class T>
 void few_inner_product(const MA& a, const MB& b, MC& c, T alpha, T beta) {
   for (Eigen::Index i = 0; i < c.rows(); ++i) {
     auto row = c.row(i);
-    if (beta == T(0))
-      row.setZero();
-    else if (beta != T(1))
-      row *= beta;
+    if (beta == T(0)) row.setZero();
+    else if (beta != T(1)) row *= beta;
     for (Eigen::Index l = 0; l < b.rows(); ++l) row += (alpha * a(i, l)) * b.row(l);
   }
 }
@@ -181,14 +173,10 @@ void CpuBackend::gemm(const GemmArgs& g) {
         ConstMapMat<T> A(a + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k);
         ConstMapMat<T> B(b + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n);
         MapMat<T> C(c + i * g.stride_c, g.m, g.n);
-        if (!g.trans_a && !g.trans_b)
-          product(A, B, C);
-        else if (g.trans_a && !g.trans_b)
-          product(A.transpose(), B, C);
-        else if (!g.trans_a && g.trans_b)
-          product(A, B.transpose(), C);
-        else
-          product(A.transpose(), B.transpose(), C);
+        if (!g.trans_a && !g.trans_b) product(A, B, C);
+        else if (g.trans_a && !g.trans_b) product(A.transpose(), B, C);
+        else if (!g.trans_a && g.trans_b) product(A, B.transpose(), C);
+        else product(A.transpose(), B.transpose(), C);
       });
     failure.rethrow();
   });
@@ -281,14 +269,10 @@ void trsm_one(const TrsmArgs& s, const T* t, T* b) {
   using Vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
   ConstMapMat<T> L(t, s.n, s.n);
   auto solve = [&](auto& x, bool transpose) {
-    if (s.lower && !transpose)
-      L.template triangularView<Eigen::Lower>().solveInPlace(x);
-    else if (s.lower)
-      L.transpose().template triangularView<Eigen::Upper>().solveInPlace(x);
-    else if (!transpose)
-      L.template triangularView<Eigen::Upper>().solveInPlace(x);
-    else
-      L.transpose().template triangularView<Eigen::Lower>().solveInPlace(x);
+    if (s.lower && !transpose) L.template triangularView<Eigen::Lower>().solveInPlace(x);
+    else if (s.lower) L.transpose().template triangularView<Eigen::Upper>().solveInPlace(x);
+    else if (!transpose) L.template triangularView<Eigen::Upper>().solveInPlace(x);
+    else L.transpose().template triangularView<Eigen::Lower>().solveInPlace(x);
   };
   auto solve_all = [&](auto& x) {
     solve(x, s.transpose);

@@ -20,7 +20,7 @@ constexpr int sum_lanes = 8;
 template <class T>
 struct LaneSum {
   T lane[sum_lanes] = {};
-  void add(const T *x, std::int64_t len, std::int64_t stride) {
+  void add(const T* x, std::int64_t len, std::int64_t stride) {
     std::int64_t i = 0;
     if (stride == 1) {
       for (; i + sum_lanes <= len; i += sum_lanes)

@@ -21,8 +21,8 @@ struct ColumnMajorGemm {
 };
 
 inline ColumnMajorGemm column_major(const GemmArgs& g) {
-  return {g.trans_b, g.trans_a,         g.n, g.m, g.k, g.b, g.trans_b ? g.k : g.n, g.stride_b,
-          g.a,       g.trans_a ? g.m : g.k, g.stride_a, g.n};
+  return {g.trans_b,  g.trans_a, g.n, g.m, g.k, g.b, g.trans_b ? g.k : g.n, g.stride_b, g.a, g.trans_a ? g.m : g.k,
+          g.stride_a, g.n};
 }
 
 // Row-major op(T) X = B (T n x n, B n x nrhs) is column-major X^T op(T)^T = B^T: a right-side solve

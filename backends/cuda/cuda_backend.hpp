@@ -95,12 +95,12 @@ class CudaBackend final : public Backend {
   void cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
                 std::int64_t stride_l, bool lower_only, const FactorFailure& failure) override;
   void trsm(const TrsmArgs& args) override;
-  void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
-                         void* g, std::int64_t stride_g) override;
+  void cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l, void* g,
+                         std::int64_t stride_g) override;
   void cholesky_inverse(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
                         void* out, std::int64_t stride_out) override;
-  void qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a, std::int64_t stride_a, void* q,
-          std::int64_t stride_q, void* r, std::int64_t stride_r, const FactorFailure::Report& failed) override;
+  void qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a, std::int64_t stride_a,
+          void* q, std::int64_t stride_q, void* r, std::int64_t stride_r, const FactorFailure::Report& failed) override;
   void eigh(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* w,
             std::int64_t stride_w, void* v, std::int64_t stride_v, const FactorFailure::Report& failed) override;
   void raise_deferred() override;

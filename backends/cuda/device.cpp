@@ -110,7 +110,8 @@ void CudaBackend::check(cublasStatus_t status, const char* what) const {
     fail("cuda:{}: cuBLAS {} failed: {}", index_, what, cublasGetStatusString(status));
 }
 void CudaBackend::check(cusolverStatus_t status, const char* what) const {
-  if (status != CUSOLVER_STATUS_SUCCESS) fail("cuda:{}: cuSOLVER {} failed with status {}", index_, what, static_cast<int>(status));
+  if (status != CUSOLVER_STATUS_SUCCESS)
+    fail("cuda:{}: cuSOLVER {} failed with status {}", index_, what, static_cast<int>(status));
 }
 void CudaBackend::check(const std::string& launch_error) const {
   if (!launch_error.empty()) fail("cuda:{}: kernel {}", index_, launch_error);
@@ -162,7 +163,8 @@ void CudaBackend::deallocate(void* p, std::size_t) {
   // finishes first. At process exit the runtime may already be gone; nothing is left to free then.
   std::lock_guard lock(mutex_);
   int current = -1;
-  const bool switched = cudaGetDevice(&current) == cudaSuccess && current != index_ && cudaSetDevice(index_) == cudaSuccess;
+  const bool switched =
+      cudaGetDevice(&current) == cudaSuccess && current != index_ && cudaSetDevice(index_) == cudaSuccess;
   if (cudaFreeAsync(p, stream_) != cudaSuccess) (void)cudaGetLastError();
   if (switched) (void)cudaSetDevice(current);
   (void)cudaGetLastError();  // whatever failed here must not be blamed on the next kernel
@@ -191,7 +193,8 @@ void CudaBackend::defer(InfoCheck info_check, const std::int32_t* device_info, s
     return;
   }
   Deferred d{std::this_thread::get_id(), std::move(info_check), nullptr, 0, count, nullptr};
-  const auto spare = std::find_if(spare_pinned_.begin(), spare_pinned_.end(), [&](const auto& p) { return p.second >= count; });
+  const auto spare =
+      std::find_if(spare_pinned_.begin(), spare_pinned_.end(), [&](const auto& p) { return p.second >= count; });
   if (spare != spare_pinned_.end()) {
     d.info = spare->first;
     d.capacity = spare->second;
@@ -210,7 +213,7 @@ void CudaBackend::defer(InfoCheck info_check, const std::int32_t* device_info, s
     check(cudaEventCreateWithFlags(&d.copied, cudaEventDisableTiming), "creating an event");
   }
   std::fill(d.info, d.info + count, 0);  // read as "no failure" should the copy below never run
-  deferred_.push_back(d);  // from here on raise_deferred() gives the buffer and the event back
+  deferred_.push_back(d);                // from here on raise_deferred() gives the buffer and the event back
   deferred_count_.store(deferred_.size());
   check(cudaMemcpyAsync(d.info, device_info, static_cast<std::size_t>(count) * sizeof(std::int32_t),
                         cudaMemcpyDeviceToHost, stream_),
@@ -224,8 +227,8 @@ void CudaBackend::raise_deferred() {
   {
     auto entered = enter();
     const std::thread::id me = std::this_thread::get_id();
-    const auto others_end = std::stable_partition(deferred_.begin(), deferred_.end(),
-                                                  [&](const Deferred& d) { return d.thread != me; });
+    const auto others_end =
+        std::stable_partition(deferred_.begin(), deferred_.end(), [&](const Deferred& d) { return d.thread != me; });
     mine.assign(std::make_move_iterator(others_end), std::make_move_iterator(deferred_.end()));
     deferred_.erase(others_end, deferred_.end());
     deferred_count_.store(deferred_.size());
@@ -276,8 +279,8 @@ void CudaBackend::fill(const View& out, double value) {
 void CudaBackend::copy(const View& in, const View& out) {
   check_same_rank(in, out, "cuda", "copy");
   auto entered = enter();
-  check(kernels::copy(stream_, in.dtype, out.dtype, layout_of<2>("copy", out.shape, {&in.strides, &out.strides}), in.data,
-                      out.data));
+  check(kernels::copy(stream_, in.dtype, out.dtype, layout_of<2>("copy", out.shape, {&in.strides, &out.strides}),
+                      in.data, out.data));
 }
 
 void CudaBackend::unary(UnaryKind kind, const View& in, const View& out) {
@@ -359,8 +362,8 @@ void CudaBackend::gather(const View& in, const View& indices, IndexedAxis axis, 
   defer(index_check(failure.report), static_cast<const std::int32_t*>(bad.data()), index_check_bytes / 4);
 }
 
-void CudaBackend::scatter(ScatterKind kind, const View& updates, const View& indices, IndexedAxis axis,
-                          const View& out, const IndexFailure& failure) {
+void CudaBackend::scatter(ScatterKind kind, const View& updates, const View& indices, IndexedAxis axis, const View& out,
+                          const IndexFailure& failure) {
   check_same_rank(indices, updates, "cuda", "scatter");
   check_same_rank(out, updates, "cuda", "scatter");
   const auto l = layout_of<3>("scatter", updates.shape, {&updates.strides, &indices.strides, &out.strides});

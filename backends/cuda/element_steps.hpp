@@ -74,7 +74,8 @@ VTAPE_HOST_DEVICE void copy_lower(std::int64_t t, std::int64_t n, const T* a, st
 
 // For checked factorizations: the rows of a failed factor from its failing minor on become NaN.
 template <class T>
-VTAPE_HOST_DEVICE void poison_failed_rows(std::int64_t t, std::int64_t n, T* l, std::int64_t sl, const std::int32_t* info) {
+VTAPE_HOST_DEVICE void poison_failed_rows(std::int64_t t, std::int64_t n, T* l, std::int64_t sl,
+                                          const std::int32_t* info) {
   std::int64_t m, i, j;
   matrix_item(t, n, m, i, j);
   if (info[m] != 0 && i >= info[m] - 1) l[m * sl + i * n + j] = T(NAN);
@@ -105,7 +106,8 @@ VTAPE_HOST_DEVICE void lower_triangle(std::int64_t t, std::int64_t n, T* x, std:
 }
 
 template <class T>
-VTAPE_HOST_DEVICE void transpose(std::int64_t t, std::int64_t n, const T* in, std::int64_t si, T* out, std::int64_t so) {
+VTAPE_HOST_DEVICE void transpose(std::int64_t t, std::int64_t n, const T* in, std::int64_t si, T* out,
+                                 std::int64_t so) {
   std::int64_t m, i, j;
   matrix_item(t, n, m, i, j);
   out[m * so + i * n + j] = in[m * si + j * n + i];
@@ -150,8 +152,8 @@ VTAPE_HOST_DEVICE void rectangle_item(std::int64_t t, std::int64_t rows, std::in
 
 // info[m] <- -1 where matrix m has a non-finite entry (every thread that finds one writes the same).
 template <class T>
-VTAPE_HOST_DEVICE void flag_nonfinite(std::int64_t t, std::int64_t rows, std::int64_t cols, const T* x,
-                                      std::int64_t s, std::int32_t* info) {
+VTAPE_HOST_DEVICE void flag_nonfinite(std::int64_t t, std::int64_t rows, std::int64_t cols, const T* x, std::int64_t s,
+                                      std::int32_t* info) {
   using std::isfinite;
   std::int64_t m, i, j;
   rectangle_item(t, rows, cols, m, i, j);

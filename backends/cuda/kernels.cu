@@ -146,8 +146,7 @@ __device__ __forceinline__ T apply_binary(BinaryKind kind, T x, T y) {
       case BinaryKind::greater: return x > y ? T(1) : T(0);
       case BinaryKind::equal: return x == y ? T(1) : T(0);
       case BinaryKind::minimum: return x < y || isnan(x) ? x : y;  // NaN propagates, as on the CPU
-      case BinaryKind::pow_base_grad:
-        return y == T(0) ? T(0) : y * (f ? powf(x, y - T(1)) : pow(x, y - T(1)));
+      case BinaryKind::pow_base_grad: return y == T(0) ? T(0) : y * (f ? powf(x, y - T(1)) : pow(x, y - T(1)));
     }
     return x;
   }
@@ -401,7 +400,8 @@ __global__ void pointer_kernel(void** pointers, const char* base, std::int64_t s
 
 // The matrix steps: one work item per thread (element_steps.hpp), over count n x n matrices.
 template <class T>
-__global__ void copy_lower_kernel(std::int64_t count, std::int64_t n, const T* a, std::int64_t sa, T* l, std::int64_t sl) {
+__global__ void copy_lower_kernel(std::int64_t count, std::int64_t n, const T* a, std::int64_t sa, T* l,
+                                  std::int64_t sl) {
   for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) steps::copy_lower(t, n, a, sa, l, sl);
 }
 
@@ -458,7 +458,8 @@ __global__ void check_diagonal_kernel(std::int64_t count, std::int64_t n, const 
 
 template <class T>
 __global__ void lower_triangle_kernel(std::int64_t count, std::int64_t n, T* x, std::int64_t s, T diagonal_scale) {
-  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step()) steps::lower_triangle(t, n, x, s, diagonal_scale);
+  for (std::int64_t t = grid_start(); t < count * n * n; t += grid_step())
+    steps::lower_triangle(t, n, x, s, diagonal_scale);
 }
 
 template <class T>
@@ -489,7 +490,8 @@ __global__ void zero_flagged_kernel(std::int64_t count, std::int64_t rows, std::
 
 template <class T>
 __global__ void upper_trapezoid_kernel(std::int64_t count, std::int64_t rows, std::int64_t cols, T* x, std::int64_t s) {
-  for (std::int64_t t = grid_start(); t < count * rows * cols; t += grid_step()) steps::upper_trapezoid(t, rows, cols, x, s);
+  for (std::int64_t t = grid_start(); t < count * rows * cols; t += grid_step())
+    steps::upper_trapezoid(t, rows, cols, x, s);
 }
 
 template <class T>
@@ -559,7 +561,8 @@ std::string unary(Stream s, UnaryKind kind, DType dtype, const Layout<2>& l, con
   return launched("unary");
 }
 
-std::string binary(Stream s, BinaryKind kind, DType dtype, const Layout<3>& l, const void* a, const void* b, void* out) {
+std::string binary(Stream s, BinaryKind kind, DType dtype, const Layout<3>& l, const void* a, const void* b,
+                   void* out) {
   if (l.total == 0) return {};
   visit_dtype(dtype, [&](auto z) {
     using T = decltype(z);
@@ -571,7 +574,8 @@ std::string binary(Stream s, BinaryKind kind, DType dtype, const Layout<3>& l, c
   return launched("binary");
 }
 
-std::string select(Stream s, DType dtype, const Layout<4>& l, const void* cond, const void* a, const void* b, void* out) {
+std::string select(Stream s, DType dtype, const Layout<4>& l, const void* cond, const void* a, const void* b,
+                   void* out) {
   if (l.total == 0) return {};
   visit_dtype(dtype, [&](auto z) {
     using T = decltype(z);
@@ -602,12 +606,13 @@ std::string reduce(Stream s, ReduceKind kind, DType dtype, const Layout<2>& kept
     // output, so that neighbouring threads read neighbouring outputs' elements (sums over a
     // leading or the batch axis).
     const bool reduced_contiguous = reduced.rank > 0 && reduced.stride[0][reduced.rank - 1] == 1;
+    const std::int64_t grid = std::min<std::int64_t>(kept.total, 65535);
     if (reduced.total >= 64 && (reduced_contiguous || kept.total < 4096))
-      reduce_by_block<T><<<kept.total < 65535 ? kept.total : 65535, threads, 0, st(s)>>>(
-          op, kept, reduced, static_cast<const T*>(in), static_cast<T*>(out));
+      reduce_by_block<T>
+          <<<grid, threads, 0, st(s)>>>(op, kept, reduced, static_cast<const T*>(in), static_cast<T*>(out));
     else
       reduce_by_thread<T><<<blocks_for(kept.total), threads, 0, st(s)>>>(op, kept, reduced, static_cast<const T*>(in),
-                                                                        static_cast<T*>(out));
+                                                                         static_cast<T*>(out));
   });
   return launched("reduce");
 }
@@ -656,8 +661,8 @@ std::string scatter(Stream s, ScatterKind kind, DType dtype, DType index_dtype, 
         scatter_kernel<Index, T, I>
             <<<blocks_for(l.total), threads, 0, st(s)>>>(kind, l, axis, u, ix, static_cast<T*>(out), bad, winners);
         if (kind == ScatterKind::assign)
-          assign_kernel<Index, T, I><<<blocks_for(l.total), threads, 0, st(s)>>>(l, axis, u, ix, static_cast<T*>(out),
-                                                                                  winners);
+          assign_kernel<Index, T, I>
+              <<<blocks_for(l.total), threads, 0, st(s)>>>(l, axis, u, ix, static_cast<T*>(out), winners);
       });
       bad_value_kernel<I><<<1, 1, 0, st(s)>>>(ix, bad);
     });
@@ -667,18 +672,19 @@ std::string scatter(Stream s, ScatterKind kind, DType dtype, DType index_dtype, 
 
 std::string pointer_array(Stream s, void** pointers, const void* base, std::int64_t stride_bytes, std::int64_t count) {
   if (count == 0) return {};
-  pointer_kernel<<<blocks_for(count), threads, 0, st(s)>>>(pointers, static_cast<const char*>(base), stride_bytes, count);
+  pointer_kernel<<<blocks_for(count), threads, 0, st(s)>>>(pointers, static_cast<const char*>(base), stride_bytes,
+                                                           count);
   return launched("pointer_array");
 }
 
-#define VTAPE_MATRIX_LAUNCH(kernel, ...)                                                                         \
-  do {                                                                                                           \
-    if (count == 0 || n == 0) return {};                                                                         \
-    visit_float_dtype(dtype, [&](auto z) {                                                                       \
-      using T = decltype(z);                                                                                     \
-      kernel<T><<<blocks_for(count * n * n), threads, 0, st(s)>>>(__VA_ARGS__);                                  \
-    });                                                                                                          \
-    return launched(#kernel);                                                                                    \
+#define VTAPE_MATRIX_LAUNCH(kernel, ...)                                      \
+  do {                                                                        \
+    if (count == 0 || n == 0) return {};                                      \
+    visit_float_dtype(dtype, [&](auto z) {                                    \
+      using T = decltype(z);                                                  \
+      kernel<T><<<blocks_for(count* n* n), threads, 0, st(s)>>>(__VA_ARGS__); \
+    });                                                                       \
+    return launched(#kernel);                                                 \
   } while (0)
 
 std::string copy_lower(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t sa,
@@ -705,14 +711,14 @@ std::string mirror_lower(Stream s, DType dtype, std::int64_t count, std::int64_t
 }
 #undef VTAPE_MATRIX_LAUNCH
 
-#define VTAPE_RECTANGLE_LAUNCH(kernel, ...)                                                                      \
-  do {                                                                                                           \
-    if (count == 0 || rows == 0 || cols == 0) return {};                                                         \
-    visit_float_dtype(dtype, [&](auto z) {                                                                       \
-      using T = decltype(z);                                                                                     \
-      kernel<T><<<blocks_for(count * rows * cols), threads, 0, st(s)>>>(__VA_ARGS__);                            \
-    });                                                                                                          \
-    return launched(#kernel);                                                                                    \
+#define VTAPE_RECTANGLE_LAUNCH(kernel, ...)                                         \
+  do {                                                                              \
+    if (count == 0 || rows == 0 || cols == 0) return {};                            \
+    visit_float_dtype(dtype, [&](auto z) {                                          \
+      using T = decltype(z);                                                        \
+      kernel<T><<<blocks_for(count* rows* cols), threads, 0, st(s)>>>(__VA_ARGS__); \
+    });                                                                             \
+    return launched(#kernel);                                                       \
   } while (0)
 
 std::string flag_nonfinite(Stream s, DType dtype, std::int64_t count, std::int64_t rows, std::int64_t cols,

@@ -74,8 +74,8 @@ std::string poison_failed_rows(Stream s, DType dtype, std::int64_t count, std::i
 std::string check_factor_diagonal(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* l,
                                   std::int64_t stride_l, std::int32_t* info);
 // `lower_triangle` zeroes the strict upper triangle and scales the diagonal (by 1 after a
-// factorization, by 1/2 for Phi in the Cholesky adjoint); for the adjoint also: `transpose` writes out_i = in_i^T; `symmetrize` sets
-// m_i = (m_i + m_i^T) / 2 in place.
+// factorization, by 1/2 for Phi in the Cholesky adjoint); for the adjoint also: `transpose` writes out_i = in_i^T;
+// `symmetrize` sets m_i = (m_i + m_i^T) / 2 in place.
 std::string lower_triangle(Stream s, DType dtype, std::int64_t count, std::int64_t n, void* m, std::int64_t stride,
                            double diagonal_scale);
 std::string transpose(Stream s, DType dtype, std::int64_t count, std::int64_t n, const void* in, std::int64_t stride_in,

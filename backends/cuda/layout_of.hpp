@@ -8,7 +8,8 @@
 namespace vt::cuda {
 
 template <int N>
-inline kernels::Layout<N> layout_of(const char* kernel, const Shape& shape, const std::array<const Shape*, N>& strides) {
+inline kernels::Layout<N> layout_of(const char* kernel, const Shape& shape,
+                                    const std::array<const Shape*, N>& strides) {
   const MergedAxes<N> merged = merge_axes<N>(shape, strides);
   kernels::Layout<N> l;
   if (merged.empty) {
@@ -22,7 +23,8 @@ inline kernels::Layout<N> layout_of(const char* kernel, const Shape& shape, cons
   l.total = numel(merged.shape);
   for (int d = 0; d < l.rank; ++d) {
     l.shape[d] = merged.shape[static_cast<std::size_t>(d)];
-    for (int k = 0; k < N; ++k) l.stride[k][d] = merged.strides[static_cast<std::size_t>(k)][static_cast<std::size_t>(d)];
+    for (int k = 0; k < N; ++k)
+      l.stride[k][d] = merged.strides[static_cast<std::size_t>(k)][static_cast<std::size_t>(d)];
   }
   return l;
 }

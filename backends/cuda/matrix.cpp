@@ -67,8 +67,8 @@ bool out_of_workspace(cusolverStatus_t s) { return s == CUSOLVER_STATUS_ALLOC_FA
 
 // potrfBatched factors every size measured at least as fast as one blocked Xpotrf per matrix (on an
 // H200: the seed, B = 2048 and n = 256, 9.8 ms a call against 337; the CO2 fit, B = 8 and n = 521,
-// 7.2 ms a round against 7.2, and 7.8 against 9.0 in another run). For a few very large matrices (not measured) Xpotrf's GEMM-based trailing updates
-// should win. VTAPE_CUDA_POTRF=batched|single forces one way, for benchmarks.
+// 7.2 ms a round against 7.2, and 7.8 against 9.0 in another run). For a few very large matrices (not measured)
+// Xpotrf's GEMM-based trailing updates should win. VTAPE_CUDA_POTRF=batched|single forces one way, for benchmarks.
 bool factor_one_by_one(std::int64_t count, std::int64_t n) {
   static const char* forced = std::getenv("VTAPE_CUDA_POTRF");
   if (forced && std::strcmp(forced, "batched") == 0) return false;
@@ -106,7 +106,8 @@ void CudaBackend::gemm(const GemmArgs& g) {
     return;
   }
   const ColumnMajorGemm c = column_major(g);
-  const int rows = narrow(c.rows, "gemm rows"), cols = narrow(c.cols, "gemm columns"), inner = narrow(c.inner, "gemm k");
+  const int rows = narrow(c.rows, "gemm rows"), cols = narrow(c.cols, "gemm columns"),
+            inner = narrow(c.inner, "gemm k");
   const int lda = narrow(std::max<std::int64_t>(c.ld_first, 1), "gemm lda");
   const int ldb = narrow(std::max<std::int64_t>(c.ld_second, 1), "gemm ldb");
   const int ldc = narrow(c.ldc, "gemm ldc");
@@ -122,11 +123,11 @@ void CudaBackend::gemm(const GemmArgs& g) {
                   advance<double>(g.c, g.dtype, first * g.stride_c), ldc, g.stride_c, count);
             }
             const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
-            return cublasSgemmStridedBatched(
-                blas_, op(c.trans_first), op(c.trans_second), rows, cols, inner, &alpha,
-                advance<float>(c.first, g.dtype, first * c.stride_first), lda, c.stride_first,
-                advance<float>(c.second, g.dtype, first * c.stride_second), ldb, c.stride_second, &beta,
-                advance<float>(g.c, g.dtype, first * g.stride_c), ldc, g.stride_c, count);
+            return cublasSgemmStridedBatched(blas_, op(c.trans_first), op(c.trans_second), rows, cols, inner, &alpha,
+                                             advance<float>(c.first, g.dtype, first * c.stride_first), lda,
+                                             c.stride_first, advance<float>(c.second, g.dtype, first * c.stride_second),
+                                             ldb, c.stride_second, &beta,
+                                             advance<float>(g.c, g.dtype, first * g.stride_c), ldc, g.stride_c, count);
           }),
           "gemmStridedBatched");
   });
@@ -177,11 +178,12 @@ void CudaBackend::factor(DType dtype, std::int64_t count, std::int64_t n, void* 
   in_chunks(count, [&](std::int64_t first, std::int64_t size) {
     void** matrices = static_cast<void**>(array.data()) + first;
     check(with_workspace([&] {
-            return dtype == DType::f64
-                       ? cusolverDnDpotrfBatched(solver_, CUBLAS_FILL_MODE_UPPER, order, reinterpret_cast<double**>(matrices),
-                                                 order, info + first, static_cast<int>(size))
-                       : cusolverDnSpotrfBatched(solver_, CUBLAS_FILL_MODE_UPPER, order, reinterpret_cast<float**>(matrices),
-                                                 order, info + first, static_cast<int>(size));
+            return dtype == DType::f64 ? cusolverDnDpotrfBatched(solver_, CUBLAS_FILL_MODE_UPPER, order,
+                                                                 reinterpret_cast<double**>(matrices), order,
+                                                                 info + first, static_cast<int>(size))
+                                       : cusolverDnSpotrfBatched(solver_, CUBLAS_FILL_MODE_UPPER, order,
+                                                                 reinterpret_cast<float**>(matrices), order,
+                                                                 info + first, static_cast<int>(size));
           }),
           "potrfBatched");
   });
@@ -238,15 +240,45 @@ void CudaBackend::cholesky_backward(DType dtype, std::int64_t count, std::int64_
   // Lbar's strict upper triangle does not enter the result (L^T Lbar's lower triangle reads only
   // Lbar's lower one), but multiplied by L's zeros an Inf there would make NaN: clear it first.
   check(kernels::lower_triangle(stream_, dtype, count, n, g, stride_g, 1.0));
-  gemm(GemmArgs{.dtype = dtype, .count = count, .m = n, .n = n, .k = n, .trans_a = true, .trans_b = false,
-                .alpha = 1.0, .beta = 0.0, .a = l, .stride_a = stride_l, .b = g, .stride_b = stride_g,
-                .c = p.data(), .stride_c = nn});  // L^T Lbar
+  gemm(GemmArgs{.dtype = dtype,
+                .count = count,
+                .m = n,
+                .n = n,
+                .k = n,
+                .trans_a = true,
+                .trans_b = false,
+                .alpha = 1.0,
+                .beta = 0.0,
+                .a = l,
+                .stride_a = stride_l,
+                .b = g,
+                .stride_b = stride_g,
+                .c = p.data(),
+                .stride_c = nn});                                               // L^T Lbar
   check(kernels::lower_triangle(stream_, dtype, count, n, p.data(), nn, 0.5));  // Phi
-  trsm(TrsmArgs{.dtype = dtype, .count = count, .n = n, .nrhs = n, .lower = true, .transpose = true,
-                .then_transposed = false, .t = l, .stride_t = stride_l, .b = p.data(), .stride_b = nn});  // P = L^-T Phi
+  trsm(TrsmArgs{.dtype = dtype,
+                .count = count,
+                .n = n,
+                .nrhs = n,
+                .lower = true,
+                .transpose = true,
+                .then_transposed = false,
+                .t = l,
+                .stride_t = stride_l,
+                .b = p.data(),
+                .stride_b = nn});                                                  // P = L^-T Phi
   check(kernels::transpose(stream_, dtype, count, n, p.data(), nn, g, stride_g));  // g = P^T
-  trsm(TrsmArgs{.dtype = dtype, .count = count, .n = n, .nrhs = n, .lower = true, .transpose = true,
-                .then_transposed = false, .t = l, .stride_t = stride_l, .b = g, .stride_b = stride_g});  // g = L^-T P^T
+  trsm(TrsmArgs{.dtype = dtype,
+                .count = count,
+                .n = n,
+                .nrhs = n,
+                .lower = true,
+                .transpose = true,
+                .then_transposed = false,
+                .t = l,
+                .stride_t = stride_l,
+                .b = g,
+                .stride_b = stride_g});  // g = L^-T P^T
   check(kernels::symmetrize(stream_, dtype, count, n, g, stride_g));
 }
 
@@ -332,7 +364,8 @@ void CudaBackend::qr(DType dtype, std::int64_t count, std::int64_t m, std::int64
 
   int factor_work = 0, form_work = 0;
   check(by_dtype(
-            dtype, [&] { return cusolverDnDgeqrf_bufferSize(solver_, rows, cols, as_f64(work.data()), rows, &factor_work); },
+            dtype,
+            [&] { return cusolverDnDgeqrf_bufferSize(solver_, rows, cols, as_f64(work.data()), rows, &factor_work); },
             [&] { return cusolverDnSgeqrf_bufferSize(solver_, rows, cols, as_f32(work.data()), rows, &factor_work); }),
         "geqrf_bufferSize");
   check(by_dtype(

@@ -10,6 +10,7 @@ int main() {
   // The library's version is the headers' (both come from one install or one source tree).
   const std::string headers = fmt::format("{}.{}.{}", VTAPE_VERSION_MAJOR, VTAPE_VERSION_MINOR, VTAPE_VERSION_PATCH);
   const bool same_version = headers == vt::version();
-  fmt::print("{} (vtape {}, headers {})\n", ok && same_version ? "consumer ok" : "consumer WRONG", vt::version(), headers);
+  fmt::print("{} (vtape {}, headers {})\n", ok && same_version ? "consumer ok" : "consumer WRONG", vt::version(),
+             headers);
   return ok && same_version ? 0 : 1;
 }

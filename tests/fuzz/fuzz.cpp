@@ -29,7 +29,10 @@ std::string g_current_repro;  // prepared before each program runs
 std::uint64_t g_current_seed = 0;
 
 void crash_handler(int sig) {
-  const char* what = sig == SIGALRM ? "TIMEOUT (program hung)" : sig == SIGSEGV ? "SIGSEGV" : sig == SIGABRT ? "SIGABRT" : "SIGFPE/SIGBUS";
+  const char* what = sig == SIGALRM   ? "TIMEOUT (program hung)"
+                     : sig == SIGSEGV ? "SIGSEGV"
+                     : sig == SIGABRT ? "SIGABRT"
+                                      : "SIGFPE/SIGBUS";
   char head[160];
   const int n = std::snprintf(head, sizeof head, "\nFAIL [crash] seed %llu: %s while running this program\n",
                               static_cast<unsigned long long>(g_current_seed), what);
@@ -42,7 +45,9 @@ void crash_handler(int sig) {
 struct Rng {
   std::mt19937_64 g;
   explicit Rng(std::uint64_t s) : g(s * 0x9E3779B97F4A7C15ull + 12345) {}
-  std::int64_t below(std::int64_t n) { return n <= 0 ? 0 : static_cast<std::int64_t>(g() % static_cast<std::uint64_t>(n)); }
+  std::int64_t below(std::int64_t n) {
+    return n <= 0 ? 0 : static_cast<std::int64_t>(g() % static_cast<std::uint64_t>(n));
+  }
   std::int64_t range(std::int64_t lo, std::int64_t hi) { return lo + below(hi - lo + 1); }
   double unif() { return static_cast<double>(g() >> 11) * 0x1.0p-53; }
   double normal() {
@@ -50,14 +55,18 @@ struct Rng {
     return std::sqrt(-2 * std::log(u)) * std::cos(6.283185307179586 * v);
   }
   bool chance(double p) { return unif() < p; }
-  template <class T> const T& pick(const std::vector<T>& v) { return v[static_cast<std::size_t>(below(static_cast<std::int64_t>(v.size())))]; }
+  template <class T>
+  const T& pick(const std::vector<T>& v) {
+    return v[static_cast<std::size_t>(below(static_cast<std::int64_t>(v.size())))];
+  }
 };
 
 enum class Vals { normal, smooth, positive, mask };
 
 std::vector<double> gen_values(Rng& g, std::int64_t n, Vals kind, bool specials) {
   std::vector<double> v(static_cast<std::size_t>(n));
-  static const std::vector<double> special{NAN, INFINITY, -INFINITY, 0.0, -0.0, 1e-310, -1e-310, 1e300, -1e300, 1e-40, 88.0, 710.0, -1.0};
+  static const std::vector<double> special{NAN,   INFINITY, -INFINITY, 0.0,  -0.0,  1e-310, -1e-310,
+                                           1e300, -1e300,   1e-40,     88.0, 710.0, -1.0};
   const double scale = g.pick(std::vector<double>{1, 1, 1, 4, 1e-3});
   for (auto& x : v) {
     switch (kind) {
@@ -134,7 +143,8 @@ struct Mismatch {
 };
 
 // Compares values: bitwise-equal (NaN == NaN) when tol == 0, else |a-b| <= tol * max(1, |a|, |b|, scale).
-std::optional<Mismatch> compare_values(const std::vector<double>& a, const std::vector<double>& b, double tol, const std::string& where) {
+std::optional<Mismatch> compare_values(const std::vector<double>& a, const std::vector<double>& b, double tol,
+                                       const std::string& where) {
   if (a.size() != b.size()) return Mismatch{fmt::format("{}: {} vs {} elements", where, a.size(), b.size())};
   double scale = 1;
   for (std::size_t k = 0; k < a.size(); ++k)
@@ -158,12 +168,15 @@ std::optional<Mismatch> compare_values(const std::vector<double>& a, const std::
 }
 
 std::optional<Mismatch> compare(const Snapshot& a, const Snapshot& b, double tol, const std::string& what) {
-  if (a.values.size() != b.values.size()) return Mismatch{fmt::format("{}: {} vs {} outputs", what, a.values.size(), b.values.size())};
+  if (a.values.size() != b.values.size())
+    return Mismatch{fmt::format("{}: {} vs {} outputs", what, a.values.size(), b.values.size())};
   for (std::size_t k = 0; k < a.values.size(); ++k) {
-    if (a.shapes[k] != b.shapes[k] || a.dtypes[k] != b.dtypes[k] || a.batched[k] != b.batched[k] || a.batch[k] != b.batch[k])
-      return Mismatch{fmt::format("{}: output {}: shape {} {}{} vs {} {}{}", what, k, shape_text(a.shapes[k]), vt::name_of(a.dtypes[k]),
-                                  a.batched[k] ? fmt::format(" batch {}", a.batch[k]) : "", shape_text(b.shapes[k]),
-                                  vt::name_of(b.dtypes[k]), b.batched[k] ? fmt::format(" batch {}", b.batch[k]) : "")};
+    if (a.shapes[k] != b.shapes[k] || a.dtypes[k] != b.dtypes[k] || a.batched[k] != b.batched[k] ||
+        a.batch[k] != b.batch[k])
+      return Mismatch{fmt::format("{}: output {}: shape {} {}{} vs {} {}{}", what, k, shape_text(a.shapes[k]),
+                                  vt::name_of(a.dtypes[k]), a.batched[k] ? fmt::format(" batch {}", a.batch[k]) : "",
+                                  shape_text(b.shapes[k]), vt::name_of(b.dtypes[k]),
+                                  b.batched[k] ? fmt::format(" batch {}", b.batch[k]) : "")};
     const double t = tol == 0 ? 0 : (a.dtypes[k] == DType::f32 ? 2e-5 : tol);
     if (auto m = compare_values(a.values[k], b.values[k], t, fmt::format("{}: output {}", what, k))) return m;
   }
@@ -174,8 +187,8 @@ std::optional<Mismatch> compare(const Snapshot& a, const Snapshot& b, double tol
 struct RegInfo {
   bool usable = true;
   bool positive = false;
-  bool spd = false;   // SPD matrices [..., n, n]
-  bool lower = false; // lower-triangular factor
+  bool spd = false;    // SPD matrices [..., n, n]
+  bool lower = false;  // lower-triangular factor
 };
 
 struct Gen {
@@ -220,18 +233,29 @@ struct Gen {
     }
     return ok.empty() ? -1 : g.pick(ok);
   }
-  int any() { return reg([](const Tensor&, const RegInfo&) { return true; }); }
+  int any() {
+    return reg([](const Tensor&, const RegInfo&) { return true; });
+  }
   const Shape& shp(int k) const { return R[static_cast<std::size_t>(k)].shape(); }
 
-  Instr un(Op op, int a) { Instr in{op}; in.a = {a}; return in; }
-  Instr bin(Op op, int a, int b) { Instr in{op}; in.a = {a, b}; return in; }
+  Instr un(Op op, int a) {
+    Instr in{op};
+    in.a = {a};
+    return in;
+  }
+  Instr bin(Op op, int a, int b) {
+    Instr in{op};
+    in.a = {a, b};
+    return in;
+  }
 
   // A partner of a for broadcasting: an existing register that broadcasts with it, or a new constant.
   int partner(int a, Vals kind) {
     if (g.chance(0.5)) {
       const Shape s = shp(a);
       const int b = reg([&](const Tensor& t, const RegInfo& ri) {
-        return bcast_ok(t.shape(), s) && (kind != Vals::positive || ri.positive) && t.is_batched() == R[static_cast<std::size_t>(a)].is_batched();
+        return bcast_ok(t.shape(), s) && (kind != Vals::positive || ri.positive) &&
+               t.is_batched() == R[static_cast<std::size_t>(a)].is_batched();
       });
       if (b >= 0) return b;
     }
@@ -258,8 +282,8 @@ bool Gen::step() {
   const int choice = static_cast<int>(g.below(12));
   if (choice < 2) {  // unary
     std::vector<Op> ops = smooth() ? std::vector<Op>{Op::Neg, Op::Sin, Op::Cos, Op::Tanh, Op::Square, Op::Exp}
-                                   : std::vector<Op>{Op::Neg, Op::Exp, Op::Log, Op::Log1p, Op::Sqrt, Op::Square, Op::Sin,
-                                                     Op::Cos, Op::Tanh, Op::Abs, Op::Sign, Op::StopGrad};
+                                   : std::vector<Op>{Op::Neg, Op::Exp, Op::Log,  Op::Log1p, Op::Sqrt, Op::Square,
+                                                     Op::Sin, Op::Cos, Op::Tanh, Op::Abs,   Op::Sign, Op::StopGrad};
     if (smooth() && pos) ops.insert(ops.end(), {Op::Log, Op::Log1p, Op::Sqrt});
     const Op op = g.pick(ops);
     emit(un(op, a), {true, op == Op::Exp || (pos && (op == Op::Sqrt || op == Op::Square))});
@@ -267,8 +291,8 @@ bool Gen::step() {
   }
   if (choice < 4) {  // binary
     std::vector<Op> ops = smooth() ? std::vector<Op>{Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Pow}
-                                   : std::vector<Op>{Op::Add, Op::Sub, Op::Mul, Op::Div, Op::Pow, Op::Maximum, Op::Less,
-                                                     Op::Greater, Op::Equal, Op::Where};
+                                   : std::vector<Op>{Op::Add,     Op::Sub,  Op::Mul,     Op::Div,   Op::Pow,
+                                                     Op::Maximum, Op::Less, Op::Greater, Op::Equal, Op::Where};
     Op op = g.pick(ops);
     if (smooth() && op == Op::Pow && !pos) op = Op::Mul;
     if (op == Op::Where) {
@@ -285,26 +309,32 @@ bool Gen::step() {
     return true;
   }
   if (choice == 4) {  // scalar forms
-    std::vector<Op> ops = smooth() ? std::vector<Op>{Op::AddS, Op::SubS, Op::MulS, Op::DivS, Op::RAddS, Op::RSubS, Op::RMulS}
-                                   : std::vector<Op>{Op::AddS, Op::SubS, Op::MulS, Op::DivS, Op::PowS, Op::RAddS,
-                                                     Op::RSubS, Op::RMulS, Op::RDivS};
+    std::vector<Op> ops = smooth()
+                              ? std::vector<Op>{Op::AddS, Op::SubS, Op::MulS, Op::DivS, Op::RAddS, Op::RSubS, Op::RMulS}
+                              : std::vector<Op>{Op::AddS,  Op::SubS,  Op::MulS,  Op::DivS, Op::PowS,
+                                                Op::RAddS, Op::RSubS, Op::RMulS, Op::RDivS};
     if (smooth() && pos) ops.insert(ops.end(), {Op::PowS, Op::RDivS});
     Instr in = un(g.pick(ops), a);
     std::vector<double> cs{2.0, 0.5, -1.5, 3.0, 1.25};
     if (!smooth()) cs.insert(cs.end(), {0.0, -0.0, NAN, INFINITY, 1e308});
     in.r = {g.pick(cs)};
-    const bool stays_pos = pos && in.r[0] > 0 && (in.op == Op::AddS || in.op == Op::MulS || in.op == Op::RAddS ||
-                                                  in.op == Op::RMulS || in.op == Op::DivS || in.op == Op::PowS);
+    const bool stays_pos = pos && in.r[0] > 0 &&
+                           (in.op == Op::AddS || in.op == Op::MulS || in.op == Op::RAddS || in.op == Op::RMulS ||
+                            in.op == Op::DivS || in.op == Op::PowS);
     emit(in, {true, stays_pos});
     return true;
   }
   if (choice == 5) {  // reductions
-    std::vector<Op> ops = smooth() ? std::vector<Op>{Op::Sum, Op::Mean, Op::SumTo} : std::vector<Op>{Op::Sum, Op::Mean, Op::Max, Op::SumTo};
+    std::vector<Op> ops = smooth() ? std::vector<Op>{Op::Sum, Op::Mean, Op::SumTo}
+                                   : std::vector<Op>{Op::Sum, Op::Mean, Op::Max, Op::SumTo};
     const Op op = g.pick(ops);
     Instr in = un(op, a);
     if (op == Op::SumTo) {
       in.i = partner_shape(g, s);
-      if (general() && g.chance(0.1)) { in.i = {9, 9}; in.expect = "bad-args"; }
+      if (general() && g.chance(0.1)) {
+        in.i = {9, 9};
+        in.expect = "bad-args";
+      }
     } else {
       in.i = {g.chance(0.4) ? 1 : 0};
       for (std::int64_t d = 0; d < rank; ++d)
@@ -331,8 +361,14 @@ bool Gen::step() {
       else in.i = {n};
       if (g.chance(0.3)) in.i[0] = -1;
       if (g.chance(0.3)) in.i.insert(in.i.begin(), 1);
-      if (general() && g.chance(0.1)) { in.i = {n + 1}; in.expect = "bad-args"; }
-      if (general() && g.chance(0.05)) { in.i = {-2, n}; in.expect = "bad-args"; }
+      if (general() && g.chance(0.1)) {
+        in.i = {n + 1};
+        in.expect = "bad-args";
+      }
+      if (general() && g.chance(0.05)) {
+        in.i = {-2, n};
+        in.expect = "bad-args";
+      }
       if (general() && allowed("overflow") && g.chance(0.06)) {
         in.i = n == 0 ? Shape{std::int64_t{1} << 32, std::int64_t{1} << 32} : Shape{INT64_MAX, 2};
         in.expect = "overflow";
@@ -344,12 +380,17 @@ bool Gen::step() {
         std::shuffle(in.i.begin(), in.i.end(), g.g);
         for (auto& d : in.i)
           if (g.chance(0.2)) d -= rank;
-        if (general() && g.chance(0.1)) { in.i.push_back(0); in.expect = "bad-args"; }
+        if (general() && g.chance(0.1)) {
+          in.i.push_back(0);
+          in.expect = "bad-args";
+        }
       }
     } else if (kind == 2) {
       in.op = Op::Swapaxes;
-      if (rank == 0 || (general() && g.chance(0.1))) { in.i = {rank, 0}; in.expect = "bad-args"; }
-      else in.i = {g.range(-rank, rank - 1), g.range(-rank, rank - 1)};
+      if (rank == 0 || (general() && g.chance(0.1))) {
+        in.i = {rank, 0};
+        in.expect = "bad-args";
+      } else in.i = {g.range(-rank, rank - 1), g.range(-rank, rank - 1)};
     } else if (kind == 3) {
       in.op = Op::T;
       if (rank < 2) in.expect = "bad-args";
@@ -362,12 +403,13 @@ bool Gen::step() {
       in.i = t;
       if (general() && g.chance(0.08)) {
         in.i = {7, 11};
-        if (s.size() > 2 || (!s.empty() && s.back() != 1 && s.back() != 11) || (s.size() == 2 && s[0] != 1 && s[0] != 7))
+        if (s.size() > 2 || (!s.empty() && s.back() != 1 && s.back() != 11) ||
+            (s.size() == 2 && s[0] != 1 && s[0] != 7))
           in.expect = "bad-args";
       }
       if (general() && allowed("overflow") && g.chance(0.08) && numel(s) == 1) {
-        in.i = g.pick(std::vector<Shape>{{-1}, {2, -3}, {std::int64_t{1} << 32, std::int64_t{1} << 32}, {INT64_MAX, 2},
-                                         {std::int64_t{1} << 62, 4}});
+        in.i = g.pick(std::vector<Shape>{
+            {-1}, {2, -3}, {std::int64_t{1} << 32, std::int64_t{1} << 32}, {INT64_MAX, 2}, {std::int64_t{1} << 62, 4}});
         in.expect = "overflow";
       }
     }
@@ -378,11 +420,19 @@ bool Gen::step() {
     const int kind = static_cast<int>(g.below(5));
     if (kind == 0) {
       Instr in = un(Op::Slice, a);
-      if (rank == 0) { in.i = {0, 0, 1, 1}; in.expect = "bad-args"; emit(in); return true; }
+      if (rank == 0) {
+        in.i = {0, 0, 1, 1};
+        in.expect = "bad-args";
+        emit(in);
+        return true;
+      }
       const std::int64_t ax = g.range(-rank, rank - 1);
       const std::int64_t len = s[static_cast<std::size_t>(ax < 0 ? ax + rank : ax)];
       in.i = {ax, g.range(-len - 2, len + 2), g.range(-len - 2, len + 2), g.range(1, 3)};
-      if (general() && g.chance(0.1)) { in.i[3] = g.chance(0.5) ? 0 : -1; in.expect = "bad-args"; }
+      if (general() && g.chance(0.1)) {
+        in.i[3] = g.chance(0.5) ? 0 : -1;
+        in.expect = "bad-args";
+      }
       if (general() && g.chance(0.08)) {
         in.i = {ax, g.chance(0.5) ? INT64_MIN : -1, INT64_MAX, g.chance(0.5) ? INT64_MAX : 1};
         in.expect.clear();
@@ -392,7 +442,13 @@ bool Gen::step() {
     }
     if (kind == 1) {  // concatenate / stack
       Instr in{g.chance(0.5) ? Op::Concat : Op::Stack};
-      if (rank == 0 && in.op == Op::Concat) { in.a = {a, a}; in.i = {0}; in.expect = "bad-args"; emit(in); return true; }
+      if (rank == 0 && in.op == Op::Concat) {
+        in.a = {a, a};
+        in.i = {0};
+        in.expect = "bad-args";
+        emit(in);
+        return true;
+      }
       const std::int64_t ax = in.op == Op::Concat ? g.range(-rank, rank - 1) : g.range(-rank - 1, rank);
       in.a = {a};
       for (std::int64_t k = g.below(3); k > 0; --k) {
@@ -405,7 +461,12 @@ bool Gen::step() {
       emit(in);
       return true;
     }
-    if (kind == 2) { Instr in = un(g.chance(0.5) ? Op::Diag : Op::Diagonal, a); if (in.op == Op::Diag ? (rank != 1 && rank != 2) : rank < 2) in.expect = "bad-args"; emit(in); return true; }
+    if (kind == 2) {
+      Instr in = un(g.chance(0.5) ? Op::Diag : Op::Diagonal, a);
+      if (in.op == Op::Diag ? (rank != 1 && rank != 2) : rank < 2) in.expect = "bad-args";
+      emit(in);
+      return true;
+    }
     Instr in = un(g.chance(0.5) ? Op::Tril : Op::Triu, a);
     in.i = {g.range(-2, 2)};
     if (rank < 2) in.expect = "bad-args";
@@ -414,14 +475,23 @@ bool Gen::step() {
   }
   if (choice == 8) {  // matmul
     Shape t;
-    if (rank == 0) { t = {2}; emit(bin(Op::Matmul, a, constant(t, Vals::normal))); out.back().expect = "bad-args"; return true; }
+    if (rank == 0) {
+      t = {2};
+      emit(bin(Op::Matmul, a, constant(t, Vals::normal)));
+      out.back().expect = "bad-args";
+      return true;
+    }
     const std::int64_t inner = s.back();
     const std::int64_t k = g.range(0, 3);
     const int form = static_cast<int>(g.below(3));
     if (form == 0) t = {inner};
     else if (form == 1) t = {inner, k};
-    else { t = {g.range(1, 2), inner, k}; }
-    if (general() && g.chance(0.08)) { t = {inner + 1, 2}; }
+    else {
+      t = {g.range(1, 2), inner, k};
+    }
+    if (general() && g.chance(0.08)) {
+      t = {inner + 1, 2};
+    }
     const int b = constant(t, smooth() ? Vals::smooth : Vals::normal, rdt());
     Instr in = bin(Op::Matmul, a, b);
     if (t.size() == 2 && t[0] != inner) in.expect = "bad-args";
@@ -492,13 +562,17 @@ bool Gen::step_linalg() {
 }
 
 bool Gen::step_creation() {
-  Instr in{g.pick(std::vector<Op>{Op::Zeros, Op::Ones, Op::Full, Op::Eye, Op::Arange, Op::Linspace, Op::Randn, Op::Rand})};
+  Instr in{
+      g.pick(std::vector<Op>{Op::Zeros, Op::Ones, Op::Full, Op::Eye, Op::Arange, Op::Linspace, Op::Randn, Op::Rand})};
   in.dt = rdt();
   in.i = gen_shape(g);
   in.r = {g.normal(), 0, 0};
   if (in.op == Op::Randn || in.op == Op::Rand) in.r = {static_cast<double>(g.below(1000))};
   if (in.op == Op::Eye) in.i = {g.range(0, 4)};
-  if (in.op == Op::Linspace) { in.i = {g.range(0, 5)}; in.r = {-1, 2}; }
+  if (in.op == Op::Linspace) {
+    in.i = {g.range(0, 5)};
+    in.r = {-1, 2};
+  }
   if (in.op == Op::Arange) in.r = {0, static_cast<double>(g.range(-1, 6)), g.pick(std::vector<double>{1, 0.5, 2, -1})};
   if (g.chance(0.1)) {  // bad arguments
     if (in.op == Op::Eye || in.op == Op::Linspace) in.i = {-1};
@@ -507,13 +581,20 @@ bool Gen::step_creation() {
     in.expect = "bad-args";
   } else if (allowed("overflow") && g.chance(0.15)) {
     in.expect = "overflow";
-    if (g.chance(0.15)) { in.op = Op::FromBlobNeg; in.i = g.pick(std::vector<Shape>{{-1}, {2, -3}}); }
-    else if (in.op == Op::Eye) in.i = {g.pick(std::vector<std::int64_t>{std::int64_t{1} << 31, std::int64_t{1} << 62, INT64_MAX})};
-    else if (in.op == Op::Linspace) in.i = {g.pick(std::vector<std::int64_t>{std::int64_t{1} << 62, INT64_MAX})};  // bytes overflow
+    if (g.chance(0.15)) {
+      in.op = Op::FromBlobNeg;
+      in.i = g.pick(std::vector<Shape>{{-1}, {2, -3}});
+    } else if (in.op == Op::Eye)
+      in.i = {g.pick(std::vector<std::int64_t>{std::int64_t{1} << 31, std::int64_t{1} << 62, INT64_MAX})};
+    else if (in.op == Op::Linspace)
+      in.i = {g.pick(std::vector<std::int64_t>{std::int64_t{1} << 62, INT64_MAX})};  // bytes overflow
     else {
       in.op = g.pick(std::vector<Op>{Op::Zeros, Op::Ones, Op::Full});
-      in.i = g.pick(std::vector<Shape>{{std::int64_t{1} << 32, std::int64_t{1} << 32}, {INT64_MAX, 2}, {INT64_MAX},
-                                       {std::int64_t{1} << 61}, {std::int64_t{1} << 62, 4, 0, 1}});
+      in.i = g.pick(std::vector<Shape>{{std::int64_t{1} << 32, std::int64_t{1} << 32},
+                                       {INT64_MAX, 2},
+                                       {INT64_MAX},
+                                       {std::int64_t{1} << 61},
+                                       {std::int64_t{1} << 62, 4, 0, 1}});
       if (in.i.size() == 4) in.expect.clear(), in.i = {std::int64_t{1} << 62, 0};  // zero elements: valid
     }
   }
@@ -680,8 +761,8 @@ void Runner::generate_and_run() {
       }
       if (!in.expect.empty()) {
         outcome.kind = std::string("no-error:") + op_name(in.op);
-        fail(in.expect, fmt::format("eager {} returned a tensor of shape {} instead of raising vt::Error", op_name(in.op),
-                                    t.defined() ? shape_text(t.shape()) : "(undefined)"));
+        fail(in.expect, fmt::format("eager {} returned a tensor of shape {} instead of raising vt::Error",
+                                    op_name(in.op), t.defined() ? shape_text(t.shape()) : "(undefined)"));
         return;
       }
       if (in.op == Op::Slice) {  // Python's slice length, computed without overflow
@@ -689,7 +770,9 @@ void Runner::generate_and_run() {
         const Tensor& x = R[static_cast<std::size_t>(in.a[0])];
         const auto rank = static_cast<std::int64_t>(x.ndim());
         const std::int64_t len = x.shape()[static_cast<std::size_t>(I[0] < 0 ? I[0] + rank : I[0])];
-        auto clamp = [&](std::int64_t i) { return i < 0 ? std::max<std::int64_t>(0, i + std::min(len, -(i + 1)) + 1 + 0 * len) : std::min(i, len); };
+        auto clamp = [&](std::int64_t i) {
+          return i < 0 ? std::max<std::int64_t>(0, i + std::min(len, -(i + 1)) + 1 + 0 * len) : std::min(i, len);
+        };
         auto norm = [&](std::int64_t i) -> std::int64_t {
           if (i < 0) return (i < -len) ? 0 : i + len;
           return std::min(i, len);
@@ -700,7 +783,8 @@ void Runner::generate_and_run() {
         const std::int64_t got = t.shape()[static_cast<std::size_t>(I[0] < 0 ? I[0] + rank : I[0])];
         if (got != static_cast<std::int64_t>(count)) {
           outcome.kind = "wrong:slice";
-          fail("eager", fmt::format("slice gave length {} along the axis, Python's rule gives {}", got, static_cast<std::int64_t>(count)));
+          fail("eager", fmt::format("slice gave length {} along the axis, Python's rule gives {}", got,
+                                    static_cast<std::int64_t>(count)));
           return;
         }
       }
@@ -736,8 +820,10 @@ void Runner::oracle_jit(const Snapshot& eager) {
     if (s.batched) sizes.insert(s.shape[0]);
   const bool mixed_batch = sizes.size() > 1;
   for (int call = 0; call < 2; ++call) {
-    const std::string extra = fmt::format("// check: jit(f)(in0, in1, in2) (call {}) equals f(in0, in1, in2)\n", call + 1);
-    const Snapshot j = guarded("jit", [&] { return jf(in[0], in[1], in[2]); }, extra);
+    const std::string extra =
+        fmt::format("// check: jit(f)(in0, in1, in2) (call {}) equals f(in0, in1, in2)\n", call + 1);
+    const Snapshot j = guarded(
+        "jit", [&] { return jf(in[0], in[1], in[2]); }, extra);
     if (eager.ok && !j.ok && mixed_batch) return;
     if (eager.ok && !j.ok) return fail("jit", "jit raised where eager succeeded: " + j.error, extra);
     if (!eager.ok && j.ok) return fail("jit", "jit succeeded where eager raised: " + eager.error, extra);
@@ -778,11 +864,15 @@ void Runner::oracle_vmap(const Snapshot& eager) {
   std::vector<InputSpec> specs;
   batched_inputs(B, specs);
   std::string extra;
-  for (int k = 0; k < 3; ++k) extra += fmt::format("Tensor X{} = {};\n", k, input_text(specs[static_cast<std::size_t>(k)]));
-  extra += fmt::format("// check: unbatch(vmap(f, {})(X0, X1, X2)[k])[i] equals f(X0[i], X1[i], X2[i])[k] (unmapped: in*)\n", axes_text());
+  for (int k = 0; k < 3; ++k)
+    extra += fmt::format("Tensor X{} = {};\n", k, input_text(specs[static_cast<std::size_t>(k)]));
+  extra +=
+      fmt::format("// check: unbatch(vmap(f, {})(X0, X1, X2)[k])[i] equals f(X0[i], X1[i], X2[i])[k] (unmapped: in*)\n",
+                  axes_text());
   std::vector<Tensor> X;
   for (const auto& s : specs) X.push_back(make_input(s));
-  const Snapshot v = guarded("vmap", [&] { return vf(X[0], X[1], X[2]); }, extra);
+  const Snapshot v = guarded(
+      "vmap", [&] { return vf(X[0], X[1], X[2]); }, extra);
   // The per-example loop.
   bool any_error = false;
   std::string loop_error;
@@ -791,13 +881,17 @@ void Runner::oracle_vmap(const Snapshot& eager) {
     std::vector<Tensor> args;
     for (int k = 0; k < 3; ++k) {
       const InputSpec& s = specs[static_cast<std::size_t>(k)];
-      if (!axes[static_cast<std::size_t>(k)]) { args.push_back(make_input(s)); continue; }
+      if (!axes[static_cast<std::size_t>(k)]) {
+        args.push_back(make_input(s));
+        continue;
+      }
       const Shape es(s.shape.begin() + 1, s.shape.end());
       const auto n = numel(es);
       std::vector<double> vals(s.vals.begin() + i * n, s.vals.begin() + (i + 1) * n);
       args.push_back(Tensor::from_vector(vals, es, s.dt));
     }
-    per.push_back(guarded("vmap", [&] { return interpret(p, args[0], args[1], args[2]); }, extra));
+    per.push_back(guarded(
+        "vmap", [&] { return interpret(p, args[0], args[1], args[2]); }, extra));
     if (!per.back().ok) any_error = true, loop_error = per.back().error;
   }
   if (B == 0) {
@@ -805,8 +899,10 @@ void Runner::oracle_vmap(const Snapshot& eager) {
     if (!v.ok) return fail("vmap", "vmap raised at batch size 0 where f succeeds per example: " + v.error, extra);
     for (std::size_t k = 0; k < v.shapes.size(); ++k)
       if (!v.batched[k] || v.batch[k] != 0 || v.shapes[k] != eager.shapes[k] || v.dtypes[k] != eager.dtypes[k])
-        return fail("vmap", fmt::format("vmap at batch size 0: output {} has shape {} (batched {}, B {}), per example {}", k,
-                                        shape_text(v.shapes[k]), v.batched[k], v.batch[k], shape_text(eager.shapes[k])), extra);
+        return fail("vmap",
+                    fmt::format("vmap at batch size 0: output {} has shape {} (batched {}, B {}), per example {}", k,
+                                shape_text(v.shapes[k]), v.batched[k], v.batch[k], shape_text(eager.shapes[k])),
+                    extra);
     return;
   }
   if (any_error && v.ok) return fail("vmap", "vmap succeeded where an example raised: " + loop_error, extra);
@@ -818,7 +914,10 @@ void Runner::oracle_vmap(const Snapshot& eager) {
     e.ok = true;
     for (std::size_t k = 0; k < v.shapes.size(); ++k) {
       if (!v.batched[k] || v.batch[k] != B)
-        return fail("vmap", fmt::format("vmap output {} is not batched with B = {} (batched {}, B {})", k, B, v.batched[k], v.batch[k]), extra);
+        return fail(
+            "vmap",
+            fmt::format("vmap output {} is not batched with B = {} (batched {}, B {})", k, B, v.batched[k], v.batch[k]),
+            extra);
       const auto n = numel(v.shapes[k]);
       e.shapes.push_back(v.shapes[k]);
       e.dtypes.push_back(v.dtypes[k]);
@@ -843,17 +942,23 @@ void Runner::oracle_vmap(const Snapshot& eager) {
       specs[static_cast<std::size_t>(k)] = s;
       ex += fmt::format("Tensor X{} = {};\n", k, input_text(s));
     }
-    ex += fmt::format("auto jv = jit(vmap(f, {}));  // called with B = 1, 2, 5: one trace, equal to vmap(f)\n", axes_text());
+    ex += fmt::format("auto jv = jit(vmap(f, {}));  // called with B = 1, 2, 5: one trace, equal to vmap(f)\n",
+                      axes_text());
     std::vector<Tensor> Xb;
     for (const auto& s : specs) Xb.push_back(make_input(s));
-    const Snapshot ev = guarded("one-trace", [&] { return vf(Xb[0], Xb[1], Xb[2]); }, ex);
-    const Snapshot jr = guarded("one-trace", [&] { return jv(Xb[0], Xb[1], Xb[2]); }, ex);
+    const Snapshot ev = guarded(
+        "one-trace", [&] { return vf(Xb[0], Xb[1], Xb[2]); }, ex);
+    const Snapshot jr = guarded(
+        "one-trace", [&] { return jv(Xb[0], Xb[1], Xb[2]); }, ex);
     all_ok &= ev.ok;
     if (ev.ok != jr.ok)
-      return fail("one-trace", fmt::format("B = {}: vmap {} but jit(vmap) {}", b, ev.ok ? "succeeded" : "raised " + ev.error,
-                                           jr.ok ? "succeeded" : "raised " + jr.error), ex);
+      return fail("one-trace",
+                  fmt::format("B = {}: vmap {} but jit(vmap) {}", b, ev.ok ? "succeeded" : "raised " + ev.error,
+                              jr.ok ? "succeeded" : "raised " + jr.error),
+                  ex);
     if (ev.ok)
-      if (auto m = compare(ev, jr, tolerance(), fmt::format("B = {}: jit(vmap) vs vmap", b))) return mismatch("one-trace", *m, ex);
+      if (auto m = compare(ev, jr, tolerance(), fmt::format("B = {}: jit(vmap) vs vmap", b)))
+        return mismatch("one-trace", *m, ex);
   }
   const auto c = jv.counters();
   if (all_ok && c.traces != 1)
@@ -874,9 +979,12 @@ void Runner::oracle_grad() {
   if (total > 30) return;
   outcome.checks.push_back("grad");
   const std::vector<Tensor> in = inputs();
-  auto loss = [this](const Tensor& a, const Tensor& b, const Tensor& c) { return weighted_loss(interpret(p, a, b, c)); };
+  auto loss = [this](const Tensor& a, const Tensor& b, const Tensor& c) {
+    return weighted_loss(interpret(p, a, b, c));
+  };
   const std::string extra =
-      "// check: grad([&](Tensor a, Tensor b, Tensor c) { sum_k sum(f(a, b, c)[k] * randn(shape_k, 77 + k)) }, {0, 1, 2})"
+      "// check: grad([&](Tensor a, Tensor b, Tensor c) { sum_k sum(f(a, b, c)[k] * randn(shape_k, 77 + k)) }, {0, 1, "
+      "2})"
       " equals central differences\n";
   std::vector<Tensor> ad;
   try {
@@ -894,8 +1002,11 @@ void Runner::oracle_grad() {
     const std::vector<double> x = in[static_cast<std::size_t>(k)].to_vector<double>();
     const std::vector<double> got = ad[static_cast<std::size_t>(k)].to_vector<double>();
     if (ad[static_cast<std::size_t>(k)].shape() != in[static_cast<std::size_t>(k)].shape())
-      return fail("grad", fmt::format("gradient {} has shape {}, its input {}", k, shape_text(ad[static_cast<std::size_t>(k)].shape()),
-                                      shape_text(in[static_cast<std::size_t>(k)].shape())), extra);
+      return fail(
+          "grad",
+          fmt::format("gradient {} has shape {}, its input {}", k, shape_text(ad[static_cast<std::size_t>(k)].shape()),
+                      shape_text(in[static_cast<std::size_t>(k)].shape())),
+          extra);
     for (std::size_t j = 0; j < x.size(); ++j) {
       const double h = 1e-6 * std::max(1.0, std::abs(x[j]));
       auto at = [&](double v) {
@@ -907,14 +1018,19 @@ void Runner::oracle_grad() {
       };
       const double fd = (at(x[j] + h) - at(x[j] - h)) / (2 * h);
       if (!(std::abs(got[j] - fd) <= 1e-5 * std::abs(fd) + 1e-8 * mag / h * 1e-2 + 1e-7))
-        return fail("grad", fmt::format("d loss / d in{}[{}]: reverse {} vs central differences {}", k, j, num(got[j]), num(fd)), extra);
+        return fail(
+            "grad",
+            fmt::format("d loss / d in{}[{}]: reverse {} vs central differences {}", k, j, num(got[j]), num(fd)),
+            extra);
     }
   }
   // jit of the gradient equals the eager gradient.
   {
-    const std::string ex = "// check: jit(grad(loss, {0, 1, 2}))(in0, in1, in2) equals grad(loss, {0, 1, 2})(in0, in1, in2)\n";
+    const std::string ex =
+        "// check: jit(grad(loss, {0, 1, 2}))(in0, in1, in2) equals grad(loss, {0, 1, 2})(in0, in1, in2)\n";
     auto jg = vt::jit(vt::grad(loss, {0, 1, 2}));
-    const Snapshot j = guarded("grad", [&] { return jg(in[0], in[1], in[2]); }, ex);
+    const Snapshot j = guarded(
+        "grad", [&] { return jg(in[0], in[1], in[2]); }, ex);
     if (!j.ok) return fail("grad", "jit(grad) raised: " + j.error, ex);
     if (auto m = compare(snap(ad), j, 1e-10, "jit(grad) vs grad")) return fail("grad", m->text, ex);
   }
@@ -922,16 +1038,19 @@ void Runner::oracle_grad() {
   if (!opt.skip.count("jit-capture-grad")) {
     outcome.checks.push_back("jit-capture-grad");
     const std::string ex =
-        "// check: grad([&](Tensor x) { return jit([&](Tensor b, Tensor c) { return loss(x, b, c); })(in1, in2); })(in0)\n"
+        "// check: grad([&](Tensor x) { return jit([&](Tensor b, Tensor c) { return loss(x, b, c); })(in1, in2); "
+        "})(in0)\n"
         "//        equals grad(loss)(in0, in1, in2)\n";
     auto outer = [&](const Tensor& x) {
       auto inner = vt::jit([&](const Tensor& b, const Tensor& c) { return loss(x, b, c); });
       return inner(in[1], in[2]);
     };
     std::vector<Tensor> g1;
-    const Snapshot gc = guarded("jit-capture-grad", [&] { return std::vector<Tensor>{vt::grad(outer)(in[0])}; }, ex);
+    const Snapshot gc = guarded(
+        "jit-capture-grad", [&] { return std::vector<Tensor>{vt::grad(outer)(in[0])}; }, ex);
     if (!gc.ok) return fail("jit-capture-grad", "raised: " + gc.error, ex);
-    if (auto m = compare(snap({ad[0]}), gc, 1e-10, "captured-jit grad vs grad")) return fail("jit-capture-grad", m->text, ex);
+    if (auto m = compare(snap({ad[0]}), gc, 1e-10, "captured-jit grad vs grad"))
+      return fail("jit-capture-grad", m->text, ex);
   }
 }
 
@@ -945,8 +1064,11 @@ void Runner::oracle_nested_jit(const Snapshot& eager) {
   const std::vector<Tensor> in = inputs();
   auto inner = vt::jit([this](const Tensor& a, const Tensor& b, const Tensor& c) { return interpret(p, a, b, c); });
   auto outer = vt::jit([&inner](const Tensor& a, const Tensor& b, const Tensor& c) { return inner(a, b, c); });
-  const std::string ex = "// check: auto inner = jit(f); jit([&](Tensor a, Tensor b, Tensor c) { return inner(a, b, c); })(in0, in1, in2) equals f(in0, in1, in2)\n";
-  const Snapshot j = guarded("nested-jit", [&] { return outer(in[0], in[1], in[2]); }, ex);
+  const std::string ex =
+      "// check: auto inner = jit(f); jit([&](Tensor a, Tensor b, Tensor c) { return inner(a, b, c); })(in0, in1, in2) "
+      "equals f(in0, in1, in2)\n";
+  const Snapshot j = guarded(
+      "nested-jit", [&] { return outer(in[0], in[1], in[2]); }, ex);
   if (eager.ok && !j.ok) return fail("nested-jit", "nested jit raised where eager succeeded: " + j.error, ex);
   if (!eager.ok && j.ok) return fail("nested-jit", "nested jit succeeded where eager raised: " + eager.error, ex);
   if (eager.ok)
@@ -973,7 +1095,9 @@ const std::vector<Scenario>& scenarios() {
     s.push_back({"sum(undefined)", "misuse", "sum(Tensor());", [] { sum(Tensor()); }});
     s.push_back({"reshape(undefined)", "misuse", "reshape(Tensor(), {1});", [] { reshape(Tensor(), {1}); }});
     s.push_back({"where(undefined, x, x)", "misuse", "where(Tensor(), x3, x3);", [=] { where(Tensor(), x3(), x3()); }});
-    s.push_back({"concatenate with undefined", "misuse", "concatenate({x3, Tensor()});", [=] { concatenate({x3(), Tensor()}); }});
+    s.push_back({"concatenate with undefined", "misuse", "concatenate({x3, Tensor()});", [=] {
+                   concatenate({x3(), Tensor()});
+                 }});
     s.push_back({"cholesky(undefined)", "misuse", "cholesky(Tensor());", [] { cholesky(Tensor()); }});
     s.push_back({"astype(undefined)", "misuse", "astype(Tensor(), DType::f32);", [] { astype(Tensor(), DType::f32); }});
     s.push_back({"undefined.shape()", "misuse", "Tensor().shape();", [] { (void)Tensor().shape(); }});
@@ -987,16 +1111,21 @@ const std::vector<Scenario>& scenarios() {
                  [] { vmap([](const Tensor& x) { return x; })(Tensor::scalar(1.0)); }});
     s.push_back({"vmap of undefined", "misuse", "vmap([](Tensor x) { return x; })(Tensor());",
                  [] { vmap([](const Tensor& x) { return x; })(Tensor()); }});
-    s.push_back({"vmap batch sizes differ", "misuse", "vmap([](Tensor a, Tensor b) { return a + b; })(zeros({2, 3}), zeros({3, 3}));",
-                 [] { vmap([](const Tensor& a, const Tensor& b) { return a + b; })(zeros({2, 3}), zeros({3, 3})); }});
-    s.push_back({"vmap in_axes count", "misuse", "vmap([](Tensor a) { return a; }, {0, 0})(zeros({2}));",
-                 [] { vmap([](const Tensor& a) { return a; }, InAxes{0, 0})(zeros({2})); }});
+    s.push_back({"vmap batch sizes differ", "misuse",
+                 "vmap([](Tensor a, Tensor b) { return a + b; })(zeros({2, 3}), zeros({3, 3}));", [] {
+                   vmap([](const Tensor& a, const Tensor& b) { return a + b; })(zeros({2, 3}), zeros({3, 3}));
+                 }});
+    s.push_back({"vmap in_axes count", "misuse", "vmap([](Tensor a) { return a; }, {0, 0})(zeros({2}));", [] {
+                   vmap([](const Tensor& a) { return a; }, InAxes{0, 0})(zeros({2}));
+                 }});
     s.push_back({"vmap no mapped argument", "misuse", "vmap([](Tensor a) { return a; }, {not_mapped})(zeros({2}));",
                  [] { vmap([](const Tensor& a) { return a; }, InAxes{not_mapped})(zeros({2})); }});
     s.push_back({"vmap axis out of range", "misuse", "vmap([](Tensor a) { return a; }, {3})(zeros({2}));",
                  [] { vmap([](const Tensor& a) { return a; }, InAxes{3})(zeros({2})); }});
-    s.push_back({"nested vmap", "misuse", "vmap([](Tensor a) { return vmap([](Tensor b) { return b; })(a); })(zeros({2, 2}));",
-                 [] { vmap([](const Tensor& a) { return vmap([](const Tensor& b) { return b; })(a); })(zeros({2, 2})); }});
+    s.push_back({"nested vmap", "misuse",
+                 "vmap([](Tensor a) { return vmap([](Tensor b) { return b; })(a); })(zeros({2, 2}));", [] {
+                   vmap([](const Tensor& a) { return vmap([](const Tensor& b) { return b; })(a); })(zeros({2, 2}));
+                 }});
     s.push_back({"vmap out_axes out of range", "misuse", "vmap([](Tensor a) { return a; }, {}, 5)(zeros({2}));",
                  [] { vmap([](const Tensor& a) { return a; }, InAxes{}, 5)(zeros({2})); }});
     s.push_back({"item of a vector", "misuse", "x3.item();", [=] { (void)x3().item(); }});
@@ -1004,41 +1133,61 @@ const std::vector<Scenario>& scenarios() {
     s.push_back({"at negative index", "misuse", "x3.at({-1});", [=] { (void)x3().at({-1}); }});
     s.push_back({"batch_size of plain", "misuse", "x3.batch_size();", [=] { (void)x3().batch_size(); }});
     s.push_back({"shape(axis) out of range", "misuse", "x3.shape(1);", [=] { (void)x3().shape(1); }});
-    s.push_back({"as_eigen of rank 3", "misuse", "zeros({1, 1, 1}).as_eigen<double>();", [] { (void)zeros({1, 1, 1}).as_eigen<double>(); }});
+    s.push_back({"as_eigen of rank 3", "misuse", "zeros({1, 1, 1}).as_eigen<double>();", [] {
+                   (void)zeros({1, 1, 1}).as_eigen<double>();
+                 }});
     s.push_back({"data<float> of float64", "misuse", "x3.data<float>();", [=] { (void)x3().data<float>(); }});
     s.push_back({"item while tracing", "misuse", "jit([](Tensor x) { return x * x.item(); })(Tensor::scalar(2.0));",
                  [] { jit([](const Tensor& x) { return x * x.item(); })(Tensor::scalar(2.0)); }});
     s.push_back({"plain vmap results of a batched argument while tracing", "misuse",
                  "jit([](Tensor x) { return vmap([](Tensor p) { return p; }, {}, 0)(x); })(as_batch(zeros({2, 2})));",
-                 [] { jit([](const Tensor& x) { return vmap([](const Tensor& p) { return p; }, {}, 0)(x); })(as_batch(zeros({2, 2}))); }});
-    s.push_back({"unbatch while tracing", "misuse", "jit([](Tensor x) { return unbatch(x); })(as_batch(zeros({2, 2})));",
-                 [] { jit([](const Tensor& x) { return unbatch(x); })(as_batch(zeros({2, 2}))); }});
-    s.push_back({"batch_size while tracing", "misuse", "jit([](Tensor x) { return x * double(x.batch_size()); })(as_batch(zeros({2, 2})));",
-                 [] { jit([](const Tensor& x) { return x * static_cast<double>(x.batch_size()); })(as_batch(zeros({2, 2}))); }});
+                 [] {
+                   jit([](const Tensor& x) { return vmap([](const Tensor& p) { return p; }, {}, 0)(x); })(
+                       as_batch(zeros({2, 2})));
+                 }});
+    s.push_back(
+        {"unbatch while tracing", "misuse", "jit([](Tensor x) { return unbatch(x); })(as_batch(zeros({2, 2})));", [] {
+           jit([](const Tensor& x) { return unbatch(x); })(as_batch(zeros({2, 2})));
+         }});
+    s.push_back(
+        {"batch_size while tracing", "misuse",
+         "jit([](Tensor x) { return x * double(x.batch_size()); })(as_batch(zeros({2, 2})));", [] {
+           jit([](const Tensor& x) { return x * static_cast<double>(x.batch_size()); })(as_batch(zeros({2, 2})));
+         }});
     s.push_back({"jit of undefined argument", "misuse", "jit([](Tensor x) { return x + 1.0; })(Tensor());",
                  [] { jit([](const Tensor& x) { return x + 1.0; })(Tensor()); }});
-    s.push_back({"from_vector count", "misuse", "Tensor::from_vector({1, 2}, {3});", [] { Tensor::from_vector({1, 2}, {3}); }});
-    s.push_back({"cho_solve of empty factor", "misuse", "cho_solve(CholeskyFactor{}, x3);", [=] { cho_solve(CholeskyFactor{}, x3()); }});
+    s.push_back({"from_vector count", "misuse", "Tensor::from_vector({1, 2}, {3});", [] {
+                   Tensor::from_vector({1, 2}, {3});
+                 }});
+    s.push_back({"cho_solve of empty factor", "misuse", "cho_solve(CholeskyFactor{}, x3);",
+                 [=] { cho_solve(CholeskyFactor{}, x3()); }});
     s.push_back({"logdet of empty factor", "misuse", "logdet(CholeskyFactor{});", [] { logdet(CholeskyFactor{}); }});
-    s.push_back({"as_batch of a scalar", "misuse", "as_batch(Tensor::scalar(1.0));", [] { as_batch(Tensor::scalar(1.0)); }});
-    s.push_back({"as_batch of batched", "misuse", "as_batch(as_batch(zeros({2, 2})));", [] { as_batch(as_batch(zeros({2, 2}))); }});
+    s.push_back(
+        {"as_batch of a scalar", "misuse", "as_batch(Tensor::scalar(1.0));", [] { as_batch(Tensor::scalar(1.0)); }});
+    s.push_back({"as_batch of batched", "misuse", "as_batch(as_batch(zeros({2, 2})));", [] {
+                   as_batch(as_batch(zeros({2, 2})));
+                 }});
     s.push_back({"batch_sum of plain", "misuse", "batch_sum(x3);", [=] { batch_sum(x3()); }});
     s.push_back({"stack of none", "misuse", "stack({});", [] { stack({}); }});
     s.push_back({"concatenate of none", "misuse", "concatenate({});", [] { concatenate({}); }});
     s.push_back({"t of a vector", "misuse", "x3.t();", [=] { (void)x3().t(); }});
     s.push_back({"vjp cotangent shape", "misuse", "vjp([](Tensor x) { return x * 2.0; }, x3).second(zeros({4}));",
                  [=] { vjp([](const Tensor& x) { return x * 2.0; }, x3()).second(zeros({4})); }});
-    s.push_back({"vjp cotangent dtype", "misuse", "vjp([](Tensor x) { return x * 2.0; }, x3).second(zeros({3}, DType::f32));",
+    s.push_back({"vjp cotangent dtype", "misuse",
+                 "vjp([](Tensor x) { return x * 2.0; }, x3).second(zeros({3}, DType::f32));",
                  [=] { vjp([](const Tensor& x) { return x * 2.0; }, x3()).second(zeros({3}, DType::f32)); }});
     s.push_back({"cholesky of NaN", "misuse", "cholesky(full({2, 2}, NAN));", [] { cholesky(full({2, 2}, NAN)); }});
     s.push_back({"cholesky not SPD", "misuse", "cholesky(-eye(3));", [] { cholesky(-eye(3)); }});
     // Listed bugs being fixed.
     s.push_back({"grad through jit capturing the argument", "jit-capture-grad",
                  "Tensor p = Tensor::scalar(3.0);\n"
-                 "Tensor g = grad([&](Tensor x) { return jit([&](Tensor q) { return sum(q * x); })(p); })(Tensor::scalar(3.0));  // must be 3",
+                 "Tensor g = grad([&](Tensor x) { return jit([&](Tensor q) { return sum(q * x); })(p); "
+                 "})(Tensor::scalar(3.0));  // must be 3",
                  [] {
                    const Tensor p = Tensor::scalar(3.0);
-                   const Tensor g = grad([&](const Tensor& x) { return jit([&](const Tensor& q) { return sum(q * x); })(p); })(Tensor::scalar(3.0));
+                   const Tensor g = grad([&](const Tensor& x) {
+                     return jit([&](const Tensor& q) { return sum(q * x); })(p);
+                   })(Tensor::scalar(3.0));
                    if (g.item() != 3.0) throw std::logic_error(fmt::format("gradient {} instead of 3", g.item()));
                  },
                  false});
@@ -1050,16 +1199,23 @@ const std::vector<Scenario>& scenarios() {
                    const Tensor y = jit([&](const Tensor& x) { return inner(x) + 1.0; })(x3());
                    const auto v = y.to_vector<double>();
                    for (int k = 0; k < 3; ++k)
-                     if (v[static_cast<std::size_t>(k)] != std::exp(k + 1.0) * 2.0 + 1.0) throw std::logic_error("wrong value");
+                     if (v[static_cast<std::size_t>(k)] != std::exp(k + 1.0) * 2.0 + 1.0)
+                       throw std::logic_error("wrong value");
                  },
                  false});
-    s.push_back({"zeros overflow", "overflow", "zeros({std::int64_t{1} << 32, std::int64_t{1} << 32});",
-                 [] { zeros({std::int64_t{1} << 32, std::int64_t{1} << 32}); }});
-    s.push_back({"reshape overflow", "overflow", "reshape(zeros({2}), {INT64_MAX, 2});", [] { reshape(zeros({2}), {INT64_MAX, 2}); }});
+    s.push_back({"zeros overflow", "overflow", "zeros({std::int64_t{1} << 32, std::int64_t{1} << 32});", [] {
+                   zeros({std::int64_t{1} << 32, std::int64_t{1} << 32});
+                 }});
+    s.push_back({"reshape overflow", "overflow", "reshape(zeros({2}), {INT64_MAX, 2});", [] {
+                   reshape(zeros({2}), {INT64_MAX, 2});
+                 }});
     s.push_back({"eye overflow", "overflow", "eye(std::int64_t{1} << 31);", [] { eye(std::int64_t{1} << 31); }});
-    s.push_back({"broadcast_to negative", "overflow", "broadcast_to(zeros({1}), {-1});", [] { broadcast_to(zeros({1}), {-1}); }});
-    s.push_back({"from_blob negative", "overflow", "double buf[4]; Tensor::from_blob(buf, {-1}, DType::f64);",
-                 [] { static double buf[4]; Tensor::from_blob(buf, {-1}, DType::f64); }});
+    s.push_back({"broadcast_to negative", "overflow", "broadcast_to(zeros({1}), {-1});",
+                 [] { broadcast_to(zeros({1}), {-1}); }});
+    s.push_back({"from_blob negative", "overflow", "double buf[4]; Tensor::from_blob(buf, {-1}, DType::f64);", [] {
+                   static double buf[4];
+                   Tensor::from_blob(buf, {-1}, DType::f64);
+                 }});
     return s;
   }();
   return list;
@@ -1071,9 +1227,10 @@ void Runner::misuse() {
     if (!opt.skip.count(s.category)) ok.push_back(&s);
   const Scenario& s = *g.pick(ok);
   outcome.kind = std::string("misuse:") + s.name;
-  const std::string repro = fmt::format("// vtape_fuzz --seed {} --count 1   (misuse scenario \"{}\")\nusing namespace vt;\n"
-                                        "Tensor x3 = Tensor::from_vector({{1, 2, 3}}, {{3}});\n{}\n",
-                                        seed, s.name, s.code);
+  const std::string repro = fmt::format(
+      "// vtape_fuzz --seed {} --count 1   (misuse scenario \"{}\")\nusing namespace vt;\n"
+      "Tensor x3 = Tensor::from_vector({{1, 2, 3}}, {{3}});\n{}\n",
+      seed, s.name, s.code);
   g_current_repro = repro;
   auto report = [&](const std::string& msg) {
     Failure f{seed, s.category, msg, repro, opt.allow.count(s.category) > 0};
@@ -1099,7 +1256,8 @@ void Runner::run() {
   const std::vector<Tensor> in = inputs();
   const Snapshot eager = guarded("eager", [&] { return interpret(p, in[0], in[1], in[2]); });
   if (!outcome.failures.empty()) return;
-  if (eager.ok != (outcome.kind == "ok")) return fail("eager", "re-running the program changed its outcome: " + eager.error);
+  if (eager.ok != (outcome.kind == "ok"))
+    return fail("eager", "re-running the program changed its outcome: " + eager.error);
   oracle_jit(eager);
   if (p.mode != "batch") oracle_vmap(eager);
   if (p.mode == "smooth" && eager.ok) oracle_grad();

@@ -43,7 +43,7 @@ struct Failure {
 };
 
 struct Outcome {
-  std::string kind;  // "ok", "error:<op>" (eager vt::Error at op), "misuse:<scenario>", ...
+  std::string kind;                 // "ok", "error:<op>" (eager vt::Error at op), "misuse:<scenario>", ...
   std::vector<std::string> checks;  // oracles that ran on this program
   std::vector<Failure> failures;
 };

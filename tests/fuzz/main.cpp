@@ -26,7 +26,10 @@ int main(int argc, char** argv) {
   for (int k = 1; k < argc; ++k) {
     const std::string a = argv[k];
     auto next = [&]() -> std::string {
-      if (k + 1 >= argc) { std::fprintf(stderr, "vtape_fuzz: %s needs a value\n", a.c_str()); std::exit(2); }
+      if (k + 1 >= argc) {
+        std::fprintf(stderr, "vtape_fuzz: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
       return argv[++k];
     };
     if (a == "--count") count = std::stoull(next());
@@ -37,8 +40,9 @@ int main(int argc, char** argv) {
     else if (a == "--timeout") timeout = static_cast<unsigned>(std::stoul(next()));
     else if (a == "--quiet") quiet = true;
     else if (a == "--help" || a == "-h") {
-      std::printf("usage: vtape_fuzz [--count N] [--seed S] [--allow CAT]... [--skip CAT]...\n"
-                  "                  [--max-repros K] [--timeout SECONDS] [--quiet]\n");
+      std::printf(
+          "usage: vtape_fuzz [--count N] [--seed S] [--allow CAT]... [--skip CAT]...\n"
+          "                  [--max-repros K] [--timeout SECONDS] [--quiet]\n");
       return 0;
     } else {
       std::fprintf(stderr, "vtape_fuzz: unknown option %s\n", a.c_str());

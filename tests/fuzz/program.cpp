@@ -11,32 +11,81 @@ using vt::Tensor;
 
 const char* op_name(Op op) {
   switch (op) {
-    case Op::Const: return "from_vector"; case Op::Undef: return "undefined"; case Op::FromBlobNeg: return "from_blob";
-    case Op::Neg: return "neg"; case Op::Exp: return "exp"; case Op::Log: return "log"; case Op::Log1p: return "log1p";
-    case Op::Sqrt: return "sqrt"; case Op::Square: return "square"; case Op::Sin: return "sin"; case Op::Cos: return "cos";
-    case Op::Tanh: return "tanh"; case Op::Abs: return "abs"; case Op::Sign: return "sign";
+    case Op::Const: return "from_vector";
+    case Op::Undef: return "undefined";
+    case Op::FromBlobNeg: return "from_blob";
+    case Op::Neg: return "neg";
+    case Op::Exp: return "exp";
+    case Op::Log: return "log";
+    case Op::Log1p: return "log1p";
+    case Op::Sqrt: return "sqrt";
+    case Op::Square: return "square";
+    case Op::Sin: return "sin";
+    case Op::Cos: return "cos";
+    case Op::Tanh: return "tanh";
+    case Op::Abs: return "abs";
+    case Op::Sign: return "sign";
     case Op::StopGrad: return "stop_gradient";
-    case Op::Add: return "add"; case Op::Sub: return "sub"; case Op::Mul: return "mul"; case Op::Div: return "div";
-    case Op::Pow: return "pow"; case Op::Maximum: return "maximum"; case Op::Less: return "less";
-    case Op::Greater: return "greater"; case Op::Equal: return "equal";
-    case Op::AddS: return "add(scalar)"; case Op::SubS: return "sub(scalar)"; case Op::MulS: return "mul(scalar)";
-    case Op::DivS: return "div(scalar)"; case Op::PowS: return "pow(scalar)"; case Op::RAddS: return "scalar+";
-    case Op::RSubS: return "scalar-"; case Op::RMulS: return "scalar*"; case Op::RDivS: return "scalar/";
-    case Op::Where: return "where"; case Op::Astype: return "astype";
-    case Op::Sum: return "sum"; case Op::Mean: return "mean"; case Op::Max: return "max"; case Op::SumTo: return "sum_to";
-    case Op::Reshape: return "reshape"; case Op::Transpose: return "transpose"; case Op::Permute: return "transpose(perm)";
-    case Op::Swapaxes: return "swapaxes"; case Op::T: return "t"; case Op::BroadcastTo: return "broadcast_to";
-    case Op::Slice: return "slice"; case Op::Concat: return "concatenate"; case Op::Stack: return "stack";
-    case Op::Diag: return "diag"; case Op::Diagonal: return "diagonal"; case Op::Tril: return "tril";
-    case Op::Triu: return "triu"; case Op::Matmul: return "matmul"; case Op::MakeSpd: return "make_spd";
-    case Op::Cholesky: return "cholesky"; case Op::CholL: return "cholesky_checked.l";
-    case Op::CholInfo: return "cholesky_checked.info"; case Op::ChoSolve: return "cho_solve";
-    case Op::LogdetF: return "logdet(factor)"; case Op::Logdet: return "logdet"; case Op::Solve: return "solve";
-    case Op::TriSolve: return "triangular_solve"; case Op::Zeros: return "zeros"; case Op::Ones: return "ones";
-    case Op::Full: return "full"; case Op::Eye: return "eye"; case Op::Arange: return "arange";
-    case Op::Linspace: return "linspace"; case Op::Randn: return "randn"; case Op::Rand: return "rand";
-    case Op::AsBatch: return "as_batch"; case Op::Unbatch: return "unbatch"; case Op::BatchSum: return "batch_sum";
-    case Op::BatchMean: return "batch_mean"; case Op::BatchMax: return "batch_max";
+    case Op::Add: return "add";
+    case Op::Sub: return "sub";
+    case Op::Mul: return "mul";
+    case Op::Div: return "div";
+    case Op::Pow: return "pow";
+    case Op::Maximum: return "maximum";
+    case Op::Less: return "less";
+    case Op::Greater: return "greater";
+    case Op::Equal: return "equal";
+    case Op::AddS: return "add(scalar)";
+    case Op::SubS: return "sub(scalar)";
+    case Op::MulS: return "mul(scalar)";
+    case Op::DivS: return "div(scalar)";
+    case Op::PowS: return "pow(scalar)";
+    case Op::RAddS: return "scalar+";
+    case Op::RSubS: return "scalar-";
+    case Op::RMulS: return "scalar*";
+    case Op::RDivS: return "scalar/";
+    case Op::Where: return "where";
+    case Op::Astype: return "astype";
+    case Op::Sum: return "sum";
+    case Op::Mean: return "mean";
+    case Op::Max: return "max";
+    case Op::SumTo: return "sum_to";
+    case Op::Reshape: return "reshape";
+    case Op::Transpose: return "transpose";
+    case Op::Permute: return "transpose(perm)";
+    case Op::Swapaxes: return "swapaxes";
+    case Op::T: return "t";
+    case Op::BroadcastTo: return "broadcast_to";
+    case Op::Slice: return "slice";
+    case Op::Concat: return "concatenate";
+    case Op::Stack: return "stack";
+    case Op::Diag: return "diag";
+    case Op::Diagonal: return "diagonal";
+    case Op::Tril: return "tril";
+    case Op::Triu: return "triu";
+    case Op::Matmul: return "matmul";
+    case Op::MakeSpd: return "make_spd";
+    case Op::Cholesky: return "cholesky";
+    case Op::CholL: return "cholesky_checked.l";
+    case Op::CholInfo: return "cholesky_checked.info";
+    case Op::ChoSolve: return "cho_solve";
+    case Op::LogdetF: return "logdet(factor)";
+    case Op::Logdet: return "logdet";
+    case Op::Solve: return "solve";
+    case Op::TriSolve: return "triangular_solve";
+    case Op::Zeros: return "zeros";
+    case Op::Ones: return "ones";
+    case Op::Full: return "full";
+    case Op::Eye: return "eye";
+    case Op::Arange: return "arange";
+    case Op::Linspace: return "linspace";
+    case Op::Randn: return "randn";
+    case Op::Rand: return "rand";
+    case Op::AsBatch: return "as_batch";
+    case Op::Unbatch: return "unbatch";
+    case Op::BatchSum: return "batch_sum";
+    case Op::BatchMean: return "batch_mean";
+    case Op::BatchMax: return "batch_max";
     case Op::BroadcastToBatch: return "broadcast_to_batch";
   }
   return "?";
@@ -49,10 +98,20 @@ bool op_batch_family(Op op) {
 }
 bool op_approx(Op op) {
   switch (op) {
-    case Op::Sum: case Op::Mean: case Op::SumTo: case Op::Matmul: case Op::MakeSpd: case Op::Cholesky: case Op::CholL:
-    case Op::ChoSolve: case Op::LogdetF: case Op::Logdet: case Op::Solve: case Op::TriSolve: case Op::BatchSum:
-    case Op::BatchMean:
-      return true;
+    case Op::Sum:
+    case Op::Mean:
+    case Op::SumTo:
+    case Op::Matmul:
+    case Op::MakeSpd:
+    case Op::Cholesky:
+    case Op::CholL:
+    case Op::ChoSolve:
+    case Op::LogdetF:
+    case Op::Logdet:
+    case Op::Solve:
+    case Op::TriSolve:
+    case Op::BatchSum:
+    case Op::BatchMean: return true;
     default: return false;
   }
 }
@@ -199,7 +258,8 @@ std::string dt_text(vt::DType d) { return d == vt::DType::f32 ? "DType::f32" : "
 std::string shape_text(const vt::Shape& s) { return ints_text(s.begin(), s.end()); }
 
 std::string input_text(const InputSpec& in) {
-  std::string t = fmt::format("Tensor::from_vector({}, {}, {})", values_text(in.vals), shape_text(in.shape), dt_text(in.dt));
+  std::string t =
+      fmt::format("Tensor::from_vector({}, {}, {})", values_text(in.vals), shape_text(in.shape), dt_text(in.dt));
   return in.batched ? "as_batch(" + t + ")" : t;
 }
 
@@ -210,17 +270,45 @@ std::string instr_text(const Instr& in, int reg) {
   std::string e;
   const std::string axes = I.empty() ? "" : ints_text(I.begin() + 1, I.end());
   switch (in.op) {
-    case Op::Const: e = fmt::format("Tensor::from_vector({}, {}, {})", values_text(in.vals), shape_text(I), dt_text(in.dt)); break;
+    case Op::Const:
+      e = fmt::format("Tensor::from_vector({}, {}, {})", values_text(in.vals), shape_text(I), dt_text(in.dt));
+      break;
     case Op::Undef: e = "Tensor()"; break;
     case Op::FromBlobNeg: e = fmt::format("Tensor::from_blob(buffer, {}, {})", shape_text(I), dt_text(in.dt)); break;
-    case Op::Neg: case Op::Exp: case Op::Log: case Op::Log1p: case Op::Sqrt: case Op::Square: case Op::Sin:
-    case Op::Cos: case Op::Tanh: case Op::Abs: case Op::Sign: case Op::StopGrad: case Op::Cholesky:
-    case Op::Logdet: case Op::Diag: case Op::Diagonal: case Op::Transpose: case Op::AsBatch: case Op::Unbatch:
-    case Op::BatchSum: case Op::BatchMean: case Op::BatchMax:
-      e = fmt::format("{}({})", op_name(in.op), r(0)); break;
-    case Op::Add: case Op::Sub: case Op::Mul: case Op::Div: case Op::Pow: case Op::Maximum: case Op::Less:
-    case Op::Greater: case Op::Equal: case Op::Matmul: case Op::Solve: case Op::BroadcastToBatch:
-      e = fmt::format("{}({}, {})", op_name(in.op), r(0), r(1)); break;
+    case Op::Neg:
+    case Op::Exp:
+    case Op::Log:
+    case Op::Log1p:
+    case Op::Sqrt:
+    case Op::Square:
+    case Op::Sin:
+    case Op::Cos:
+    case Op::Tanh:
+    case Op::Abs:
+    case Op::Sign:
+    case Op::StopGrad:
+    case Op::Cholesky:
+    case Op::Logdet:
+    case Op::Diag:
+    case Op::Diagonal:
+    case Op::Transpose:
+    case Op::AsBatch:
+    case Op::Unbatch:
+    case Op::BatchSum:
+    case Op::BatchMean:
+    case Op::BatchMax: e = fmt::format("{}({})", op_name(in.op), r(0)); break;
+    case Op::Add:
+    case Op::Sub:
+    case Op::Mul:
+    case Op::Div:
+    case Op::Pow:
+    case Op::Maximum:
+    case Op::Less:
+    case Op::Greater:
+    case Op::Equal:
+    case Op::Matmul:
+    case Op::Solve:
+    case Op::BroadcastToBatch: e = fmt::format("{}({}, {})", op_name(in.op), r(0), r(1)); break;
     case Op::AddS: e = fmt::format("add({}, {})", r(0), num(S[0])); break;
     case Op::SubS: e = fmt::format("sub({}, {})", r(0), num(S[0])); break;
     case Op::MulS: e = fmt::format("mul({}, {})", r(0), num(S[0])); break;
@@ -232,8 +320,9 @@ std::string instr_text(const Instr& in, int reg) {
     case Op::RDivS: e = fmt::format("{} / {}", num(S[0]), r(0)); break;
     case Op::Where: e = fmt::format("where({}, {}, {})", r(0), r(1), r(2)); break;
     case Op::Astype: e = fmt::format("astype({}, {})", r(0), dt_text(in.dt)); break;
-    case Op::Sum: case Op::Mean: case Op::Max:
-      e = fmt::format("{}({}, {}, {})", op_name(in.op), r(0), axes, I[0] ? "true" : "false"); break;
+    case Op::Sum:
+    case Op::Mean:
+    case Op::Max: e = fmt::format("{}({}, {}, {})", op_name(in.op), r(0), axes, I[0] ? "true" : "false"); break;
     case Op::SumTo: e = fmt::format("sum_to({}, {})", r(0), shape_text(I)); break;
     case Op::Reshape: e = fmt::format("reshape({}, {})", r(0), shape_text(I)); break;
     case Op::Permute: e = fmt::format("transpose({}, {})", r(0), shape_text(I)); break;
@@ -241,18 +330,19 @@ std::string instr_text(const Instr& in, int reg) {
     case Op::T: e = fmt::format("{}.t()", r(0)); break;
     case Op::BroadcastTo: e = fmt::format("broadcast_to({}, {})", r(0), shape_text(I)); break;
     case Op::Slice:
-      e = fmt::format("slice({}, {}, {}, {}, {})", r(0), int_text(I[0]), int_text(I[1]), int_text(I[2]), int_text(I[3]));
+      e = fmt::format("slice({}, {}, {}, {}, {})", r(0), int_text(I[0]), int_text(I[1]), int_text(I[2]),
+                      int_text(I[3]));
       break;
-    case Op::Concat: case Op::Stack: {
+    case Op::Concat:
+    case Op::Stack: {
       std::string xs;
       for (std::size_t k = 0; k < in.a.size(); ++k) xs += (k ? ", " : "") + r(k);
       e = fmt::format("{}({{{}}}, {})", op_name(in.op), xs, int_text(I[0]));
       break;
     }
-    case Op::Tril: case Op::Triu: e = fmt::format("{}({}, {})", op_name(in.op), r(0), int_text(I[0])); break;
-    case Op::MakeSpd:
-      e = fmt::format("matmul({0}, {0}.t()) + eye({1}, {0}.dtype()) * {1}.0", r(0), I[0]);
-      break;
+    case Op::Tril:
+    case Op::Triu: e = fmt::format("{}({}, {})", op_name(in.op), r(0), int_text(I[0])); break;
+    case Op::MakeSpd: e = fmt::format("matmul({0}, {0}.t()) + eye({1}, {0}.dtype()) * {1}.0", r(0), I[0]); break;
     case Op::CholL: e = fmt::format("cholesky_checked({}).l", r(0)); break;
     case Op::CholInfo: e = fmt::format("cholesky_checked({}).info", r(0)); break;
     case Op::ChoSolve: e = fmt::format("cho_solve(cho_factor({}), {})", r(0), r(1)); break;
@@ -261,13 +351,18 @@ std::string instr_text(const Instr& in, int reg) {
       e = fmt::format("triangular_solve({}, {}, /*lower=*/{}, /*transpose=*/{}, /*left=*/{})", r(0), r(1),
                       I[0] ? "true" : "false", I[1] ? "true" : "false", I[2] ? "true" : "false");
       break;
-    case Op::Zeros: case Op::Ones: e = fmt::format("{}({}, {})", op_name(in.op), shape_text(I), dt_text(in.dt)); break;
+    case Op::Zeros:
+    case Op::Ones: e = fmt::format("{}({}, {})", op_name(in.op), shape_text(I), dt_text(in.dt)); break;
     case Op::Full: e = fmt::format("full({}, {}, {})", shape_text(I), num(S[0]), dt_text(in.dt)); break;
     case Op::Eye: e = fmt::format("eye({}, {})", int_text(I[0]), dt_text(in.dt)); break;
     case Op::Arange: e = fmt::format("arange({}, {}, {}, {})", num(S[0]), num(S[1]), num(S[2]), dt_text(in.dt)); break;
-    case Op::Linspace: e = fmt::format("linspace({}, {}, {}, {})", num(S[0]), num(S[1]), int_text(I[0]), dt_text(in.dt)); break;
-    case Op::Randn: case Op::Rand:
-      e = fmt::format("{}({}, {}, {})", op_name(in.op), shape_text(I), static_cast<std::uint64_t>(S[0]), dt_text(in.dt));
+    case Op::Linspace:
+      e = fmt::format("linspace({}, {}, {}, {})", num(S[0]), num(S[1]), int_text(I[0]), dt_text(in.dt));
+      break;
+    case Op::Randn:
+    case Op::Rand:
+      e = fmt::format("{}({}, {}, {})", op_name(in.op), shape_text(I), static_cast<std::uint64_t>(S[0]),
+                      dt_text(in.dt));
       break;
   }
   std::string line = fmt::format("    Tensor r{} = {};", reg, e);

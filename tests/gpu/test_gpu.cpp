@@ -35,7 +35,8 @@ struct Seed {
     std::vector<double> basis(static_cast<std::size_t>(nobs * 2 * ngp));
     for (std::int64_t i = 0; i < nobs; ++i)
       for (std::int64_t k = 0; k < ngp; ++k) {
-        const double angle = 2 * M_PI * static_cast<double>(k + 1) * static_cast<double>(i) / static_cast<double>(nobs - 1);
+        const double angle =
+            2 * M_PI * static_cast<double>(k + 1) * static_cast<double>(i) / static_cast<double>(nobs - 1);
         basis[static_cast<std::size_t>(i * 2 * ngp + 2 * k)] = std::sin(angle);
         basis[static_cast<std::size_t>(i * 2 * ngp + 2 * k + 1)] = std::cos(angle);
       }
@@ -45,7 +46,9 @@ struct Seed {
     ones = vt::ones({nobs}, dtype, device);
   }
   Tensor operator()(const Tensor& batch) const {
-    auto example = [this](const Tensor& p) { return mean(cho_solve(cho_factor(matmul(f * square(p), ft) + identity), ones)); };
+    auto example = [this](const Tensor& p) {
+      return mean(cho_solve(cho_factor(matmul(f * square(p), ft) + identity), ones));
+    };
     return mean(vmap(example)(batch));
   }
 };
@@ -153,12 +156,14 @@ TEST_CASE("the CO2 likelihood for 8 starts (n = 521) on cuda:0 matches the CPU a
   for (double v : s.y) centred.push_back(v - mean_y);
   const auto n = static_cast<std::int64_t>(centred.size());
   // scikit-learn's optimum, then seven points around it.
-  const std::vector<double> optimum = {7.604416279, 3.943521672, 1.941557834, 4.516338972, 0.3920420878, -1.247242236,
-                                       1.061256502, -0.03252319171, -3.342626632, -2.103734234, -3.304978524};
+  const std::vector<double> optimum = {7.604416279,  3.943521672,  1.941557834, 4.516338972,
+                                       0.3920420878, -1.247242236, 1.061256502, -0.03252319171,
+                                       -3.342626632, -2.103734234, -3.304978524};
   std::vector<double> thetas;
   const std::vector<double> noise = (randn({8, gp::n_theta}, 3) * 0.05).to_vector<double>();
   for (std::size_t b = 0; b < 8; ++b)
-    for (std::size_t k = 0; k < optimum.size(); ++k) thetas.push_back(optimum[k] + (b == 0 ? 0.0 : noise[b * optimum.size() + k]));
+    for (std::size_t k = 0; k < optimum.size(); ++k)
+      thetas.push_back(optimum[k] + (b == 0 ? 0.0 : noise[b * optimum.size() + k]));
   const Tensor theta = as_batch(Tensor::from_vector(thetas, {8, gp::n_theta}));
   auto evaluate = [&](Device device) {
     const gp::Inputs inputs(s.t, device);
@@ -192,7 +197,8 @@ TEST_CASE("more matrices than one batched library call takes (B = 70000, n = 4) 
   CHECK(relative_error(cholesky(a.to(gpu)), cholesky(a)) <= 1e-12);
 }
 
-TEST_CASE("a failure inside a jitted plan on cuda:0 raises at its end, naming the example, and leaves nothing stale", "[gpu]") {
+TEST_CASE("a failure inside a jitted plan on cuda:0 raises at its end, naming the example, and leaves nothing stale",
+          "[gpu]") {
   auto step = jit(value_and_grad(factor_loss));
   try {
     (void)step(spd_batch(8, 6, 5, 21).to(gpu));

@@ -149,8 +149,7 @@ void test_sum_mean_gather() {
     check(message.find("vt::mpi::global_mean: this rank's batch has 5 examples, but the slice vt::mpi::shard took last "
                        "has") != std::string::npos,
           "global_mean of a batch that is not the shard: " + message);
-  else
-    check(message == "(no error)", "global_mean with one rank: " + message);
+  else check(message == "(no error)", "global_mean with one rank: " + message);
   // allreduce of a tensor: the sum of every rank's; its gradient the cotangent.
   const vt::Tensor mine = vt::full({2, 2}, vt::mpi::rank() + 1.0);
   const double ranks = vt::mpi::size();
@@ -188,10 +187,8 @@ void test_centring() {
           fmt::format("gradient of the centred variance through replicated, {}, {}", jitted ? "jit" : "eager", how));
       std::string message = "(no error)";
       try {
-        if (jitted)
-          vt::mpi::call(vt::jit(vt::grad(wrong)), mine);
-        else
-          vt::mpi::call(vt::grad(wrong), mine);
+        if (jitted) vt::mpi::call(vt::jit(vt::grad(wrong)), mine);
+        else vt::mpi::call(vt::grad(wrong), mine);
       } catch (const vt::Error& e) {
         message = e.what();
       }
@@ -340,10 +337,8 @@ void test_errors(bool jitted, std::int64_t chunk = 0) {
     std::string message = "(none)";
     long index = -1;
     try {
-      if (jitted)
-        vt::mpi::call(step, mine);
-      else
-        vt::mpi::call(eager, mine);
+      if (jitted) vt::mpi::call(step, mine);
+      else vt::mpi::call(eager, mine);
     } catch (const vt::NotPositiveDefinite& e) {
       message = e.what();
       index = e.batch_index;

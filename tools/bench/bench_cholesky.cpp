@@ -159,10 +159,8 @@ void time_kernels(std::int64_t n, int reps, std::vector<KernelRow>& rows) {
                                 .stride_c = 0});
         },
         [&] {
-          if (transposed)
-            c_eigen.noalias() = u * ft.transpose();
-          else
-            c_eigen.noalias() = u * f;
+          if (transposed) c_eigen.noalias() = u * ft.transpose();
+          else c_eigen.noalias() = u * f;
         });
     const double scale = c_eigen.cwiseAbs().maxCoeff(), off = (c - c_eigen).cwiseAbs().maxCoeff();
     if (!(off <= 1e-4 * scale))
@@ -216,8 +214,7 @@ int main(int argc, char** argv) {
     else if (a == "--batch" && i + 1 < argc) batch = std::stoll(argv[++i]);
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--json") json = true;
-    else if (a == "--kernels")
-      kernels = true;
+    else if (a == "--kernels") kernels = true;
     else {
       fmt::print(stderr, "usage: bench_cholesky [--n N] [--batch B] [--reps R] [--json] [--kernels]\n");
       return 2;
@@ -248,7 +245,8 @@ int main(int argc, char** argv) {
   const double chol_rate = nn * nn * nn / 3 * b / t_chol / 1e9;
   if (json) {
     fmt::print(
-        "{{\"n\": {}, \"batch\": {}, \"reps\": {}, \"gemm_s\": {:.6f}, \"gemm_gflops\": {:.2f}, \"cholesky_s\": {:.6f}, "
+        "{{\"n\": {}, \"batch\": {}, \"reps\": {}, \"gemm_s\": {:.6f}, \"gemm_gflops\": {:.2f}, \"cholesky_s\": "
+        "{:.6f}, "
         "\"cholesky_gflops\": {:.2f}, \"cholesky_fraction_of_gemm\": {:.3f}, \"cho_solve_forward_s\": {:.6f}, "
         "\"cho_solve_backward_s\": {:.6f}, \"cho_solve_backward_over_cholesky\": {:.4f}, "
         "\"cholesky_adjoint_s\": {:.6f}, \"cholesky_adjoint_over_cholesky\": {:.3f}}}\n",

@@ -10,8 +10,8 @@
 //   constant  f(p) = mean((F p - y)^2) with a captured F of 8000 x 400 (whose adjoint needs F^T).
 // For each batch size, in the order given: first_ms is the first call at that B (the plan already
 // compiled: the first B is compiled beforehand by `compile`), later_ms the median of `reps` more
-// calls, ratio = first / later; the minor page faults of the first call and of a later one. compile_ms: the fastest of `compiles` fresh jitted callables'
-// trace and plan (no execution) at the first batch size.
+// calls, ratio = first / later; the minor page faults of the first call and of a later one. compile_ms: the fastest of
+// `compiles` fresh jitted callables' trace and plan (no execution) at the first batch size.
 #include <fmt/core.h>
 #include <sys/resource.h>
 
@@ -92,16 +92,17 @@ void run(const std::string& program, std::int64_t width, MakeStep make_step, con
   if (json) {
     std::string items;
     for (const Row& r : rows)
-      items += fmt::format("{}{{\"nbatch\": {}, \"first_ms\": {:.3f}, \"later_ms\": {:.3f}, \"ratio\": {:.3f}, "
-                           "\"first_faults\": {}, \"later_faults\": {}}}",
-                           items.empty() ? "" : ", ", r.nbatch, r.first_ms, r.later_ms, r.first_ms / r.later_ms,
-                           r.first_faults, r.later_faults);
+      items += fmt::format(
+          "{}{{\"nbatch\": {}, \"first_ms\": {:.3f}, \"later_ms\": {:.3f}, \"ratio\": {:.3f}, "
+          "\"first_faults\": {}, \"later_faults\": {}}}",
+          items.empty() ? "" : ", ", r.nbatch, r.first_ms, r.later_ms, r.first_ms / r.later_ms, r.first_faults,
+          r.later_faults);
     fmt::print("{{\"program\": \"{}\", \"compile_ms\": {:.4f}, \"traces\": {}, \"runs\": [{}]}}\n", program, compile_ms,
                c.traces, items);
     return;
   }
-  fmt::print("{}: compile {:.3f} ms (fastest of {}), {} trace(s) for every batch size\n", program, compile_ms,
-             compiles, c.traces);
+  fmt::print("{}: compile {:.3f} ms (fastest of {}), {} trace(s) for every batch size\n", program, compile_ms, compiles,
+             c.traces);
   fmt::print("{:>7} {:>12} {:>12} {:>8} {:>13} {:>13}\n", "nbatch", "first_ms", "later_ms", "ratio", "first_faults",
              "later_faults");
   for (const Row& r : rows)
@@ -131,8 +132,9 @@ int main(int argc, char** argv) {
     } else if (a == "--json") {
       json = true;
     } else {
-      fmt::print(stderr, "usage: bench_first_call [--program seed|constant] [--nbatch B1,B2,...] [--reps R] "
-                         "[--compiles C] [--json]\n");
+      fmt::print(stderr,
+                 "usage: bench_first_call [--program seed|constant] [--nbatch B1,B2,...] [--reps R] "
+                 "[--compiles C] [--json]\n");
       return 2;
     }
   }
@@ -148,13 +150,15 @@ int main(int argc, char** argv) {
       return vt::mean(vt::cho_solve(vt::cho_factor(A), ones));
     };
     auto loss = [&](const vt::Tensor& P) { return vt::mean(vt::vmap(func)(P)); };
-    run(program, 2 * ngp, [&] { return vt::jit(vt::value_and_grad(loss)); }, nbatch, reps, compiles, json);
+    run(
+        program, 2 * ngp, [&] { return vt::jit(vt::value_and_grad(loss)); }, nbatch, reps, compiles, json);
   } else {
     const std::int64_t rows = 8000, cols = 400;
     const vt::Tensor F = vt::randn({rows, cols}, 7) / std::sqrt(static_cast<double>(cols)), y = vt::randn({rows}, 8);
     auto func = [&](const vt::Tensor& p) { return vt::mean(vt::square(vt::matmul(F, p) - y)); };
     auto loss = [&](const vt::Tensor& P) { return vt::mean(vt::vmap(func)(P)); };
-    run(program, cols, [&] { return vt::jit(vt::value_and_grad(loss)); }, nbatch, reps, compiles, json);
+    run(
+        program, cols, [&] { return vt::jit(vt::value_and_grad(loss)); }, nbatch, reps, compiles, json);
   }
   return 0;
 }

@@ -103,8 +103,8 @@ int main(int argc, char** argv) {
   }
   const std::vector<std::int64_t> epoch = labels(n, segments, true, 1), backend = labels(n, params, false, 2);
   const vt::Tensor epoch_ids = vt::Tensor::from_ints(epoch, {n}), backend_ids = vt::Tensor::from_ints(backend, {n});
-  const vt::Tensor per_epoch = indicator(epoch, segments, false);   // [n, segments]
-  const vt::Tensor to_points = indicator(backend, params, true);    // [params, n]
+  const vt::Tensor per_epoch = indicator(epoch, segments, false);  // [n, segments]
+  const vt::Tensor to_points = indicator(backend, params, true);   // [params, n]
 
   std::vector<Timing> rows;
   rows.push_back(compare(
@@ -121,9 +121,10 @@ int main(int argc, char** argv) {
                segments, params, batch, reps);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Timing& t = rows[i];
-      fmt::print("{}{{\"name\": \"{}\", \"op_s\": {:.6g}, \"dense_op_s\": {:.6g}, \"value_and_grad_s\": {:.6g}, "
-                 "\"dense_value_and_grad_s\": {:.6g}, \"max_difference\": {:.3g}}}",
-                 i ? ", " : "", t.name, t.op_s, t.dense_op_s, t.grad_s, t.dense_grad_s, t.difference);
+      fmt::print(
+          "{}{{\"name\": \"{}\", \"op_s\": {:.6g}, \"dense_op_s\": {:.6g}, \"value_and_grad_s\": {:.6g}, "
+          "\"dense_value_and_grad_s\": {:.6g}, \"max_difference\": {:.3g}}}",
+          i ? ", " : "", t.name, t.op_s, t.dense_op_s, t.grad_s, t.dense_grad_s, t.difference);
     }
     fmt::print("]}}\n");
     return 0;

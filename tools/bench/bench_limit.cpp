@@ -404,24 +404,15 @@ int main(int argc, char** argv) try {
       if (i + 1 >= argc) throw vt::Error(fmt::format("{} needs a value", a));
       return argv[++i];
     };
-    if (a == "--program")
-      o.program = next();
-    else if (a == "--nbatch")
-      o.nbatch = parse_list(next());
-    else if (a == "--nobs")
-      o.nobs = std::stoll(next());
-    else if (a == "--ngp")
-      o.ngp = std::stoll(next());
-    else if (a == "--reps")
-      o.reps = std::stoi(next());
-    else if (a == "--data")
-      o.data = next();
-    else if (a == "--json")
-      o.json = true;
-    else if (a == "--check")
-      o.check = true;
-    else if (a == "--no-vtape")
-      o.vtape = false;
+    if (a == "--program") o.program = next();
+    else if (a == "--nbatch") o.nbatch = parse_list(next());
+    else if (a == "--nobs") o.nobs = std::stoll(next());
+    else if (a == "--ngp") o.ngp = std::stoll(next());
+    else if (a == "--reps") o.reps = std::stoi(next());
+    else if (a == "--data") o.data = next();
+    else if (a == "--json") o.json = true;
+    else if (a == "--check") o.check = true;
+    else if (a == "--no-vtape") o.vtape = false;
     else {
       fmt::print(stderr,
                  "usage: bench_limit [--program seed|co2] [--nbatch "

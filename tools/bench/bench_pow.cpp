@@ -19,7 +19,7 @@
 namespace {
 
 template <class F>
-double median_seconds(int reps, F &&f) {
+double median_seconds(int reps, F&& f) {
   std::vector<double> t;
   f();
   for (int r = 0; r < reps; ++r) {
@@ -33,7 +33,7 @@ double median_seconds(int reps, F &&f) {
 
 }  // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   std::int64_t n = 521, row = 1000000;
   int reps = 21;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -73,7 +73,7 @@ int main(int argc, char **argv) {
   // allocating the result; both loops write a row of the same length.
   fmt::print("exp and log over a contiguous float64 row of {} elements, ns per element (median of {})\n", row, reps);
   struct Case {
-    const char *name;
+    const char* name;
     bool is_log;
     vt::Tensor in;
   };
@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
                         {"exp of [-20, 5]  ", false, vt::rand({row}, 5) * -25.0 + 5.0},
                         {"log of [1e-6, 1e6]", true, vt::exp(vt::rand({row}, 4) * 28.0 - 14.0)}};
   auto per_row = [&](double seconds) { return seconds * 1e9 / static_cast<double>(row); };
-  for (const Case &c : cases) {
+  for (const Case& c : cases) {
     const std::vector<double> iv = c.in.to_vector<double>();
     std::vector<double> ov(iv.size());
     const double libc = median_seconds(reps, [&] {

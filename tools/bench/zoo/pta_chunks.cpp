@@ -119,8 +119,8 @@ int main(int argc, char** argv) {
           step(thetas);
           whole = median_ms(reps, [&] { step(thetas); });
         }
-        fmt::print("{:>8} {:>6} {:>10.3f} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.4f}\n", form ? "shared" : "segment", b,
-                   planner, chunk ? chunk : b, one, whole, first, planner / static_cast<double>(b));
+        fmt::print("{:>8} {:>6} {:>10.3f} {:>8} {:>10.3f} {:>10.3f} {:>10.3f} {:>10.4f}\n", form ? "shared" : "segment",
+                   b, planner, chunk ? chunk : b, one, whole, first, planner / static_cast<double>(b));
       };
       if (form == 0) run(segment_form);
       else run(shared_form);

@@ -30,7 +30,7 @@ Model co2() {
 #pragma omp parallel for schedule(static)
     for (std::int64_t b = 0; b < batch; ++b)
       values[b] = (*limits)[static_cast<std::size_t>(omp_get_thread_num())].value_and_grad(thetas + b * gp::n_theta,
-                                                                                          grads + b * gp::n_theta);
+                                                                                           grads + b * gp::n_theta);
   };
   return model;
 }

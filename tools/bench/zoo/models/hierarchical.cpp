@@ -33,8 +33,9 @@ Model hierarchical() {
       }
   Model model;
   model.name = "hierarchical";
-  model.about = "64 groups x 16 points, per-group RBF GP with shared [log amp, log ell, log sigma, mu]: "
-                "batched cho_factor of [64, 16, 16]";
+  model.about =
+      "64 groups x 16 points, per-group RBF GP with shared [log amp, log ell, log sigma, mu]: "
+      "batched cho_factor of [64, 16, 16]";
   model.base = {0.0, std::log(0.3), std::log(0.1), 0.05};
   const vt::Tensor D = vt::Tensor::from_vector(d, {groups, m, m}), Y = vt::Tensor::from_vector(y, {groups, m});
   const vt::Tensor identity = vt::eye(m);

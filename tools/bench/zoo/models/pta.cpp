@@ -145,7 +145,7 @@ struct PtaLimit {
         Packet a = Packet::Zero(), d = a, y2n = a, yn2 = a, n2 = a, y2n2 = a, prod = Packet::Ones();
         for (std::size_t j = start[p]; j < start[p + 1]; j += width) {
           const Eigen::Map<const Packet> yj(y.data() + j), is(inv_s2.data() + j);
-          const Packet t = is * qk;                     // q / s2
+          const Packet t = is * qk;                    // q / s2
           const Packet inv = inv_f2 * is / (1.0 + t);  // 1/N = 1 / (f^2 s2 (1 + q/s2))
           const Packet yi = yj * inv;
           a += yi;
@@ -167,7 +167,7 @@ struct PtaLimit {
       for (int k = 0; k < 4; ++k) log_efac2 += count_backend[k] * std::log(f2[k]);
       values[b] = -0.5 * (total.sum() + sum_log_s2 + log_efac2);
       for (int k = 0; k < 4; ++k) {
-        g[k] = 2.0 / th[k] * gn[k].sum();                   // dN/defac = 2 N / efac
+        g[k] = 2.0 / th[k] * gn[k].sum();                    // dN/defac = 2 N / efac
         g[4 + k] = f2[k] * q[k] * 2.0 * ln10 * gs[k].sum();  // dN/dequad = efac^2 q 2 ln10
         g[8 + k] = ln10 * phi[k] * gc[k].sum();              // dphi/decorr = 2 ln10 phi
       }
@@ -182,16 +182,20 @@ zoo::Model pta_model(const std::string& data, bool shared) {
   m.limit = PtaLimit(*d);
   if (shared) {
     m.name = "pta_shared";
-    m.about = fmt::format("pulsar timing white noise + ECORR (B1855+09: {} TOAs, {} epochs, 12 parameters), per-epoch "
-                          "sums as products by the shared {} x {} indicator", d->n, d->epochs, d->n, d->epochs);
+    m.about = fmt::format(
+        "pulsar timing white noise + ECORR (B1855+09: {} TOAs, {} epochs, 12 parameters), per-epoch "
+        "sums as products by the shared {} x {} indicator",
+        d->n, d->epochs, d->n, d->epochs);
     m.log_density = [d](const Tensor& theta) {
       const Tensor N = pta_white(*d, theta);
       return pta_finish(*d, theta, N, vt::matmul(d->y / N, d->U), vt::matmul(1.0 / N, d->U));
     };
   } else {
     m.name = "pta_segment";
-    m.about = fmt::format("pulsar timing white noise + ECORR (B1855+09: {} TOAs, {} epochs, 12 parameters), per-epoch "
-                          "sums by segment_sum over epoch ids", d->n, d->epochs);
+    m.about = fmt::format(
+        "pulsar timing white noise + ECORR (B1855+09: {} TOAs, {} epochs, 12 parameters), per-epoch "
+        "sums by segment_sum over epoch ids",
+        d->n, d->epochs);
     m.log_density = [d](const Tensor& theta) {
       const Tensor N = pta_white(*d, theta);
       return pta_finish(*d, theta, N, vt::segment_sum(d->y / N, d->epoch, d->epochs),
@@ -311,8 +315,10 @@ zoo::Model zoo::grouped() {
   const std::shared_ptr<const GroupedData> d = grouped_data();
   zoo::Model m;
   m.name = "grouped";
-  m.about = fmt::format("grouped data (examples/gp_grouped): {} points, {} groups, {} classes, per-class EFAC and "
-                        "per-group ECORR, take + segment_sum", d->n, d->groups, d->classes);
+  m.about = fmt::format(
+      "grouped data (examples/gp_grouped): {} points, {} groups, {} classes, per-class EFAC and "
+      "per-group ECORR, take + segment_sum",
+      d->n, d->groups, d->classes);
   m.base = {0.1, -0.05, 0.2, 0.0, -1.0, -0.5, -0.8, -1.2};
   m.limit = GroupedLimit(*d);
   m.log_density = [d](const Tensor& theta) {

@@ -34,7 +34,8 @@ Model seed() {
     return vt::mean(vt::cho_solve(vt::cho_factor(A), ones));
   };
   using Mat = Eigen::MatrixXd;
-  const Mat Fm = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(f.data(), n, m);
+  const Mat Fm =
+      Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(f.data(), n, m);
   model.limit = [Fm](const double* thetas, std::int64_t batch, double* values, double* grads) {
 #pragma omp parallel
     {
