@@ -5,6 +5,11 @@ median over rounds reported.
 
     python3 tools/bench/zoo/run_zoo.py [--build-dir build] [--rounds 3] [--threads 1,2]
         [--batches 1,8,64,1024] [--reps 5] [--models seed,...] [--data ../shared/data] [--out docs/zoo.md]
+        [--timeout 900] [--raw FILE] [--from-raw FILE,...] [--note TEXT]
+
+Each model runs on its own (vtape, then JAX) with a timeout, so a run that hangs or outlives it loses
+that model's cells of one round only. --raw keeps every result line; --from-raw writes the page from
+such files without running (to merge runs).
 
 Threads: vtape with OMP_NUM_THREADS=t, JAX with XLA_FLAGS="--xla_cpu_multi_thread_eigen=(t > 1)
 intra_op_parallelism_threads=t", both pinned to the first t CPUs (taskset).
@@ -22,8 +27,13 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 
 
-def run_lines(cmd, env):
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+def run_lines(cmd, env, timeout):
+    """The JSON lines a run printed; a run that fails or outlives `timeout` seconds gives what it printed."""
+    try:
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout).stdout
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        print(f"  timed out after {timeout} s: {' '.join(cmd[3:6])}", file=sys.stderr, flush=True)
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
@@ -52,32 +62,48 @@ def main():
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--max-call-ms", type=float, default=20000)
     ap.add_argument("--out", default=str(ROOT / "docs" / "zoo.md"))
+    ap.add_argument("--timeout", type=float, default=900, help="seconds for one model's run in one round")
+    ap.add_argument("--raw", default="", help="append every result line to this file (JSON lines)")
+    ap.add_argument("--from-raw", default="", help="write the page from such files (comma-separated) instead")
+    ap.add_argument("--note", default="", help="a paragraph for the page's header (how the figures were taken)")
     a = ap.parse_args()
     binary = pathlib.Path(a.build_dir) / "tools" / "bench_zoo"
-    common = ["--models", a.models, "--batches", a.batches, "--reps", str(a.reps), "--data", a.data,
-              "--max-call-ms", str(a.max_call_ms)]
+    common = ["--batches", a.batches, "--reps", str(a.reps), "--data", a.data, "--max-call-ms", str(a.max_call_ms)]
+    results = []  # every line, tagged with its round and thread count
+    if a.from_raw:
+        for path in a.from_raw.split(","):
+            results += [json.loads(line) for line in pathlib.Path(path).read_text().splitlines() if line.strip()]
+    else:
+        raw = open(a.raw, "a") if a.raw else None
+        for rnd in range(a.rounds):
+            for t in [int(x) for x in a.threads.split(",")]:
+                cpus = ",".join(str(c) for c in range(t))
+                env = dict(os.environ, OMP_NUM_THREADS=str(t), VTAPE_ZOO_THREADS=str(t),
+                           XLA_FLAGS=f"--xla_cpu_multi_thread_eigen={'true' if t > 1 else 'false'} "
+                                     f"intra_op_parallelism_threads={t}")
+                # One model at a time, vtape then JAX: a run that hangs loses one model's cell of one round.
+                for model in a.models.split(","):
+                    print(f"round {rnd + 1}/{a.rounds}, {t} thread(s), {model}", file=sys.stderr, flush=True)
+                    for tool, cmd in (("vtape", ["taskset", "-c", cpus, str(binary), "--json", "--models", model]),
+                                      ("jax", ["taskset", "-c", cpus, sys.executable, str(HERE / "zoo_jax.py"),
+                                               "--models", model])):
+                        for r in run_lines(cmd + common, env, a.timeout):
+                            r.update(tool=tool, round=rnd, nthreads=t)
+                            results.append(r)
+                            if raw:
+                                raw.write(json.dumps(r) + "\n")
+                                raw.flush()
     # by (model, threads, batch): per round, the vtape row and the JAX row
     rows, about, skipped = {}, {}, {}
-    for rnd in range(a.rounds):
-        for t in [int(x) for x in a.threads.split(",")]:
-            cpus = ",".join(str(c) for c in range(t))
-            env = dict(os.environ, OMP_NUM_THREADS=str(t), VTAPE_ZOO_THREADS=str(t),
-                       XLA_FLAGS=f"--xla_cpu_multi_thread_eigen={'true' if t > 1 else 'false'} "
-                                 f"intra_op_parallelism_threads={t}")
-            print(f"round {rnd + 1}/{a.rounds}, {t} thread(s): vtape", file=sys.stderr, flush=True)
-            for r in run_lines(["taskset", "-c", cpus, str(binary), "--json"] + common, env):
-                if "skipped" in r:
-                    skipped[r["model"]] = r["skipped"]
-                    continue
-                about[r["model"]] = r["about"]
-                rows.setdefault((r["model"], t, r["batch"]), []).append({"vtape": r})
-            print(f"round {rnd + 1}/{a.rounds}, {t} thread(s): JAX", file=sys.stderr, flush=True)
-            for r in run_lines(["taskset", "-c", cpus, sys.executable, str(HERE / "zoo_jax.py")] + common, env):
-                if "skipped" in r:
-                    continue
-                key = (r["model"], t, r["batch"])
-                if key in rows and len(rows[key]) > rnd and "jax" not in rows[key][rnd]:
-                    rows[key][rnd]["jax"] = r
+    for r in results:
+        if "skipped" in r:
+            skipped.setdefault(r["model"], r["skipped"])
+            continue
+        key = (r["model"], r["nthreads"], r["batch"])
+        if r["tool"] == "vtape":
+            about[r["model"]] = r["about"]
+        rows.setdefault(key, {}).setdefault(r["round"], {})[r["tool"]] = r
+    rows = {k: [v[rnd] for rnd in sorted(v) if "vtape" in v[rnd]] for k, v in rows.items()}
 
     def med(values):
         values = [v for v in values if v is not None]
@@ -101,7 +127,7 @@ def main():
         "the largest entry) and whether JAX's value at example 0 equals the limit's to 1e-6 (CO2's condition",
         "number, about 1e8, allows no closer).",
         "",
-    ]
+    ] + ([a.note, ""] if a.note else [])
     head, lines = lines, []
     jax_version = "?"
     goals = {"jax": [0, 0], "limit": [0, 0], "small": [0, 0], "first": [0, 0], "compile": [0, 0]}

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <sstream>
 #include <stdexcept>
@@ -69,8 +70,8 @@ std::vector<std::string> split(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  std::vector<std::string> names{"seed", "co2", "grouped", "pta_segment", "pta_shared", "woodbury", "hierarchical",
-                                 "logistic"};
+  std::vector<std::string> names{"seed",       "co2",      "grouped",      "pta_segment",
+                                 "pta_shared", "woodbury", "hierarchical", "logistic"};
   std::vector<std::int64_t> batches{1, 8, 64, 1024};
   std::string data = "../shared/data";
   int reps = 5;
@@ -89,7 +90,8 @@ int main(int argc, char** argv) try {
     else if (a == "--json") json = true;
     else if (a == "--check") check = true;
     else {
-      fmt::print(stderr, "usage: bench_zoo [--models a,b] [--batches 1,8,...] [--reps R] [--data DIR] [--json] [--check]\n");
+      fmt::print(stderr,
+                 "usage: bench_zoo [--models a,b] [--batches 1,8,...] [--reps R] [--data DIR] [--json] [--check]\n");
       return 2;
     }
   }
@@ -151,9 +153,11 @@ int main(int argc, char** argv) try {
             m.name, threads, b, vtape_ms, limit_ms, first_ms, compile_ms, step.counters().traces, chunk, lv[0], dv, dg,
             m.about);
       else
-        fmt::print("{:>13} B {:5}: vtape {:10.3f} ms  limit {:10.3f} ms  ratio {:6.2f}  first {:10.3f} ms  "
-                   "value/grad vs limit {:.1e}/{:.1e}\n",
-                   m.name, b, vtape_ms, limit_ms, limit_ms > 0 ? vtape_ms / limit_ms : 0.0, first_ms, dv, dg);
+        fmt::print(
+            "{:>13} B {:5}: vtape {:10.3f} ms  limit {:10.3f} ms  ratio {:6.2f}  first {:10.3f} ms  "
+            "value/grad vs limit {:.1e}/{:.1e}\n",
+            m.name, b, vtape_ms, limit_ms, limit_ms > 0 ? vtape_ms / limit_ms : 0.0, first_ms, dv, dg);
+      std::fflush(stdout);  // a runner that stops a long run keeps the rows printed so far
     }
   }
   if (check) fmt::print("zoo check: {}\n", ok ? "ok" : "FAILED");
