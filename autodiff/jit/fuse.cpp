@@ -257,7 +257,7 @@ void run_ranges_by_work(const std::vector<std::int64_t>& work, std::int64_t exam
 // Runs of symmetric matrices are cut into strips of this many rows, each strip's row segments from column 0 to the end
 // of its diagonal block, cut into pieces of at most piece_elements: long rows keep the kernels' per-row costs small,
 // and pieces twice a flat tile's halve the kernel calls (a strip up to order 512 is one piece) at the same speed per
-// element (gp_co2's evaluation, n = 521: about 3% faster than strips of 8 rows and pieces of tile_elements).
+// element (docs/performance.md has the measurement).
 constexpr std::int64_t strip_rows = 16;
 constexpr std::int64_t piece_elements = 2 * tile_elements;
 static_assert(piece_elements % strip_rows == 0);

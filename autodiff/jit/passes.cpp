@@ -425,9 +425,9 @@ bool swapped_pair_product(const Plan& plan, int a, int b) {
 }  // namespace
 
 // matmul(a, Y) with Y a captured constant holding X^T for another captured constant X (captured first) -> matmul(a, X)
-// with Y's transpose flag flipped (either side). A program that captures both F and F.t() (the seed's F diag(p^2) F^T
-// and its gradient) then keeps one matrix in cache instead of two, and mark_symmetric_products sees the same value on
-// both sides of F D F^T. Only matrices of transposed shapes are compared, each pair once, up to 2^18 elements
+// with Y's transpose flag flipped (either side). A program that captures both F and F.t() (F D F^T and its gradient,
+// say) then keeps one matrix in cache instead of two, and mark_symmetric_products sees the same value on both sides of
+// F D F^T. Only matrices of transposed shapes are compared, each pair once, up to 2^18 elements
 // (same_constant_values). Runs after the passes that rebuild matmuls' attributes, before mark_symmetric_products.
 void share_transposed_constants(Plan& plan) {
   std::vector<bool> read(plan.values.size(), false);  // by a matmul
@@ -513,7 +513,7 @@ bool diagonal_constant(const PlanValue& v) {
     std::vector<T> copy;
     const T* h = host_elements(v, copy);
     // Row by row, each row's entries before and after its diagonal one: no division per element, as
-    // this runs at every compile (the seed's 256 x 256 identity).
+    // this runs at every compile (a captured identity, say).
     for (const T* row = h; row < h + count; row += n) {
       const std::int64_t i = ((row - h) / n) % n;  // the row's index in its matrix
       for (std::int64_t j = 0; j < n; ++j)
@@ -604,8 +604,8 @@ bool ones_constant(const PlanValue& v) {
 // cho_solve(A, L, s q) -> cho_solve(A, L, q) * s, s one number per example, when the plan already solves against q with
 // the same factor: a solve is linear in its right-hand side, A^-1 (s q) = s A^-1 q. The right-hand side is s q as
 // mul(q, s) or mul(s, q), or as broadcast_to(s), which is s times a vector of ones: q is then any captured vector of
-// ones the plan solves against (the gradient of mean(cho_solve(A, 1)), the seed program, solves against its cotangent,
-// 1/n broadcast, as a column). One pass over the factor less per solve. Equal up to rounding (a product of two
+// ones the plan solves against (the gradient of mean(cho_solve(A, 1)) solves against its cotangent, 1/n broadcast, as
+// a column). One pass over the factor less per solve. Equal up to rounding (a product of two
 // roundings where the solve rounds its own way).
 void scale_repeated_solves(Plan& plan) {
   const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };

@@ -5,10 +5,12 @@
 // mathematics). tools/bench/zoo/run_zoo.py runs it with the JAX twins and writes docs/zoo.md.
 //
 //   build/tools/bench_zoo [--models seed,co2,...] [--batches 1,8,64,1024] [--reps 5] [--data ../shared/data]
-//                         [--max-call-ms 20000] [--json] [--check]
+//                         [--max-call-ms 20000] [--json] [--check] [--chunks]
 //
 // --check: the batch sizes 1 and 3, one call each; exits 1 where a model's vtape and limit values or
 // gradients differ by more than 1e-8 relative to the largest entry (the ctest zoo_limits_match_vtape).
+// --chunks: also the steady time with chunks forced to one example and to the whole batch (JitChunkExamples),
+// against which the planner's chunk size is judged (docs/performance.md, "Chunk sizes").
 // A model whose data is missing is reported as skipped, and so is a batch size whose call would take
 // over --max-call-ms by the previous size's time per example (co2 at B = 1024 is about a minute).
 #include <fmt/core.h>
@@ -76,7 +78,7 @@ int main(int argc, char** argv) try {
   std::string data = "../shared/data";
   int reps = 5;
   double max_call_ms = 20000;
-  bool json = false, check = false;
+  bool json = false, check = false, chunks = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool more = i + 1 < argc;
@@ -89,6 +91,7 @@ int main(int argc, char** argv) try {
     else if (a == "--max-call-ms" && more) max_call_ms = std::stod(argv[++i]);
     else if (a == "--json") json = true;
     else if (a == "--check") check = true;
+    else if (a == "--chunks") chunks = true;
     else {
       fmt::print(stderr,
                  "usage: bench_zoo [--models a,b] [--batches 1,8,...] [--reps R] [--data DIR] [--json] [--check]\n");
@@ -145,18 +148,31 @@ int main(int argc, char** argv) try {
             reps, [&] { step(batch); }, [&] { m.limit(thetas.data(), b, lv.data(), lg.data()); });
       ms_per_example = std::max({vtape_ms, limit_ms, first_ms}) / static_cast<double>(b);
       const std::int64_t chunk = step.counters().chunk_examples;
+      // Steady times with forced chunks: of one example, and of the whole batch.
+      const auto forced_ms = [&](std::int64_t examples) {
+        if (!chunks || check) return 0.0;
+        vt::JitChunkExamples forced(examples);
+        return time_alternately(
+                   reps, [&] { step(batch); }, [] {})
+            .first;
+      };
+      const double one_ms = forced_ms(1), whole_ms = forced_ms(b);
       if (json)
         fmt::print(
             "{{\"model\": \"{}\", \"threads\": {}, \"batch\": {}, \"vtape_ms\": {:.4f}, \"limit_ms\": {:.4f}, "
             "\"first_ms\": {:.4f}, \"compile_ms\": {:.4f}, \"traces\": {}, \"chunk\": {}, \"value0\": {:.17g}, "
-            "\"value_rel_diff\": {:.3e}, \"grad_rel_diff\": {:.3e}, \"about\": \"{}\"}}\n",
+            "\"value_rel_diff\": {:.3e}, \"grad_rel_diff\": {:.3e}, \"chunk1_ms\": {:.4f}, \"whole_ms\": {:.4f}, "
+            "\"about\": \"{}\"}}\n",
             m.name, threads, b, vtape_ms, limit_ms, first_ms, compile_ms, step.counters().traces, chunk, lv[0], dv, dg,
-            m.about);
+            one_ms, whole_ms, m.about);
       else
         fmt::print(
             "{:>13} B {:5}: vtape {:10.3f} ms  limit {:10.3f} ms  ratio {:6.2f}  first {:10.3f} ms  "
-            "value/grad vs limit {:.1e}/{:.1e}\n",
-            m.name, b, vtape_ms, limit_ms, limit_ms > 0 ? vtape_ms / limit_ms : 0.0, first_ms, dv, dg);
+            "value/grad vs limit {:.1e}/{:.1e}{}\n",
+            m.name, b, vtape_ms, limit_ms, limit_ms > 0 ? vtape_ms / limit_ms : 0.0, first_ms, dv, dg,
+            chunks ? fmt::format("  chunk {} | chunks of 1 {:.3f} ms, whole batch {:.3f} ms", chunk ? chunk : b, one_ms,
+                                 whole_ms)
+                   : "");
       std::fflush(stdout);  // a runner that stops a long run keeps the rows printed so far
     }
   }
