@@ -42,8 +42,9 @@ using ConstStridedRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, 0, 
 // and sin differ from their scalar tails and from the C library by several ulps, and flush
 // subnormal results; the C library's functions are within an ulp and handle every special value.)
 // Contiguous rows are plain loops, which the compiler vectorises where that is exact (neg, abs,
-// square and, with -fno-math-errno, sqrt). exp and log are not maps of the C library's functions
-// but map_block's of vector_math.hpp's kernels, within an ulp of them (where the target has FMA).
+// square and, with -fno-math-errno, sqrt). exp, log, log1p, sigmoid and softplus are not maps of the C
+// library's functions (or special_math.hpp's) but map_block's of vector_math.hpp's kernels, within an ulp
+// of them (where the target has FMA).
 template <class T, class Fn>
 void map1(const View& in, const View& out, Fn fn) {
   const T* x = ptr<T>(in);
@@ -363,7 +364,9 @@ void CpuBackend::unary(UnaryKind kind, const View& in, const View& out) {
         case UnaryKind::log:
           if constexpr (vmath::vectorised) return map_block<T>(in, out, vmath::log_block);
           return map1<T>(in, out, [](T v) { return std::log(v); });
-        case UnaryKind::log1p: return map1<T>(in, out, [](T v) { return std::log1p(v); });
+        case UnaryKind::log1p:
+          if constexpr (vmath::vectorised) return map_block<T>(in, out, vmath::log1p_block);
+          return map1<T>(in, out, [](T v) { return std::log1p(v); });
         case UnaryKind::sqrt: return map1<T>(in, out, [](T v) { return std::sqrt(v); });
         case UnaryKind::square: return map1<T>(in, out, [](T v) { return v * v; });
         case UnaryKind::sin: return map1<T>(in, out, [](T v) { return std::sin(v); });
@@ -382,8 +385,12 @@ void CpuBackend::unary(UnaryKind kind, const View& in, const View& out) {
         case UnaryKind::lgamma: return map1<T>(in, out, [](T v) { return lgamma_of(v); });
         case UnaryKind::digamma: return map1<T>(in, out, [](T v) { return special::digamma(v); });
         case UnaryKind::trigamma: return map1<T>(in, out, [](T v) { return special::trigamma(v); });
-        case UnaryKind::sigmoid: return map1<T>(in, out, [](T v) { return special::sigmoid(v); });
-        case UnaryKind::softplus: return map1<T>(in, out, [](T v) { return special::softplus(v); });
+        case UnaryKind::sigmoid:
+          if constexpr (vmath::vectorised) return map_block<T>(in, out, vmath::sigmoid_block);
+          return map1<T>(in, out, [](T v) { return special::sigmoid(v); });
+        case UnaryKind::softplus:
+          if constexpr (vmath::vectorised) return map_block<T>(in, out, vmath::softplus_block);
+          return map1<T>(in, out, [](T v) { return special::softplus(v); });
         default: fail("cpu unary: map {} on {} (internal error)", static_cast<int>(kind), name_of(out.dtype));
       }
     }

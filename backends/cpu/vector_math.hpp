@@ -140,6 +140,26 @@ inline double log_one(double x) {
   return select((x > 0) & (x < inf), result, special);
 }
 
+// log(1 + u) from log of w = 1 + u rounded: log1p(u) = log(w) + (u - (w - 1)) / w to first order in w's rounding
+// error (w - 1 is exact for w < 2^53), so the result is log's within about an ulp. Special values by selects: u = 0
+// keeps its sign, u = -1 gives -inf, u < -1 NaN, +inf +inf (where the correction would be inf - inf).
+inline double log1p_one(double u) {
+  const double w = 1.0 + u;
+  const double lw = log_one(w);
+  const double corrected = lw + (u - (w - 1.0)) / w;
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  return select(u == 0, u, select((w > 0) & (w < inf), corrected, lw));
+}
+
+// The logistic function and log(1 + e^x), as backends/special_math.hpp's sigmoid and softplus (exp taken of -|x|
+// only, so nothing overflows), on e = exp(-|x|): 1 / (1 + e) for x >= 0, e / (1 + e) below; max(x, 0) + log1p(e).
+// A NaN stays NaN through e.
+inline double sigmoid_one(double x) {
+  const double e = exp_one(-std::fabs(x));
+  return select(x >= 0, 1.0, e) / (1.0 + e);
+}
+inline double softplus_one(double x) { return select(x > 0, x, 0.0) + log1p_one(exp_one(-std::fabs(x))); }
+
 }  // namespace detail
 
 // GCC's tuning for AVX-512 CPUs prefers 256-bit vectors (to spare the clock of older Xeons); these loops are pure
@@ -159,15 +179,24 @@ constexpr bool vectorised = true;
 constexpr bool vectorised = false;
 #endif
 
-// v[i] = exp(v[i]) and v[i] = log(v[i]) for i < block, in place. Not inlined, and static: one compiled
-// copy of each loop, which no other translation unit's copy (built with other flags) can replace.
-// Which a * b + c the compiler fuses depends on the flags (-ffp-contract), so bits are the same on
-// every path of one build, and within the ulp bound on every build.
+// v[i] = exp(v[i]), log(v[i]), log1p, sigmoid or softplus of v[i] for i < block, in place. Not inlined, and static: one
+// compiled copy of each loop, which no other translation unit's copy (built with other flags) can replace. Which a * b
+// + c the compiler fuses depends on the flags (-ffp-contract), so bits are the same on every path of one build, and
+// within the ulp bound on every build.
 [[gnu::noinline, maybe_unused]] VT_VMATH_WIDE static void exp_block(double* __restrict v) {
   for (int i = 0; i < block; ++i) v[i] = detail::exp_one(v[i]);
 }
 [[gnu::noinline, maybe_unused]] VT_VMATH_WIDE static void log_block(double* __restrict v) {
   for (int i = 0; i < block; ++i) v[i] = detail::log_one(v[i]);
+}
+[[gnu::noinline, maybe_unused]] VT_VMATH_WIDE static void log1p_block(double* __restrict v) {
+  for (int i = 0; i < block; ++i) v[i] = detail::log1p_one(v[i]);
+}
+[[gnu::noinline, maybe_unused]] VT_VMATH_WIDE static void sigmoid_block(double* __restrict v) {
+  for (int i = 0; i < block; ++i) v[i] = detail::sigmoid_one(v[i]);
+}
+[[gnu::noinline, maybe_unused]] VT_VMATH_WIDE static void softplus_block(double* __restrict v) {
+  for (int i = 0; i < block; ++i) v[i] = detail::softplus_one(v[i]);
 }
 
 #undef VT_VMATH_WIDE

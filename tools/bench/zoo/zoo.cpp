@@ -5,12 +5,13 @@
 // mathematics). tools/bench/zoo/run_zoo.py runs it with the JAX twins and writes docs/zoo.md.
 //
 //   build/tools/bench_zoo [--models seed,co2,...] [--batches 1,8,64,1024] [--reps 5] [--data ../shared/data]
-//                         [--max-call-ms 20000] [--json] [--check] [--chunks]
+//                         [--max-call-ms 20000] [--json] [--check] [--chunks] [--explain]
 //
 // --check: the batch sizes 1 and 3, one call each; exits 1 where a model's vtape and limit values or
 // gradients differ by more than 1e-8 relative to the largest entry (the ctest zoo_limits_match_vtape).
 // --chunks: also the steady time with chunks forced to one example and to the whole batch (JitChunkExamples),
 // against which the planner's chunk size is judged (docs/performance.md, "Chunk sizes").
+// --explain: also the plan at each batch size (Jitted::explain), to see what the planner chose.
 // A model whose data is missing is reported as skipped, and so is a batch size whose call would take
 // over --max-call-ms by the previous size's time per example (co2 at B = 1024 is about a minute).
 #include <fmt/core.h>
@@ -78,7 +79,7 @@ int main(int argc, char** argv) try {
   std::string data = "../shared/data";
   int reps = 5;
   double max_call_ms = 20000;
-  bool json = false, check = false, chunks = false;
+  bool json = false, check = false, chunks = false, explain = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool more = i + 1 < argc;
@@ -92,9 +93,11 @@ int main(int argc, char** argv) try {
     else if (a == "--json") json = true;
     else if (a == "--check") check = true;
     else if (a == "--chunks") chunks = true;
+    else if (a == "--explain") explain = true;
     else {
       fmt::print(stderr,
-                 "usage: bench_zoo [--models a,b] [--batches 1,8,...] [--reps R] [--data DIR] [--json] [--check]\n");
+                 "usage: bench_zoo [--models a,b] [--batches 1,8,...] [--reps R] [--data DIR] [--json] [--check] "
+                 "[--chunks] [--explain]\n");
       return 2;
     }
   }
@@ -173,6 +176,7 @@ int main(int argc, char** argv) try {
             chunks ? fmt::format("  chunk {} | chunks of 1 {:.3f} ms, whole batch {:.3f} ms", chunk ? chunk : b, one_ms,
                                  whole_ms)
                    : "");
+      if (explain && !json) fmt::print("{}\n", step.explain(batch));
       std::fflush(stdout);  // a runner that stops a long run keeps the rows printed so far
     }
   }
