@@ -157,6 +157,40 @@ TEST_CASE("scatter_add and at(): repeated indices accumulate, set keeps the last
   require_close(x, randn(xs, 2), 0.0);
 }
 
+TEST_CASE("scatter: runs of one index (sorted segment ids) combine exactly as one update at a time", "[gather]") {
+  // The CPU combines a run of updates to one element in a register (backends/cpu/indexed.cpp): the same
+  // operations in the same order, so bitwise equal to the loop, for a run broken and resumed, a run at either end,
+  // and along an axis with elements after it.
+  const Ints idx{0, 0, 0, 2, 2, 1, 2, 2, 2, 3, 3, 0, 3};
+  const auto n = static_cast<std::int64_t>(idx.size());
+  for (std::size_t axis : {0u, 1u}) {
+    INFO("axis " << axis);
+    const Shape xs = axis == 0 ? Shape{4, 3} : Shape{3, 4};
+    const Shape us = axis == 0 ? Shape{n, 3} : Shape{3, n};
+    const Tensor x = randn(xs, 5) * 1e3, u = randn(us, 6);
+    const Tensor i = ints(idx, {n});
+    const auto ax = static_cast<std::int64_t>(axis);
+    require_close(scatter_add(x, i, u, ax),
+                  scatter_loop(x.to_vector<double>(), xs, idx, u.to_vector<double>(), axis, false), 0.0);
+    require_close(at(x, i, ax).set(u), scatter_loop(x.to_vector<double>(), xs, idx, u.to_vector<double>(), axis, true),
+                  0.0);
+  }
+  // segment_max over runs, a NaN inside a run winning it, and a batch of examples sharing the ids.
+  const Tensor data = Tensor::from_vector({1, 5, 2, std::nan(""), 3, -1, 4}, {7});
+  const std::vector<double> mx = segment_max(data, ints({0, 0, 0, 1, 1, 2, 2}, {7}), 3).to_vector<double>();
+  CHECK(mx[0] == 5);
+  CHECK(std::isnan(mx[1]));
+  CHECK(mx[2] == 4);
+  const Tensor batch = randn({5, n}, 7);
+  const Tensor summed = vmap([&](const Tensor& row) { return segment_sum(row, ints(idx, {n}), 4); })(as_batch(batch));
+  const std::vector<double> b = batch.to_vector<double>(), got = unbatch(summed).to_vector<double>();
+  for (std::int64_t e = 0; e < 5; ++e) {
+    const std::vector<double> row(b.begin() + e * n, b.begin() + (e + 1) * n);
+    const std::vector<double> want = segment_loop(row, n, idx, 4, Seg::sum);
+    for (std::size_t k = 0; k < want.size(); ++k) CHECK(got[static_cast<std::size_t>(e * 4) + k] == want[k]);
+  }
+}
+
 TEST_CASE("segment_sum and segment_max under nested grads: the data's cotangent is computed once", "[gather][grad]") {
   // The inner grad (w.r.t. w) does not want the data's cotangent, though the data is tracked by the
   // outer grad: only the outer pass computes it (take is the data's adjoint's first op). (The

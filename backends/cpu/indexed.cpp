@@ -97,15 +97,19 @@ void CpuBackend::gather(const View& in, const View& indices, IndexedAxis axis, c
       FirstBad bad;
       for_each_row<3>(out.shape, {&in.strides, &indices.strides, &out.strides},
                       [&](auto off, std::int64_t len, auto inner) {
+                        // Locals, not captures: the stores to y would otherwise reload them every element.
+                        const I* const ir = ix + off[1];
+                        const T* const xr = x + off[0];
+                        T* const yr = y + off[2];
+                        const std::int64_t is = inner[1], xs = inner[0], ys = inner[2], step = axis.stride;
+                        const IndexedAxis ax = axis;
                         for (std::int64_t k = 0; k < len; ++k) {
-                          const std::int64_t at = off[1] + k * inner[1];
-                          const std::int64_t j = resolve(ix[at], axis);
-                          T& dst = y[off[2] + k * inner[2]];
+                          const std::int64_t j = resolve(ir[k * is], ax);
                           if (j < 0) {
-                            bad.note(at);
-                            dst = T(0);
+                            bad.note(off[1] + k * is);
+                            yr[k * ys] = T(0);
                           } else {
-                            dst = x[off[0] + k * inner[0] + j * axis.stride];
+                            yr[k * ys] = xr[k * xs + j * step];
                           }
                         }
                       });
@@ -127,22 +131,53 @@ void CpuBackend::scatter(ScatterKind kind, const View& updates, const View& indi
       T* y = ptr<T>(out);
       FirstBad bad;
       // Serially, in row-major order: that order decides sums' rounding and which assignment wins.
-      auto run = [&](const Shape& shape, const Shape& su, const Shape& si, const Shape& so, std::int64_t base_u,
-                     std::int64_t base_i, std::int64_t base_o) {
+      // Consecutive updates of one element (sorted segment ids) combine in a register, stored when the
+      // element changes: the same operations in the same order, without a store and reload per update.
+      auto run_kind = [&](auto kind_constant, const Shape& shape, const Shape& su, const Shape& si, const Shape& so,
+                          std::int64_t base_u, std::int64_t base_i, std::int64_t base_o) {
+        constexpr ScatterKind kind_ = decltype(kind_constant)::value;
         for_each_row<3>(
             shape, {&su, &si, &so},
             [&](auto off, std::int64_t len, auto inner) {
+              // Locals, not captures: the stores to y would otherwise reload them every update.
+              const I* const ir = ix + base_i + off[1];
+              const T* const ur = u + base_u + off[0];
+              T* const yr = y + base_o + off[2];
+              const std::int64_t is = inner[1], us = inner[0], ys = inner[2], step = axis.stride;
+              const IndexedAxis ax = axis;
+              std::int64_t open = -1;  // the element of yr held in `held`
+              T held{};
               for (std::int64_t k = 0; k < len; ++k) {
-                const std::int64_t at = base_i + off[1] + k * inner[1];
-                const std::int64_t j = resolve(ix[at], axis);
+                const std::int64_t j = resolve(ir[k * is], ax);
                 if (j < 0) {
-                  bad.note(at);
+                  bad.note(base_i + off[1] + k * is);
                   continue;
                 }
-                combine(kind, y[base_o + off[2] + k * inner[2] + j * axis.stride], u[base_u + off[0] + k * inner[0]]);
+                const std::int64_t dst = k * ys + j * step;
+                if (dst != open) {
+                  if (open >= 0) yr[open] = held;
+                  open = dst;
+                  held = yr[dst];
+                }
+                combine(kind_, held, ur[k * us]);
               }
+              if (open >= 0) yr[open] = held;
             },
             /*parallel=*/false);
+      };
+      auto run = [&](const Shape& shape, const Shape& su, const Shape& si, const Shape& so, std::int64_t base_u,
+                     std::int64_t base_i, std::int64_t base_o) {
+        switch (kind) {
+          case ScatterKind::sum:
+            return run_kind(std::integral_constant<ScatterKind, ScatterKind::sum>{}, shape, su, si, so, base_u, base_i,
+                            base_o);
+          case ScatterKind::max:
+            return run_kind(std::integral_constant<ScatterKind, ScatterKind::max>{}, shape, su, si, so, base_u, base_i,
+                            base_o);
+          case ScatterKind::assign:
+            return run_kind(std::integral_constant<ScatterKind, ScatterKind::assign>{}, shape, su, si, so, base_u,
+                            base_i, base_o);
+        }
       };
       // Updates at different coordinates of an axis along which out moves (stride not 0: the batch,
       // or the axes before and after the indexed one) never land on one element, so such an axis
