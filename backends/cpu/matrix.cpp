@@ -1,9 +1,11 @@
 // Batched matrix kernels on Eigen: Map views over slices of the batched buffer (no copies),
-// in-place factorization, parallel across the batch. Eigen's own threading is used only when
-// there is a single matrix (and not a thin product small enough for one core, below): inside the
-// batch-parallel region it runs single-threaded, so the cores are not oversubscribed.
+// in-place factorization, parallel across the batch. A single product is split across the threads
+// by columns (CpuBackend::gemm); Eigen's own threading is used only for other single matrices:
+// inside the batch-parallel region it runs single-threaded, so the cores are not oversubscribed.
 #include "../../core/eigen.hpp"
 #include <Eigen/Cholesky>
+#include <omp.h>
+
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cassert>
@@ -166,6 +168,51 @@ void CpuBackend::gemm(const GemmArgs& g) {
       if (g.symmetric && !g.lower_only && g.m == g.n && g.m < symmetric_min_order)
         C.template triangularView<Eigen::StrictlyUpper>() = C.transpose();
     };
+    // A single product under this many multiply-adds runs on the calling thread: Eigen would split one of over 50k
+    // across the cores, and opening a parallel region costs more than such a product (a jit plan's small-batch call
+    // runs dozens of them). omp_set_num_threads sets the calling thread's own setting, which Eigen reads.
+    constexpr std::int64_t single_thread_most = std::int64_t{1} << 20;
+    const int threads = omp_get_max_threads();
+    const bool one_thread = g.count == 1 && g.m * g.n * g.k < single_thread_most && threads > 1;
+    if (one_thread) omp_set_num_threads(1);
+    struct Restore {
+      bool active;
+      int threads;
+      ~Restore() {
+        if (active) omp_set_num_threads(threads);
+      }
+    } restore{one_thread, threads};
+    // A larger single product outside a parallel region, one that Eigen's GEMM computes (not thin, not symmetric), is
+    // split by blocks of C's columns, one product per thread on that thread: no thread waits for another's packed
+    // panels (Eigen's own threading does, at every panel), and each thread packs only its columns of op(B). Eigen
+    // blocks the inner dimension by k alone and its kernels cover C in blocks of up to 24 columns of a row-major C
+    // (mr), so with boundaries at multiples of 48 every element is summed as by the whole product on one thread: the
+    // same bits at every thread count.
+    const bool by_eigen = !g.symmetric && g.m > thin_product && (g.trans_b || g.k > thin_product);
+    const std::int64_t column_block = 48;
+    const int parts = static_cast<int>(std::min<std::int64_t>(threads, g.n / column_block));
+    if (g.count == 1 && by_eigen && !one_thread && parts > 1 && !omp_in_parallel()) {
+      const std::int64_t blocks = g.n / column_block;
+      FirstFailure failure;
+#pragma omp parallel for schedule(static) num_threads(parts)
+      for (int p = 0; p < parts; ++p)
+        failure.run(p, [&] {
+          const std::int64_t j0 = blocks * p / parts * column_block;
+          const std::int64_t j1 = p + 1 == parts ? g.n : blocks * (p + 1) / parts * column_block;
+          ConstMapMat<T> A(a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k);
+          ConstMapMat<T> B(b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n);
+          MapMat<T> C(c, g.m, g.n);
+          auto part = C.middleCols(j0, j1 - j0);
+          const auto with_b = [&](const auto& opA) {
+            if (g.trans_b) product(opA, B.transpose().middleCols(j0, j1 - j0), part);
+            else product(opA, B.middleCols(j0, j1 - j0), part);
+          };
+          if (g.trans_a) with_b(A.transpose());
+          else with_b(A);
+        });
+      failure.rethrow();
+      return;
+    }
     FirstFailure failure;  // Eigen's product allocates its blocking workspace
 #pragma omp parallel for schedule(static) if (g.count > 1)
     for (std::int64_t i = 0; i < g.count; ++i)
