@@ -5,17 +5,22 @@
 // mathematics). tools/bench/zoo/run_zoo.py runs it with the JAX twins and writes docs/zoo.md.
 //
 //   build/tools/bench_zoo [--models seed,co2,...] [--batches 1,8,64,1024] [--reps 5] [--data ../shared/data]
-//                         [--max-call-ms 20000] [--json] [--check] [--chunks] [--explain]
+//                         [--max-call-ms 20000] [--json] [--check] [--chunks] [--explain] [--soak CALLS]
 //
 // --check: the batch sizes 1 and 3, one call each; exits 1 where a model's vtape and limit values or
 // gradients differ by more than 1e-8 relative to the largest entry (the ctest zoo_limits_match_vtape).
 // --chunks: also the steady time with chunks forced to one example and to the whole batch (JitChunkExamples),
 // against which the planner's chunk size is judged (docs/performance.md, "Chunk sizes").
 // --explain: also the plan at each batch size (Jitted::explain), to see what the planner chose.
+// --soak CALLS: instead of timing, CALLS calls of each model's jitted step at batch sizes drawn at random from
+// --batches (a fixed seed), with the process's resident memory after the first tenth of them (every batch size's
+// plan memory and recordings exist by then) and at every further tenth: memory that grows with the calls is a leak.
 // A model whose data is missing is reported as skipped, and so is a batch size whose call would take
 // over --max-call-ms by the previous size's time per example (co2 at B = 1024 is about a minute).
 #include <fmt/core.h>
+#include <fmt/format.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -63,6 +68,16 @@ double rel_diff(const std::vector<double>& x, const std::vector<double>& y) {
   return scale > 0 ? diff / scale : diff;
 }
 
+// The process's resident memory in MiB (/proc/self/statm), 0 where that cannot be read.
+double resident_mib() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  long pages = 0, resident = 0;
+  const int read = std::fscanf(f, "%ld %ld", &pages, &resident);
+  std::fclose(f);
+  return read == 2 ? static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20) : 0;
+}
+
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream list(s);
@@ -80,6 +95,7 @@ int main(int argc, char** argv) try {
   int reps = 5;
   double max_call_ms = 20000;
   bool json = false, check = false, chunks = false, explain = false;
+  long soak = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool more = i + 1 < argc;
@@ -94,6 +110,7 @@ int main(int argc, char** argv) try {
     else if (a == "--check") check = true;
     else if (a == "--chunks") chunks = true;
     else if (a == "--explain") explain = true;
+    else if (a == "--soak" && more) soak = std::stol(argv[++i]);
     else {
       fmt::print(stderr,
                  "usage: bench_zoo [--models a,b] [--batches 1,8,...] [--reps R] [--data DIR] [--json] [--check] "
@@ -127,6 +144,34 @@ int main(int argc, char** argv) try {
     }
     const auto p = static_cast<std::int64_t>(m.base.size());
     auto step = vt::jit(vt::vmap(vt::value_and_grad(m.log_density)));
+    if (soak > 0) {
+      std::vector<vt::Tensor> inputs;
+      for (std::int64_t b : batches)
+        inputs.push_back(vt::as_batch(vt::Tensor::from_vector(zoo::examples_of(m, b), {b, p})));
+      std::uint64_t state = 12345;  // a fixed sequence of batch sizes (an LCG: the same on every platform)
+      const long tenth = std::max(1L, soak / 10);
+      double warm = 0, peak = 0;
+      std::string marks;
+      const auto start = std::chrono::steady_clock::now();
+      for (long call = 1; call <= soak; ++call) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        step(inputs[static_cast<std::size_t>((state >> 33) % inputs.size())]);
+        if (call % tenth == 0 || call == soak) {
+          const double now = resident_mib();
+          if (call == tenth) warm = now;
+          peak = std::max(peak, now);
+          marks += fmt::format(" {:.1f}", now);
+        }
+      }
+      fmt::print(
+          "{:>13} soak: {} calls at B in {{{}}} in {:.1f} s; resident MiB at each tenth:{}; after the first tenth "
+          "{:.1f}, "
+          "at the end {:.1f} ({:+.1f}), peak {:.1f}; {} traces\n",
+          m.name, soak, fmt::format("{}", fmt::join(batches, ", ")), ms_since(start) / 1000, marks, warm,
+          resident_mib(), resident_mib() - warm, peak, step.counters().traces);
+      std::fflush(stdout);
+      continue;
+    }
     double compile_ms = 0, ms_per_example = 0;
     for (std::size_t bi = 0; bi < batches.size(); ++bi) {
       const std::int64_t b = batches[bi];
