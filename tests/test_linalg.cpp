@@ -524,7 +524,8 @@ TEST_CASE("jit takes a solve against s 1 as s times the solve against 1 it alrea
          const CholeskyFactor c = cho_factor(a_of(p));
          return sum(cho_solve(c, w) * w) + sum(cho_solve(c, w * sum(p)));
        },
-       1},  // the forward solve against w s; the gradient's against w is the forward one (merged)
+       2},  // the forward solve against w s; and the gradient's, against w times the output's cotangent, once
+            // fold_broadcasts_into_elementwise reads that cotangent as one number (the solve against w is merged)
       {"against 2s: not ones", [&](const Tensor& p) { return mean(cho_solve(cho_factor(a_of(p)), twos)); }, 0},
       {"s with more axes than the solve (its product would be [1, n])",
        [&](const Tensor& p) {

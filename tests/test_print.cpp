@@ -202,7 +202,7 @@ TEST_CASE("PlanSummary and JitCounters print every field by name", "[print]") {
     return out;
   };
   const auto summary = fields(fmt::format("{}", s));
-  CHECK(summary.size() == 17);
+  CHECK(summary.size() == 18);
   REQUIRE(!s.passes.empty());
   CHECK(summary.at("passes") == s.passes[0] + (s.passes.size() > 1 ? "," : ""));
   CHECK(summary.at("traced_ops") == std::to_string(s.traced_ops));

@@ -92,6 +92,34 @@ void fold_transposes_into_matmuls(Plan& plan) {
   }
 }
 
+// op(..., broadcast_to(x, S), ...) -> op(..., x, ...) for an elementwise op, whose kernel broadcasts its operands
+// itself, where the step's output keeps its type (S is then still the broadcast of the operands' shapes): the same
+// values, read where they are instead of from a copy of S's size, and broadcast_to, when nothing else reads it, is a
+// dead step (a per-example number spread over a gradient's rows, in every vmap of value_and_grad). Bitwise.
+void fold_broadcasts_into_elementwise(Plan& plan) {
+  for (PlanStep& s : plan.steps) {
+    if (!s.op->elementwise) continue;
+    for (std::size_t k = 0; k < s.in.size(); ++k) {
+      const PlanValue& v = plan.values[static_cast<std::size_t>(s.in[k])];
+      if (v.kind != PlanValue::Kind::computed) continue;
+      const PlanStep& producer = plan.steps[static_cast<std::size_t>(v.producer)];
+      if (producer.op != &broadcast_op) continue;
+      std::vector<Operand> operands;
+      for (std::size_t j = 0; j < s.in.size(); ++j)
+        operands.push_back(plan.values[static_cast<std::size_t>(j == k ? producer.in[0] : s.in[j])].operand());
+      const PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
+      try {
+        const Operand folded = infer_output(*s.op, operands, s.attrs);
+        if (folded.dtype != out.dtype || folded.shape != out.shape || folded.batched != out.batched) continue;
+      } catch (const Error&) {
+        continue;
+      }
+      s.in[k] = producer.in[0];
+      ++plan.summary.broadcasts_folded;
+    }
+  }
+}
+
 // (P Q) Y -> P (Q Y) and X (Q R) -> (X Q) R when that needs fewer flops by half: the
 // cotangents of solves are low-rank products, never worth forming as n x n matrices. Factors may
 // be transposed by matmul's flags; (P Q)^T is Q^T P^T. A product of constants is left alone:

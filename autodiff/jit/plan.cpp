@@ -195,6 +195,8 @@ const std::vector<Pass>& plan_passes() {
   static const std::vector<Pass> passes{
       {"fold_transposes_into_matmuls", fold_transposes_into_matmuls, false, true, true,
        "a matmul reads x.t() through its GEMM flag"},
+      {"fold_broadcasts_into_elementwise", fold_broadcasts_into_elementwise, false, true, true,
+       "an elementwise step reads broadcast_to's input and broadcasts it itself"},
       {"reassociate_matmuls", reassociate_matmuls, false, true, true,
        "(P Q) Y = P (Q Y): a chain in the order of fewer flops"},
       {"share_transposed_constants", share_transposed_constants, false, true, true,

@@ -176,6 +176,7 @@ std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch, const Back
 
 // The passes over a built plan (autodiff/jit/passes.cpp), in the order build_plan runs them.
 void fold_transposes_into_matmuls(Plan& plan);
+void fold_broadcasts_into_elementwise(Plan& plan);
 void reassociate_matmuls(Plan& plan);
 void share_transposed_constants(Plan& plan);
 void mark_symmetric_products(Plan& plan);

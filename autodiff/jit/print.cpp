@@ -10,7 +10,7 @@
 #include "plan.hpp"
 
 // A field added to either struct must be printed below too.
-static_assert(sizeof(vt::PlanSummary) == 16 * sizeof(std::int64_t) + sizeof(std::vector<std::string>),
+static_assert(sizeof(vt::PlanSummary) == 17 * sizeof(std::int64_t) + sizeof(std::vector<std::string>),
               "print every PlanSummary field");
 static_assert(sizeof(vt::JitCounters) == 10 * sizeof(std::int64_t), "print every JitCounters field");
 
@@ -51,6 +51,7 @@ fmt::format_context::iterator fmt::formatter<vt::PlanSummary>::format(const vt::
           {"merged", count(s.merged), "common subexpressions removed"},
           {"reassociated", count(s.reassociated), "matmul chains reordered"},
           {"transposes_folded", count(s.transposes_folded), "transposes read by a matmul as a GEMM flag"},
+          {"broadcasts_folded", count(s.broadcasts_folded), "broadcasts read by an elementwise step in place"},
           {"scalings_moved", count(s.scalings_moved), "scalings by one number moved out of symmetric sums"},
           {"row_sums_contracted", count(s.row_sums_contracted), "row sums of low-rank products contracted first"},
           {"solves_scaled", count(s.solves_scaled), "solves against s q taken from the solve against q"},
