@@ -452,48 +452,6 @@ bool swapped_pair_product(const Plan& plan, int a, int b) {
 
 }  // namespace
 
-// matmul(a, Y) with Y a captured constant holding X^T for another captured constant X (captured first) -> matmul(a, X)
-// with Y's transpose flag flipped (either side). A program that captures both F and F.t() (F D F^T and its gradient,
-// say) then keeps one matrix in cache instead of two, and mark_symmetric_products sees the same value on both sides of
-// F D F^T. Only matrices of transposed shapes are compared, each pair once, up to 2^18 elements
-// (same_constant_values). Runs after the passes that rebuild matmuls' attributes, before mark_symmetric_products.
-void share_transposed_constants(Plan& plan) {
-  std::vector<bool> read(plan.values.size(), false);  // by a matmul
-  for (const PlanStep& s : plan.steps)
-    if (s.op == &matmul_op)
-      for (int v : s.in) read[static_cast<std::size_t>(v)] = true;
-  std::vector<int> matrices;  // captured ones
-  for (std::size_t v = 0; v < plan.values.size(); ++v) {
-    const PlanValue& pv = plan.values[v];
-    if (pv.kind == PlanValue::Kind::constant && !pv.batched && pv.shape.size() >= 2)
-      matrices.push_back(static_cast<int>(v));
-  }
-  std::unordered_map<int, int> transpose_of;  // a matrix a matmul reads -> an earlier one it is the transpose of
-  for (std::size_t j = 0; j < matrices.size(); ++j) {
-    if (!read[static_cast<std::size_t>(matrices[j])]) continue;
-    for (std::size_t i = 0; i < j; ++i)
-      if (!transpose_of.count(matrices[i]) && same_constant_values(plan, matrices[i], matrices[j], true, 1 << 18)) {
-        transpose_of[matrices[j]] = matrices[i];
-        break;
-      }
-  }
-  if (transpose_of.empty()) return;
-  for (PlanStep& s : plan.steps) {
-    if (s.op != &matmul_op) continue;
-    MatmulTransposes t = matmul_transposes(s.attrs);
-    bool flipped = false;
-    for (std::size_t side = 0; side < 2; ++side) {
-      const auto it = transpose_of.find(s.in[side]);
-      if (it == transpose_of.end()) continue;
-      s.in[side] = it->second;
-      (side == 0 ? t.a : t.b) = !(side == 0 ? t.a : t.b);
-      flipped = true;
-      ++plan.summary.transposes_folded;
-    }
-    if (flipped) s.attrs = matmul_attrs(t);
-  }
-}
-
 // matmul(a, b) whose op(a) op(b) is X D1 D2 X^T (D1, D2 diagonal or absent), or X c Y^T + Y c X^T
 // (swapped_pair_product), is marked symmetric:
 // the backend may compute one triangle, about half the flops, and mirror it. By

@@ -199,8 +199,6 @@ const std::vector<Pass>& plan_passes() {
        "an elementwise step reads broadcast_to's input and broadcasts it itself"},
       {"reassociate_matmuls", reassociate_matmuls, false, true, true,
        "(P Q) Y = P (Q Y): a chain in the order of fewer flops"},
-      {"share_transposed_constants", share_transposed_constants, false, true, true,
-       "a captured x^T of a captured x is read as x with a GEMM flag"},
       {"mark_symmetric_products", mark_symmetric_products, false, true, true,
        "X D X^T is symmetric: computed over one triangle"},
       {"fold_diagonal_adds", fold_diagonal_adds, false, true, true,

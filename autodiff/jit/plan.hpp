@@ -178,7 +178,6 @@ std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch, const Back
 void fold_transposes_into_matmuls(Plan& plan);
 void fold_broadcasts_into_elementwise(Plan& plan);
 void reassociate_matmuls(Plan& plan);
-void share_transposed_constants(Plan& plan);
 void mark_symmetric_products(Plan& plan);
 void fold_diagonal_adds(Plan& plan);
 void scale_repeated_solves(Plan& plan);

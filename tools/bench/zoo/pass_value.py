@@ -5,7 +5,7 @@ rounds. The figure is the ratio of vtape's time to the model's limit, measured i
 load on the machine moves both), off over on: above 1, the pass pays.
 
     python3 tools/bench/zoo/pass_value.py [--build build] [--models seed,co2] [--batch 64] [--reps 5]
-                                          [--rounds 3] [--threads 1] [--data ../shared/data]
+                                          [--rounds 3] [--threads 1] [--data ../shared/data] [--passes a,b]
 
 Prints one line per (model, pass) and, last, the passes that changed no model or paid on none.
 """
@@ -33,6 +33,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--models", default="seed,co2,grouped,pta_segment,pta_shared,woodbury,hierarchical,logistic")
+    ap.add_argument("--passes", default="", help="only these passes (comma-separated); all by default")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
@@ -53,8 +54,8 @@ def main():
         m = re.search(r"passes that changed it: (.*)", text)
         changed = [p.strip() for p in m.group(1).split(",")] if m else []
         for p in changed:
-            if p not in optional:
-                continue  # a stage that cannot be turned off
+            if p not in optional or (a.passes and p not in a.passes.split(",")):
+                continue  # a stage that cannot be turned off, or one not asked for
             fired.add(p)
             on, off = [], []
             for _ in range(a.rounds):
