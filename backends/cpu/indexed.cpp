@@ -145,7 +145,8 @@ void CpuBackend::scatter(ScatterKind kind, const View& updates, const View& indi
               T* const yr = y + base_o + off[2];
               const std::int64_t is = inner[1], us = inner[0], ys = inner[2], step = axis.stride;
               const IndexedAxis ax = axis;
-              std::int64_t open = -1;  // the element of yr held in `held`
+              bool holding = false;
+              std::int64_t open = 0;  // the element of yr held in `held`, while holding
               T held{};
               for (std::int64_t k = 0; k < len; ++k) {
                 const std::int64_t j = resolve(ir[k * is], ax);
@@ -154,14 +155,15 @@ void CpuBackend::scatter(ScatterKind kind, const View& updates, const View& indi
                   continue;
                 }
                 const std::int64_t dst = k * ys + j * step;
-                if (dst != open) {
-                  if (open >= 0) yr[open] = held;
+                if (!holding || dst != open) {
+                  if (holding) yr[open] = held;
+                  holding = true;
                   open = dst;
                   held = yr[dst];
                 }
                 combine(kind_, held, ur[k * us]);
               }
-              if (open >= 0) yr[open] = held;
+              if (holding) yr[open] = held;
             },
             /*parallel=*/false);
       };

@@ -43,8 +43,9 @@ using ConstStridedRow = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, 0, 
 // subnormal results; the C library's functions are within an ulp and handle every special value.)
 // Contiguous rows are plain loops, which the compiler vectorises where that is exact (neg, abs,
 // square and, with -fno-math-errno, sqrt). exp, log, log1p, sigmoid and softplus are not maps of the C
-// library's functions (or special_math.hpp's) but map_block's of vector_math.hpp's kernels, within an ulp
-// of them (where the target has FMA).
+// library's functions (or special_math.hpp's) but map_block's of vector_math.hpp's kernels (where the
+// target has FMA): exp, log and log1p within an ulp of the C library's, sigmoid and softplus within 2 ulps
+// of special_math.hpp's formulas.
 template <class T, class Fn>
 void map1(const View& in, const View& out, Fn fn) {
   const T* x = ptr<T>(in);

@@ -168,9 +168,9 @@ void CpuBackend::gemm(const GemmArgs& g) {
       if (g.symmetric && !g.lower_only && g.m == g.n && g.m < symmetric_min_order)
         C.template triangularView<Eigen::StrictlyUpper>() = C.transpose();
     };
-    // A single product under this many multiply-adds runs on the calling thread: Eigen would split one of over 50k
-    // across the cores, and opening a parallel region costs more than such a product (a jit plan's small-batch call
-    // runs dozens of them). omp_set_num_threads sets the calling thread's own setting, which Eigen reads.
+    // A single product under this many multiply-adds runs on the calling thread: Eigen splits far smaller products
+    // across the cores, and opening a parallel region then costs more than the product (a jit plan's small-batch call
+    // runs many). omp_set_num_threads sets the calling thread's own setting, which Eigen reads.
     constexpr std::int64_t single_thread_most = std::int64_t{1} << 20;
     const int threads = omp_get_max_threads();
     const bool one_thread = g.count == 1 && g.m * g.n * g.k < single_thread_most && threads > 1;
@@ -185,18 +185,21 @@ void CpuBackend::gemm(const GemmArgs& g) {
     // A larger single product outside a parallel region, one that Eigen's GEMM computes (not thin, not symmetric), is
     // split by blocks of C's columns, one product per thread on that thread: no thread waits for another's packed
     // panels (Eigen's own threading does, at every panel), and each thread packs only its columns of op(B). Eigen
-    // blocks the inner dimension by k alone and its kernels cover C in blocks of up to 24 columns of a row-major C
-    // (mr), so with boundaries at multiples of 48 every element is summed as by the whole product on one thread: the
-    // same bits at every thread count.
+    // blocks the inner dimension by k alone on one thread and its kernels cover a row-major C in blocks of mr columns,
+    // which divides 48 on every target, so with boundaries at multiples of 48 every element is summed as by the whole
+    // product on one thread: the same bits as on one thread. It splits when every thread gets a block of 48 columns;
+    // a narrower C (and a symmetric or a large thin product) keeps Eigen's threading, whose bits may depend on the
+    // thread count.
     const bool by_eigen = !g.symmetric && g.m > thin_product && (g.trans_b || g.k > thin_product);
     const std::int64_t column_block = 48;
-    const int parts = static_cast<int>(std::min<std::int64_t>(threads, g.n / column_block));
-    if (g.count == 1 && by_eigen && !one_thread && parts > 1 && !omp_in_parallel()) {
+    const int parts = threads;
+    if (g.count == 1 && by_eigen && !one_thread && parts > 1 && g.n / column_block >= parts && !omp_in_parallel()) {
       const std::int64_t blocks = g.n / column_block;
       FirstFailure failure;
 #pragma omp parallel for schedule(static) num_threads(parts)
       for (int p = 0; p < parts; ++p)
         failure.run(p, [&] {
+          omp_set_num_threads(1);  // this part on this thread, even in a team the runtime made smaller
           const std::int64_t j0 = blocks * p / parts * column_block;
           const std::int64_t j1 = p + 1 == parts ? g.n : blocks * (p + 1) / parts * column_block;
           ConstMapMat<T> A(a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k);

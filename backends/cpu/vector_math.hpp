@@ -1,5 +1,5 @@
 // exp and log over blocks of doubles, written so that the compiler vectorises them, within an ulp of the C library's
-// for every input, special values and subnormals included.
+// for every input, special values and subnormals included; and log1p, sigmoid and softplus built on them.
 //
 // Why not the C library's: called per element, glibc's exp and log cost a call, a wrapper and, for underflowing exps,
 // its errno path (~10 ns an element, 20-100 where results underflow); the covariance passes of a Gaussian process are
@@ -13,10 +13,11 @@
 // the comments below; tests/test_hostile.cpp sweeps both against the C library), so the two results, a whole number
 // of ulps apart, differ by at most one.
 //
-// Every element of every row goes through exp_block or log_block, one compiled loop over `block` elements (callers
-// copy short, strided or broadcast rows into a padded buffer first), so a value's result has the same bits whatever
-// the row's length, layout, position or thread. Only backends/cpu/maps.cpp includes this header: one translation unit,
-// one compiled copy of each loop, so even the compiler's choice of which a * b + c to fuse cannot differ by path.
+// Every element of every row goes through one of the *_block functions, one compiled loop over `block` elements
+// (callers copy short, strided or broadcast rows into a padded buffer first), so a value's result has the same bits
+// whatever the row's length, layout, position or thread. Only backends/cpu/maps.cpp includes this header: one
+// translation unit, one compiled copy of each loop, so even the compiler's choice of which a * b + c to fuse cannot
+// differ by path.
 #pragma once
 
 #include <algorithm>

@@ -45,7 +45,10 @@ def main():
     probe = subprocess.run([bench, "--models", "logistic", "--batches", "1", "--reps", "1"],
                            env=dict(os.environ, VTAPE_JIT_PASSES="-no_such_pass"), capture_output=True, text=True)
     m = re.search(r"the passes are (.*)", probe.stderr + probe.stdout)
-    optional = [p.strip() for p in m.group(1).split(",")] if m else []
+    if not m:
+        sys.exit("pass_value: could not read the list of passes from bench_zoo's error for an unknown pass:\n"
+                 + probe.stderr + probe.stdout)
+    optional = [p.strip() for p in m.group(1).split(",")]
     paid = set()
     fired = set()
     for model in a.models.split(","):

@@ -113,8 +113,8 @@ int main(int argc, char** argv) try {
     else if (a == "--soak" && more) soak = std::stol(argv[++i]);
     else {
       fmt::print(stderr,
-                 "usage: bench_zoo [--models a,b] [--batches 1,8,...] [--reps R] [--data DIR] [--json] [--check] "
-                 "[--chunks] [--explain]\n");
+                 "usage: bench_zoo [--models a,b] [--batches 1,8,...] [--reps R] [--data DIR] [--max-call-ms MS] "
+                 "[--json] [--check] [--chunks] [--explain] [--soak CALLS]\n");
       return 2;
     }
   }
