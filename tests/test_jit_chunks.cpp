@@ -270,3 +270,59 @@ TEST_CASE("by chunks: the backend's choice fits a chunk's working set to a core'
   require_close(v, vw.to_vector<double>(), 1e-13);
   require_close(unbatch(g), unbatch(gw), 1e-13);
 }
+
+TEST_CASE("by chunks: segments that need no large shared operand run by sub-chunks, with the same results and errors",
+          "[jit][chunks][segments]") {
+  // A product by a shared matrix of twice the cache (a chunk of many examples reads it once), between factorizations
+  // of a 200 x 200 matrix per example (over a quarter of a megabyte each: sub-chunks of a few examples).
+  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  const std::int64_t cache = l2 > 0 ? l2 : std::int64_t{1} << 20, n = 200;
+  const std::int64_t cols = std::max<std::int64_t>(8, 2 * cache / (8 * n));
+  const Tensor S = randn({n, cols}, 191) * 0.1;
+  auto model = [&](const Tensor& x) {  // x [n], positive: a positive definite matrix
+    const Tensor L = cholesky(diag(x) + 0.5);
+    const Tensor y = matmul(sum(L, {1}), S);  // the shared operand
+    return sum(square(y)) + logdet(cho_factor(diag(exp(slice(y, 0, 0, n))) + 1.0));
+  };
+  const auto vg = value_and_grad(model);
+  auto f = jit(vmap(vg));
+  const Tensor X = as_batch(exp(randn({12, n}, 192) * 0.1) + 1.0);
+  const std::string plan = f.explain(X);
+  INFO(plan);
+  REQUIRE(plan.find("by sub-chunks of") != std::string::npos);
+  const auto [v, g] = f(X);
+  const auto [v_eager, g_eager] = vmap(vg)(X);
+  require_close(v, v_eager.to_vector<double>(), 1e-10);
+  require_close(unbatch(g), unbatch(g_eager), 1e-10);
+  // The same bits with the segments (whole batch, and chunks of 5) at 1 and 3 threads.
+  for (const std::int64_t chunk : {std::int64_t{0}, std::int64_t{5}}) {
+    const JitChunkExamples chunks(chunk);
+    const auto one = with_threads(1, [&] { return f(X); });
+    const auto three = with_threads(3, [&] { return f(X); });
+    CHECK(values_of(one.first) == values_of(three.first));
+    CHECK(values_of(one.second) == values_of(three.second));
+    require_close(one.first, v_eager.to_vector<double>(), 1e-10);
+  }
+  // Without them: the same results up to rounding.
+  auto flat = jit(vmap(vg), JitOptions{"-split_into_segments"});
+  CHECK(flat.explain(X).find("by sub-chunks of") == std::string::npos);
+  const auto [v_flat, g_flat] = flat(X);
+  require_close(v, v_flat.to_vector<double>(), 1e-12);
+  // A failing example in a segment run by sub-chunks: named by its index in the batch, the lowest where two fail, as a
+  // whole-batch run names it; and the plan runs again afterwards.
+  std::vector<double> bad = X.to_vector<double>();
+  bad[static_cast<std::size_t>(9 * n + 3)] = -5;
+  bad[static_cast<std::size_t>(4 * n + 7)] = -5;
+  const Tensor Y = as_batch(Tensor::from_vector(bad, {12, n}));
+  for (const std::int64_t chunk : {std::int64_t{0}, std::int64_t{3}}) {
+    const JitChunkExamples chunks(chunk);
+    try {
+      f(Y);
+      FAIL("no error");
+    } catch (const NotPositiveDefinite& e) {
+      CHECK(e.batch_index == 4);
+      CHECK_THAT(e.what(), Catch::Contains("example 4 of the batch of 12"));
+    }
+  }
+  CHECK(values_of(f(X).first) == values_of(v));
+}

@@ -65,8 +65,10 @@ std::size_t bytes_at(const PlanValue& v, std::int64_t batch) {
       checked_mul(v.bytes(), v.batched ? batch : 1, "jit", "a result's size at this batch size"));
 }
 
+// Laid out as the batched values for `batch` examples, the unbatched ones, then the sub-chunk arena's (place).
 std::int64_t arena_bytes_at(const Plan& plan, std::int64_t batch) {
-  return checked_add(checked_mul(plan.arena_batched, batch, "jit", "the plan's memory at this batch size"),
+  return checked_add(checked_mul(checked_add(plan.arena_batched, plan.arena_local, "jit", "the plan's memory"), batch,
+                                 "jit", "the plan's memory at this batch size"),
                      plan.arena_fixed, "jit", "the plan's memory");
 }
 
@@ -146,6 +148,8 @@ Placement place(const Plan& plan, std::int64_t batch, std::shared_ptr<Storage> a
     } else if (pv.output_buffer) {
       p.owned[v] = std::make_shared<Storage>(plan.device, bytes_at(pv, batch));
       p.data[v] = p.owned[v]->data;
+    } else if (pv.local) {
+      p.data[v] = base + plan.arena_batched * arena_batch + plan.arena_fixed + pv.offset * arena_batch;
     } else {
       p.data[v] = base + (pv.batched ? pv.offset * arena_batch : plan.arena_batched * arena_batch + pv.offset);
     }
@@ -377,6 +381,12 @@ std::int64_t round_up(std::int64_t bytes) { return checked_add(bytes, 63, "jit",
 
 }  // namespace
 
+// As many as its steps' data fits the cache, at least one.
+std::int64_t sub_chunk_examples(const Plan::Segment& segment, std::int64_t chunk, std::size_t cache) {
+  if (!segment.by_sub_chunks || segment.bytes_per_example <= 0) return chunk;
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(cache) / segment.bytes_per_example, 1, chunk);
+}
+
 // Examples per chunk for this call, or 0 for every step over the whole batch. It depends on the
 // plan, the batch size and the backend (and JitChunkExamples), never on the number of threads.
 //
@@ -391,33 +401,53 @@ std::int64_t round_up(std::int64_t bytes) { return checked_add(bytes, 63, "jit",
 // estimate is under three quarters of the cache-sized chunk's. Where it would hold the whole batch,
 // the batch is split in two (for two cores) when the batch's own traffic outweighs one pass over the
 // shared operands, which bounds the split's extra traffic by half. With no large shared operand the
-// chunk is sized to the cache.
+// chunk is sized to the cache. Values that only a segment run by sub-chunks makes and reads (split_into_segments)
+// stay in the cache either way: they count in the cache-sized chunk's data, not in what a larger chunk sends through
+// memory. Where the larger chunk would hold the whole batch, the batch is one chunk if a segment runs by sub-chunks.
+namespace {
+
+// The cost model's chunk at this batch size (above); `larger`: whether the larger chunk was chosen.
+std::int64_t chunk_by_traffic(const Plan& plan, std::int64_t batch, std::size_t cache, bool& larger) {
+  larger = false;
+  const double arena = static_cast<double>(plan.arena_batched), io = static_cast<double>(plan.chunk_io_bytes);
+  const double per_example = std::max(arena + static_cast<double>(plan.arena_local) + io, 1.0);
+  const auto chunk = std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(cache) / per_example));
+  double shared = 0;
+  for (std::int64_t r : plan.shared_reads)
+    if (large_shared_operand(r, cache)) shared += static_cast<double>(r);
+  if (shared == 0) return chunk;
+  const double spilled = io + 2 * arena;
+  double large = std::ceil(8 * shared / std::max(spilled, 1.0));
+  const double examples = static_cast<double>(batch);
+  large = std::min({large, std::max(1.0, static_cast<double>(max_chunk_bytes) / per_example), examples});
+  if (large == examples && examples * spilled >= shared) large = std::ceil(examples / 2);
+  const double at_cache = io + shared / static_cast<double>(chunk), at_large = spilled + shared / large;
+  larger = large > static_cast<double>(chunk) && at_large < 0.75 * at_cache;
+  return larger ? static_cast<std::int64_t>(large) : chunk;
+}
+
+}  // namespace
+
+bool larger_chunks_pay(const Plan& plan, std::size_t cache) {
+  bool larger = false;
+  if (plan.chunkable && cache > 0) chunk_by_traffic(plan, std::int64_t{1} << 40, cache, larger);
+  return larger;
+}
+
 std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch, const Backend& be) {
   const std::size_t cache = be.chunk_cache_bytes();
   if (!plan.chunkable || cache == 0 || batch < 2) return 0;
   std::int64_t chunk = forced_chunk_examples;
-  if (chunk <= 0) {
-    const double arena = static_cast<double>(plan.arena_batched), io = static_cast<double>(plan.chunk_io_bytes);
-    const double per_example = std::max(arena + io, 1.0);
-    chunk = std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(cache) / per_example));
-    double shared = 0;
-    for (std::int64_t r : plan.shared_reads)
-      if (static_cast<std::size_t>(r) * 4 > cache) shared += static_cast<double>(r);
-    if (shared > 0) {
-      const double spilled = io + 2 * arena;
-      double large = std::ceil(8 * shared / std::max(spilled, 1.0));
-      const double examples = static_cast<double>(batch);
-      large = std::min({large, std::max(1.0, static_cast<double>(max_chunk_bytes) / per_example), examples});
-      if (large == examples && examples * spilled >= shared) large = std::ceil(examples / 2);
-      const double at_cache = io + shared / static_cast<double>(chunk), at_large = spilled + shared / large;
-      if (large > static_cast<double>(chunk) && at_large < 0.75 * at_cache) chunk = static_cast<std::int64_t>(large);
-    }
-  }
+  bool larger = false;
+  if (chunk <= 0) chunk = chunk_by_traffic(plan, batch, cache, larger);
   if (plan.partial_bytes > 0) {
     const std::int64_t most_chunks = std::max<std::int64_t>(1, max_partials_bytes / plan.partial_bytes);
     chunk = std::max(chunk, (batch + most_chunks - 1) / most_chunks);
   }
-  return chunk >= batch ? 0 : chunk;
+  if (chunk < batch) return chunk;
+  for (const Plan::Segment& segment : plan.segments)
+    if (sub_chunk_examples(segment, batch, cache) < batch) return batch;
+  return 0;
 }
 
 namespace {
@@ -447,6 +477,59 @@ void place_chunk(const Plan& plan, const std::vector<void*>& call, std::int64_t 
   }
 }
 
+// A sub-chunk's data pointers: the chunk's (`chunk`), with batched values at the sub-chunk's first example `first` of
+// the chunk, and the sub-chunk arena's values in `local`, laid out for `capacity` examples.
+void place_sub_chunk(const Plan& plan, const std::vector<void*>& chunk, std::int64_t first, std::int64_t capacity,
+                     char* local, std::vector<void*>& data) {
+  data = chunk;
+  for (std::size_t v = 0; v < plan.values.size(); ++v) {
+    const PlanValue& pv = plan.values[v];
+    if (pv.root != static_cast<int>(v) || !pv.batched) continue;
+    if (pv.local) data[v] = local + pv.offset * capacity;
+    else if (chunk[v]) data[v] = static_cast<char*>(chunk[v]) + first * pv.bytes();
+  }
+  for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
+    const auto out = static_cast<std::size_t>(plan.steps[i].out);
+    if (plan.steps[i].op->aliases_input) data[out] = data[static_cast<std::size_t>(plan.values[out].root)];
+  }
+}
+
+// One chunk's steps, segment by segment: `examples` examples from the call's example `first_example`, with the chunk's
+// data pointers. A segment run by sub-chunks (Plan::segments) runs its steps over each sub-chunk in turn; every
+// sub-chunk runs up to its own failure, and the failure of the earliest step, then of the lowest sub-chunk, is raised,
+// as a run over the whole chunk raises it. `at` is the failing step.
+void run_chunk_steps(const Plan& plan, const std::vector<void*>& chunk, std::int64_t examples, Backend& be,
+                     std::int64_t whole_batch, std::int64_t first_example, std::int64_t local_capacity, char* local,
+                     std::vector<void*>& sub, std::size_t& at) {
+  if (plan.segments.empty()) {
+    run_steps(plan, plan.chunk_begin, plan.chunk_end, chunk, examples, be, whole_batch, first_example, &at);
+    return;
+  }
+  const std::size_t cache = be.chunk_cache_bytes();
+  for (const Plan::Segment& segment : plan.segments) {
+    const std::int64_t per = sub_chunk_examples(segment, examples, cache);
+    std::exception_ptr failure;
+    std::size_t failure_step = 0;
+    for (std::int64_t first = 0; first < examples; first += per) {
+      std::size_t step = segment.first;
+      try {
+        place_sub_chunk(plan, chunk, first, local_capacity, local, sub);
+        run_steps(plan, segment.first, segment.last, sub, std::min(per, examples - first), be, whole_batch,
+                  first_example + first, &step);
+      } catch (...) {
+        if (!failure || step < failure_step) {
+          failure = std::current_exception();
+          failure_step = step;
+        }
+      }
+    }
+    if (failure) {
+      at = failure_step;
+      std::rethrow_exception(failure);
+    }
+  }
+}
+
 // The call by chunks of `chunk` examples (Plan::chunkable): the steps before the chunks once, then
 // one parallel region whose threads take chunks in order from a counter, each running the batched
 // steps over its chunk in an arena of its own, then the reductions' partials combined in chunk
@@ -459,7 +542,15 @@ std::vector<Tensor> run_chunked(const Plan& plan, const std::vector<Tensor>& inp
   const int workers = static_cast<int>(std::min<std::int64_t>(threads, chunks));
   const std::int64_t fixed = round_up(plan.arena_fixed);
   const std::int64_t partials = checked_mul(plan.partial_bytes, chunks, "jit", "the plan's memory");
-  const std::int64_t per_worker = round_up(checked_mul(plan.arena_batched, chunk, "jit", "the plan's memory"));
+  // A worker's arena: its chunk's batched values, then the sub-chunk arena for the largest sub-chunk.
+  std::int64_t local_capacity = 0;
+  for (const Plan::Segment& segment : plan.segments)
+    if (segment.by_sub_chunks)
+      local_capacity = std::max(local_capacity, sub_chunk_examples(segment, chunk, be.chunk_cache_bytes()));
+  const std::int64_t per_worker_chunk = round_up(checked_mul(plan.arena_batched, chunk, "jit", "the plan's memory"));
+  const std::int64_t per_worker =
+      checked_add(per_worker_chunk, round_up(checked_mul(plan.arena_local, local_capacity, "jit", "the plan's memory")),
+                  "jit", "the plan's memory");
   const ArenaLease lease(
       plan, checked_add(checked_add(fixed, partials, "jit", "the plan's memory"),
                         checked_mul(per_worker, workers, "jit", "the plan's memory"), "jit", "the plan's memory"));
@@ -482,7 +573,7 @@ std::vector<Tensor> run_chunked(const Plan& plan, const std::vector<Tensor>& inp
     std::size_t failure_step = 0;
     std::int64_t failure_chunk = chunks;
     const auto work = [&](int worker) {
-      std::vector<void*> data;
+      std::vector<void*> data, sub;
       char* const arena = worker_base + per_worker * worker;
       for (;;) {
         const std::int64_t c = next.fetch_add(1);
@@ -491,8 +582,8 @@ std::vector<Tensor> run_chunked(const Plan& plan, const std::vector<Tensor>& inp
         std::size_t step = plan.chunk_begin;
         try {
           place_chunk(plan, p.data, first, chunk, arena, partial_base + c * plan.partial_bytes, data);
-          run_steps(plan, plan.chunk_begin, plan.chunk_end, data, std::min(chunk, batch - first), be, batch, first,
-                    &step);
+          run_chunk_steps(plan, data, std::min(chunk, batch - first), be, batch, first, local_capacity,
+                          arena + per_worker_chunk, sub, step);
         } catch (...) {
           const std::lock_guard lock(failure_mutex);
           if (!failure || step < failure_step || (step == failure_step && c < failure_chunk)) {

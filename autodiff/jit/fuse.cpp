@@ -64,16 +64,17 @@ bool ends_run(const Plan& plan, const PlanStep& s, const PlanStep& prev) {
 
 // A value's bytes in the arena, per example when batched: [begin, end). Values outside the arena (arguments, constants,
 // folded values, results' own buffers) never share memory with a step's output, so they have none.
+// The batched values of a sub-chunk arena (PlanValue::local) are in an arena of their own.
 struct Range {
   bool in_arena = false;
-  bool batched = false;
+  bool batched = false, local = false;
   std::int64_t begin = 0, end = 0;
 };
 
 Range range_of(const Plan& plan, int v) {
   const PlanValue& root = plan.values[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)];
   if (root.kind != PlanValue::Kind::computed || root.output_buffer || root.offset < 0) return {};
-  return {true, root.batched, root.offset, root.offset + root.bytes()};
+  return {true, root.batched, root.local, root.offset, root.offset + root.bytes()};
 }
 
 // Whether writing value w tile by tile is safe against value u, which the run reads or writes: their buffers are
@@ -81,7 +82,7 @@ Range range_of(const Plan& plan, int v) {
 // that tile t of w overwrites only tile t of u, which every step of the run has finished with when tile t ends.
 bool safe_against(const Plan& plan, int w, int u) {
   const Range rw = range_of(plan, w), ru = range_of(plan, u);
-  if (!rw.in_arena || !ru.in_arena || rw.batched != ru.batched) return true;
+  if (!rw.in_arena || !ru.in_arena || rw.batched != ru.batched || rw.local != ru.local) return true;
   if (rw.end <= ru.begin || ru.end <= rw.begin) return true;
   const PlanValue& a = plan.values[static_cast<std::size_t>(w)];
   const PlanValue& b = plan.values[static_cast<std::size_t>(u)];
@@ -330,7 +331,8 @@ bool batched_of(const Plan& plan, const FusedGroup& g) {
 // Whether two values' buffers share no byte.
 bool disjoint(const Plan& plan, int w, int u) {
   const Range rw = range_of(plan, w), ru = range_of(plan, u);
-  return !rw.in_arena || !ru.in_arena || rw.batched != ru.batched || rw.end <= ru.begin || ru.end <= rw.begin;
+  return !rw.in_arena || !ru.in_arena || rw.batched != ru.batched || rw.local != ru.local || rw.end <= ru.begin ||
+         ru.end <= rw.begin;
 }
 
 // Whether run b can join run a. Each step between them runs either before the tiles (it reads nothing that a or the
@@ -347,8 +349,8 @@ bool can_merge(const Plan& plan, const FusedGroup& a, const FusedGroup& b, const
   if (b.first - a.last > max_gap_steps || a.tiled.size() + b.tiled.size() > max_tiled_steps) return false;
   if (shape_of(plan, a) != shape_of(plan, b) || batched_of(plan, a) != batched_of(plan, b)) return false;
   if (a.has_sum && b.has_sum && a.sum_dtype != b.sum_dtype) return false;
-  for (std::size_t c : {plan.chunk_begin, plan.chunk_end})
-    if (static_cast<std::size_t>(a.first) < c && c < static_cast<std::size_t>(b.last)) return false;
+  for (int i = a.first + 1; i < b.last; ++i)
+    if (plan.starts_segment(static_cast<std::size_t>(i))) return false;
   auto has = [](const std::vector<int>& values, int v) {
     return std::find(values.begin(), values.end(), v) != values.end();
   };
@@ -462,9 +464,8 @@ void fuse_elementwise(Plan& plan) {
     int j = i;
     for (; j < n && j - i < max_group_steps; ++j) {
       const PlanStep& s = plan.steps[static_cast<std::size_t>(j)];
-      // A group stays within one phase of a plan run by chunks (execute.cpp).
-      if (j > i && (static_cast<std::size_t>(j) == plan.chunk_begin || static_cast<std::size_t>(j) == plan.chunk_end))
-        break;
+      // A group stays within one phase or segment of a plan run by chunks (execute.cpp).
+      if (j > i && plan.starts_segment(static_cast<std::size_t>(j))) break;
       if (!fusible(plan, s)) break;
       const PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
       if (out.shape != hv.shape || out.batched != hv.batched) break;
@@ -477,7 +478,7 @@ void fuse_elementwise(Plan& plan) {
     FusedGroup group;
     group.first = i;
     // The sum writes its result after the last tile, when the run has read everything.
-    if (j < n && static_cast<std::size_t>(j) != plan.chunk_begin && static_cast<std::size_t>(j) != plan.chunk_end &&
+    if (j < n && !plan.starts_segment(static_cast<std::size_t>(j)) &&
         ends_run(plan, plan.steps[static_cast<std::size_t>(j)], plan.steps[static_cast<std::size_t>(j - 1)])) {
       group.has_sum = true;
       group.sum_dtype = plan.values[static_cast<std::size_t>(plan.steps[static_cast<std::size_t>(j)].out)].dtype;

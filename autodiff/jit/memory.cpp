@@ -56,6 +56,50 @@ class Arena {
 
 }  // namespace
 
+// A chunk holds as many examples as a large shared operand needs to be read once for many of them (examples_per_chunk),
+// and then its own values pass through memory between its steps. Steps that read no such operand and reduce nothing
+// over the batch (or read it elementwise, once per example whatever the chunk) need no more than one example at a time:
+// the maximal runs of them become segments run by sub-chunks that fit the cache, the other steps segments run over the
+// whole chunk. A plan that reads no large shared operand, or where chunks larger than the cache never pay, is one
+// segment.
+void split_into_segments(Plan& plan) {
+  plan.segments.clear();
+  const std::size_t cache = backend_for(plan.device).chunk_cache_bytes();
+  if (!plan.chunkable || cache == 0) return;
+  std::vector<bool> whole(plan.steps.size(), false);
+  bool any_large = false;
+  for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
+    const PlanStep& s = plan.steps[i];
+    whole[i] = !plan.values[static_cast<std::size_t>(s.out)].batched;  // a reduction over the batch
+    if (s.op->aliases_input || s.op->elementwise) continue;
+    for (int v : s.in) {
+      const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+      if (!pv.batched && large_shared_operand(pv.bytes(), cache)) whole[i] = any_large = true;
+    }
+  }
+  if (!any_large) return;
+  plan_memory(plan);  // the sizes without segments, for the cost model: without a larger chunk, segments buy nothing
+  if (!larger_chunks_pay(plan, cache)) return;
+  std::vector<int> seen(plan.values.size(), -1);  // by root: the last segment that counted its bytes
+  for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
+    if (plan.segments.empty() || plan.segments.back().by_sub_chunks == whole[i])
+      plan.segments.push_back({i, i, !whole[i], 0});
+    Plan::Segment& seg = plan.segments.back();
+    seg.last = i + 1;
+    const PlanStep& s = plan.steps[i];
+    if (s.op->aliases_input) continue;
+    const auto count = [&](int v) {
+      const auto root = static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root);
+      const PlanValue& pv = plan.values[root];
+      if (!pv.batched || seen[root] == static_cast<int>(plan.segments.size())) return;
+      seen[root] = static_cast<int>(plan.segments.size());
+      seg.bytes_per_example += pv.bytes();
+    };
+    for (int v : s.in) count(v);
+    count(s.out);
+  }
+}
+
 void plan_memory(Plan& plan) {
   // Roots: a value made by an aliasing op shares its input's buffer.
   for (std::size_t v = 0; v < plan.values.size(); ++v) plan.values[v].root = static_cast<int>(v);
@@ -77,13 +121,36 @@ void plan_memory(Plan& plan) {
   // Values of a few bytes (a hyperparameter, a sum) get arenas of their own, after the large values', and buffers never
   // reused: a small value placed in another's freed buffer would tie the steps around it to the plan's order, and the
   // fused runs (fuse.cpp) could no longer run a later run's tiles before the scalar steps between (64 bytes a value).
-  Arena batched, fixed, small_batched, small_fixed;
+  Arena batched, fixed, small_batched, small_fixed, local;
   constexpr std::int64_t small_bytes = 256;
   auto small = [&](const PlanValue& v) { return aligned(v.bytes()) <= small_bytes; };
   auto arena_of = [&](const PlanValue& v) -> Arena& {
+    if (v.local) return local;
     return v.batched ? (small(v) ? small_batched : batched) : (small(v) ? small_fixed : fixed);
   };
   auto in_arena = [&](const PlanValue& v) { return v.kind == PlanValue::Kind::computed && !v.output_buffer; };
+  // The sub-chunk arena's values: made and read (aliases and handles included) by the steps of one segment run by
+  // sub-chunks only. Values of a few bytes stay with the others (below).
+  std::vector<int> segment_of(plan.steps.size(), -1);
+  for (std::size_t g = 0; g < plan.segments.size(); ++g)
+    for (std::size_t i = plan.segments[g].first; i < plan.segments[g].last; ++i) segment_of[i] = static_cast<int>(g);
+  std::vector<int> only_segment(plan.values.size(), -1);  // by root: the segment of every use, or -2 for several
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    const int g =
+        segment_of[i] >= 0 && plan.segments[static_cast<std::size_t>(segment_of[i])].by_sub_chunks ? segment_of[i] : -2;
+    const auto use = [&](int v) {
+      int& at = only_segment[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)];
+      at = at == -1 || at == g ? g : -2;
+    };
+    for (int v : s.in) use(v);
+    use(s.out);
+  }
+  for (int v : plan.outputs) only_segment[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)] = -2;
+  for (std::size_t v = 0; v < plan.values.size(); ++v) {
+    PlanValue& pv = plan.values[v];
+    pv.local = pv.root == static_cast<int>(v) && in_arena(pv) && pv.batched && !small(pv) && only_segment[v] >= 0;
+  }
   // The buffers to free after each step: their last read, or their making when never read.
   std::vector<std::vector<int>> dies_after(plan.steps.size());
   for (std::size_t v = 0; v < plan.values.size(); ++v) {
@@ -109,7 +176,7 @@ void plan_memory(Plan& plan) {
           if (other.root == first.root) same_reads &= other.shape == out.shape && other.batched == out.batched;
         }
         if (same_reads && in_arena(in0) && last_read[static_cast<std::size_t>(first.root)] == static_cast<int>(i) &&
-            aligned(in0.bytes()) == aligned(out.bytes()) && in0.batched == out.batched) {
+            aligned(in0.bytes()) == aligned(out.bytes()) && in0.batched == out.batched && in0.local == out.local) {
           out.offset = in0.offset;
           handed_over[static_cast<std::size_t>(first.root)] = true;
           reused = true;
@@ -129,6 +196,7 @@ void plan_memory(Plan& plan) {
     if (static_cast<int>(v) != pv.root || !in_arena(pv) || pv.offset < 0 || !small(pv)) continue;
     pv.offset += pv.batched ? batched.size() : fixed.size();
   }
+  plan.arena_local = local.size();
   plan.arena_batched = checked_add(batched.size(), small_batched.size(), "jit", "the plan's memory");
   plan.arena_fixed = checked_add(fixed.size(), small_fixed.size(), "jit", "the plan's memory");
   // Running by chunks: the reductions' partial results, per chunk, and what a chunk reads and
@@ -146,11 +214,12 @@ void plan_memory(Plan& plan) {
     const PlanValue& pv = plan.values[v];
     if (pv.batched && pv.root == static_cast<int>(v) && !in_arena(pv)) plan.chunk_io_bytes += pv.bytes();
   }
-  // What every chunk reads of the values shared by the batch: each kernel's unbatched inputs.
+  // What every chunk reads of the values shared by the batch: each kernel's unbatched inputs. An elementwise kernel
+  // reads them once per example, whatever the chunk: a larger chunk saves nothing there.
   plan.shared_reads.clear();
   for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
     const PlanStep& s = plan.steps[i];
-    if (s.op->aliases_input) continue;
+    if (s.op->aliases_input || s.op->elementwise) continue;
     for (int v : s.in)
       if (!plan.values[static_cast<std::size_t>(v)].batched)
         plan.shared_reads.push_back(plan.values[static_cast<std::size_t>(v)].bytes());

@@ -151,12 +151,12 @@ std::uint64_t step_hash(const PlanStep& s) {
 }
 
 struct PlanShape {
-  std::size_t steps, folds, fused;
+  std::size_t steps, folds, fused, segments;
   bool chunkable;
   bool operator==(const PlanShape&) const = default;
 };
 PlanShape shape_of(const Plan& plan) {
-  return {plan.steps.size(), plan.folds.size(), plan.fused.size(), plan.chunkable};
+  return {plan.steps.size(), plan.folds.size(), plan.fused.size(), plan.segments.size(), plan.chunkable};
 }
 
 // Runs the pipeline; a step that an optional pass makes or changes is marked as its, and the passes that changed
@@ -216,6 +216,8 @@ const std::vector<Pass>& plan_passes() {
       {"find_batch_size", find_batch_size, false, false, true, "the batch size a step fixes, if any"},
       {"fold_constants", fold_constants, false, true, true, "steps on constants run once, on the first call"},
       {"order_for_chunks", order_for_chunks, false, true, true, "steps ordered to run by chunks of examples"},
+      {"split_into_segments", split_into_segments, true, true, true,
+       "per-chunk steps that read no large shared operand run by sub-chunks that fit the cache"},
       {"plan_memory", plan_memory, false, false, true, "every buffer's arena offset"},
       {"precompute_views", precompute_views, false, false, true, "every kernel's views, once"},
       {"fuse_elementwise", fuse_elementwise, true, true, true, "runs of elementwise steps tile by tile"},
@@ -281,7 +283,7 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
     s.fused += static_cast<std::int64_t>(g.tiled.size());
     if (g.lower_triangle) s.fused_lower += static_cast<std::int64_t>(g.tiled.size());
   }
-  s.arena_bytes_per_example = plan->arena_batched;
+  s.arena_bytes_per_example = plan->arena_batched + plan->arena_local;
   s.arena_bytes_fixed = plan->arena_fixed;
   summary = s;
   return plan;

@@ -31,6 +31,9 @@ struct PlanValue {
   int root = -1;               // the value whose buffer this one is (itself, unless made by an aliasing op)
   bool output_buffer = false;  // the buffer belongs to a result: allocated per call, outside the arena
   std::int64_t offset = -1;    // in its arena, in bytes (per example when batched)
+  // In the sub-chunk arena: a batched value that only the steps of one segment run by sub-chunks make and read
+  // (Plan::segments), so that a sub-chunk's values stay in cache, reused by the next sub-chunk.
+  bool local = false;
   std::int64_t bytes() const { return numel(shape) * static_cast<std::int64_t>(size_of(dtype)); }
   // The value as an operand with no data yet, for the shape rules and the kernel views.
   Operand operand() const { return {dtype, shape, batched, nullptr}; }
@@ -111,6 +114,26 @@ class Plan {
   // The bytes of each read of an unbatched value by a per-chunk kernel (a shared operand), for the chunk size's cost
   // model (examples_per_chunk).
   std::vector<std::int64_t> shared_reads;
+  // The per-chunk steps in segments, in order, covering [chunk_begin, chunk_end) (split_into_segments); empty: one
+  // segment. A segment run by sub-chunks reads no large shared operand and reduces nothing over the batch, so a chunk
+  // made larger than the cache for a large shared operand's sake runs its steps by sub-chunks of examples that fit the
+  // cache, one after another (execute.cpp); `bytes_per_example` is what its steps read and write per example.
+  struct Segment {
+    std::size_t first = 0, last = 0;
+    bool by_sub_chunks = false;
+    std::int64_t bytes_per_example = 0;
+  };
+  std::vector<Segment> segments;
+  // Whether a step starts a phase of running by chunks or a segment: no fused run crosses it.
+  bool starts_segment(std::size_t step) const {
+    if (step == chunk_begin || step == chunk_end) return true;
+    for (const Segment& s : segments)
+      if (s.first == step) return true;
+    return false;
+  }
+  // The sub-chunk arena's bytes per example (PlanValue::local), laid out for as many examples as the largest
+  // sub-chunk of a call.
+  std::int64_t arena_local = 0;
   // Calls run by chunks, and the examples per chunk of the latest one (JitCounters).
   mutable std::atomic<std::int64_t> chunked_calls{0}, chunk_examples{0};
 
@@ -173,6 +196,11 @@ std::string explain_plan(const Plan& plan, std::int64_t batch);
 // Examples per chunk for a call at this batch size on this backend, or 0: every step over the whole batch
 // (execute.cpp).
 std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch, const Backend& be);
+// Whether a chunk larger than the cache pays for this plan at a large enough batch size: it reads a large shared
+// operand (execute.cpp).
+bool larger_chunks_pay(const Plan& plan, std::size_t cache);
+// Examples per sub-chunk of a segment in chunks of `chunk` examples on a CPU of this cache (execute.cpp).
+std::int64_t sub_chunk_examples(const Plan::Segment& segment, std::int64_t chunk, std::size_t cache);
 
 // The passes over a built plan (autodiff/jit/passes.cpp), in the order build_plan runs them.
 void fold_transposes_into_matmuls(Plan& plan);
@@ -217,6 +245,14 @@ bool same_constant_values(const Plan& plan, int x, int y, bool transposed, std::
 // fold_constants, before the memory plan (whose lifetimes follow the step order).
 void order_for_chunks(Plan& plan);
 
+// Splits the per-chunk steps of a CPU plan that reads a large shared operand into segments (Plan::segments); after
+// order_for_chunks, before the memory plan, which keeps a segment's own values in the sub-chunk arena.
+void split_into_segments(Plan& plan);
+// Whether a per-chunk read of an unbatched value of these bytes streams it from memory for each chunk: it is over a
+// quarter of the cache that a chunk's own data fills (examples_per_chunk).
+inline bool large_shared_operand(std::int64_t bytes, std::size_t cache) {
+  return static_cast<std::size_t>(bytes) > cache / 4;
+}
 // Every value's root buffer and arena offset, and the arenas' sizes (autodiff/jit/memory.cpp).
 void plan_memory(Plan& plan);
 

@@ -116,7 +116,7 @@ std::string buffer(const Plan& plan, const PlanStep& s, int slot) {
   if (out.root >= 0 && out.root != s.out) return fmt::format("view of {}", value_name(plan, out.root));
   if (out.output_buffer) return "result";
   if (out.offset < 0) return "-";
-  return fmt::format("+{}{}", out.offset, out.batched ? "/ex" : "");
+  return fmt::format("{}+{}{}", out.local ? "sub " : "", out.offset, out.batched ? "/ex" : "");
 }
 
 }  // namespace
@@ -131,7 +131,21 @@ std::string explain_plan(const Plan& plan, std::int64_t batch) {
   else if (batch > 0)
     out += fmt::format("at B = {}: every step over the whole batch{}\n", batch,
                        plan.chunkable ? "" : " (the plan cannot run by chunks)");
-  out += fmt::format("arena: {} per example, {} fixed\n", bytes(plan.arena_batched), bytes(plan.arena_fixed));
+  // By step: how many examples each run of it takes, where a segment runs by sub-chunks.
+  std::vector<std::int64_t> sub(plan.steps.size(), 0);
+  if (batch > 0 && chunk > 0) {
+    const std::size_t cache = backend_for(plan.device).chunk_cache_bytes();
+    for (std::size_t g = 0; g < plan.segments.size(); ++g) {
+      const Plan::Segment& seg = plan.segments[g];
+      const std::int64_t per = sub_chunk_examples(seg, chunk, cache);
+      out += fmt::format("  segment {}: steps {}-{}, {}\n", g, seg.first, seg.last - 1,
+                         per < chunk ? fmt::format("by sub-chunks of {} example{}", per, per == 1 ? "" : "s")
+                                     : std::string("over the whole chunk"));
+      for (std::size_t i = seg.first; i < seg.last; ++i) sub[i] = per < chunk ? per : 0;
+    }
+  }
+  out += fmt::format("arena: {} per example, {} fixed", bytes(plan.arena_batched), bytes(plan.arena_fixed));
+  out += plan.arena_local > 0 ? fmt::format(", {} per example of a sub-chunk\n", bytes(plan.arena_local)) : "\n";
   out += fmt::format("passes that changed it: {}\n",
                      plan.summary.passes.empty() ? "none" : fmt::format("{}", fmt::join(plan.summary.passes, ", ")));
   // By step: its fused run, and its scratch slot there.
@@ -165,7 +179,10 @@ std::string explain_plan(const Plan& plan, std::int64_t batch) {
     const PlanStep& s = plan.steps[i];
     std::string runs = "once";
     if (plan.chunkable && batch > 0 && chunk > 0)
-      runs = i < plan.chunk_begin ? "before chunks" : i < plan.chunk_end ? "per chunk" : "after chunks";
+      runs = i < plan.chunk_begin  ? "before chunks"
+             : i >= plan.chunk_end ? "after chunks"
+             : sub[i] > 0          ? fmt::format("per {} ex", sub[i])
+                                   : "per chunk";
     else if (plan.values[static_cast<std::size_t>(s.out)].batched) runs = "whole batch";
     rows.push_back({fmt::format("{}", i), std::string(s.op->name), inputs(s), typed(plan, s.out), runs, run[i],
                     buffer(plan, s, slot[i]), made_by(s)});
