@@ -35,6 +35,8 @@ std::string range_of(const KernelArgs& k, std::size_t axis) {
   return fmt::format("for axis {} of length {}", axis, k.in[0].shape[k.lead() + axis]);
 }
 
+}  // namespace
+
 const OpDef take_op{
     .name = "take",
     .infer =
@@ -59,6 +61,10 @@ const OpDef take_op{
         },
     .mixed_dtypes = true,
     .integers = true};
+
+Attrs take_attrs(std::int64_t axis) { return pack_attrs(AxisAttrs{axis}); }
+
+namespace {
 
 // x, indices, updates -> x with the updates combined in as Kind says.
 ExampleType scatter_type(std::string_view op, const std::vector<ExampleType>& in, const Attrs& a) {

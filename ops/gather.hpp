@@ -73,4 +73,12 @@ Tensor segment_mean(const Tensor& data, const Tensor& segment_ids, std::int64_t 
 /// elements, ties sharing it evenly (as vt::max).
 Tensor segment_max(const Tensor& data, const Tensor& segment_ids, std::int64_t num_segments);
 
+struct OpDef;
+struct Attrs;
+/// take and segment_sum themselves, with their attributes (axis normalised: 0 <= axis < rank), for passes that make
+/// them by identity (jit takes a product by a captured indicator matrix as one of them).
+extern const OpDef take_op, segment_sum_op;
+Attrs take_attrs(std::int64_t axis);
+Attrs segment_sum_attrs(std::int64_t num_segments);
+
 }  // namespace vt

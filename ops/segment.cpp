@@ -47,6 +47,8 @@ void segment_forward(const KernelArgs& k) {
 
 std::int64_t segments_of(const Node& n) { return unpack_attrs<SegmentAttrs>(n.attrs).num_segments; }
 
+}  // namespace
+
 const OpDef segment_sum_op{
     .name = "segment_sum",
     .infer = [](const std::vector<ExampleType>& in, const Attrs& a) { return segment_type("segment_sum", in, a); },
@@ -57,6 +59,10 @@ const OpDef segment_sum_op{
         },
     .mixed_dtypes = true,
     .integers = true};
+
+Attrs segment_sum_attrs(std::int64_t num_segments) { return pack_attrs(SegmentAttrs{num_segments}); }
+
+namespace {
 
 const OpDef segment_max_op{
     .name = "segment_max",

@@ -31,6 +31,14 @@ void require_same(const std::vector<Tensor>& got, const std::vector<Tensor>& wan
   }
 }
 
+// A k x n matrix of zeros with a 1 in column columns[r] of row r.
+Tensor indicator_matrix(const std::vector<std::int64_t>& columns, std::int64_t n, DType dtype = DType::f64) {
+  const auto k = static_cast<std::int64_t>(columns.size());
+  std::vector<double> s(static_cast<std::size_t>(k * n), 0.0);
+  for (std::int64_t r = 0; r < k; ++r) s[static_cast<std::size_t>(r * n + columns[static_cast<std::size_t>(r)])] = 1.0;
+  return astype(Tensor::from_vector(s, {k, n}), dtype);
+}
+
 using Program = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
 struct Case {
@@ -70,6 +78,7 @@ std::vector<Case> cases() {
   const Tensor x130 = randn({130, 3}, 18), x100 = randn({100, 3}, 19), s = full({}, 0.7);
   const Tensor half = full({}, -0.5), half2 = full({}, -0.5), quarter = full({}, -0.25), x8 = randn({8}, 20);
   const Tensor big = randn({64, 64}, 21), spd = matmul(x43, x43.t()) + eye4;
+  const Tensor indicator = indicator_matrix({2, 0, 3, 3, 1, 0, 2}, 4), not_indicator = indicator * 2.0;
   using V = std::vector<Tensor>;
   return {
       {"fold_transposes_into_matmuls",
@@ -82,6 +91,11 @@ std::vector<Case> cases() {
        {x8},
        [](const V& a) { return V{exp(broadcast_to(reshape(sum(a[0]), {1}), {8})) * a[0]}; },
        {x8}},
+      {"take_indicator_products",
+       [=](const V& a) { return V{matmul(a[0], indicator)}; },
+       {as_batch(randn({3, 7}, 29))},
+       [=](const V& a) { return V{matmul(a[0], not_indicator)}; },
+       {as_batch(randn({3, 7}, 29))}},
       {"reassociate_matmuls",
        [](const V& a) { return V{matmul(matmul(a[0], a[1]), a[2])}; },
        {p, q, y},
@@ -243,4 +257,62 @@ TEST_CASE("explain prints the plan a call runs, step by step, with the pass that
   const std::string plain = jit(loss).explain(reshape(slice(ps, 0, 0, 1), {6}));
   CHECK(plain.find("at B =") == std::string::npos);
   CHECK(plain.find("per chunk") == std::string::npos);
+}
+
+TEST_CASE("take_indicator_products: products by an indicator matrix as takes and segment sums", "[jit][passes]") {
+  // S [9, 4]: row r has its 1 in column c_r (column 1 empty).
+  const std::vector<std::int64_t> c = {2, 0, 3, 3, 0, 2, 2, 0, 3};
+  for (DType dtype : {DType::f64, DType::f32}) {
+    INFO(name_of(dtype));
+    const Tensor S = indicator_matrix(c, 4, dtype);
+    const double tol = dtype == DType::f64 ? 1e-14 : 1e-6;
+    // Each form on a batch of 5, as x [k] S, x [.., n] S^T, S X, S^T X, and the gradient through all of them.
+    const Tensor xk = randn({5, 9}, 50, dtype), xn = randn({5, 2, 4}, 51, dtype), Xn = randn({5, 4, 3}, 52, dtype),
+                 Xk = randn({5, 9, 3}, 53, dtype);
+    auto forms = [&](const Tensor& a, const Tensor& b, const Tensor& p, const Tensor& q) {
+      return std::vector<Tensor>{matmul(a, S), matmul(b, S, false, true), matmul(S, p), matmul(S, q, true, false),
+                                 matmul(b, S.t())};
+    };
+    auto loss = [&](const Tensor& a, const Tensor& b, const Tensor& p, const Tensor& q) {
+      Tensor total = zeros({}, dtype);
+      for (const Tensor& t : forms(a, b, p, q)) total = total + sum(sin(t));
+      return total;
+    };
+    const std::vector<Tensor> args{as_batch(xk), as_batch(xn), as_batch(Xn), as_batch(Xk)};
+    auto f = jit(vmap(forms));
+    auto off = jit(vmap(forms), JitOptions{"-take_indicator_products"});
+    CHECK(changed_by(f.compile(args[0], args[1], args[2], args[3]), "take_indicator_products"));
+    CHECK(!changed_by(off.compile(args[0], args[1], args[2], args[3]), "take_indicator_products"));
+    const std::vector<Tensor> got = f(args[0], args[1], args[2], args[3]);
+    const std::vector<Tensor> want = vmap(forms)(args[0], args[1], args[2], args[3]);
+    REQUIRE(got.size() == want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      INFO("form " << k);
+      vt::testing::require_close(got[k], want[k].to_vector<double>(), tol);
+      CHECK(f.explain(args[0], args[1], args[2], args[3]).find("matmul ") == std::string::npos);
+    }
+    // Gradients through every form, against the plan without the pass and against eager code.
+    auto g = jit(vmap(grad(loss, {0, 1, 2, 3})));
+    const auto got_g = g(args[0], args[1], args[2], args[3]);
+    const auto want_g = vmap(grad(loss, {0, 1, 2, 3}))(args[0], args[1], args[2], args[3]);
+    for (std::size_t k = 0; k < 4; ++k) vt::testing::require_close(got_g[k], want_g[k].to_vector<double>(), tol);
+  }
+  // Matrices that are no indicator keep their products: a 2, two 1s in a row, a row of zeros, a -1; and x S for a
+  // matrix x (a sum along its rows' last axis).
+  const Tensor S = indicator_matrix(c, 4);
+  std::vector<double> entries = S.to_vector<double>();
+  const auto with = [&](std::size_t at, double v) {
+    std::vector<double> e = entries;
+    e[at] = v;
+    return Tensor::from_vector(e, {9, 4});
+  };
+  const Tensor x = as_batch(randn({5, 9}, 54));
+  for (const Tensor& bad : {with(2, 2.0), with(1, 1.0), with(2, 0.0), with(2, -1.0)}) {
+    auto h = jit(vmap([&](const Tensor& a) { return matmul(a, bad); }));
+    CHECK(!changed_by(h.compile(x), "take_indicator_products"));
+    vt::testing::require_close(h(x), vmap([&](const Tensor& a) { return matmul(a, bad); })(x).to_vector<double>(),
+                               1e-14);
+  }
+  auto rows = jit(vmap([&](const Tensor& a) { return matmul(a, S); }));
+  CHECK(!changed_by(rows.compile(as_batch(randn({5, 2, 9}, 55))), "take_indicator_products"));
 }

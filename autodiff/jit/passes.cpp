@@ -13,6 +13,7 @@
 #include "../../core/backend.hpp"
 #include "../../ops/cholesky.hpp"
 #include "../../ops/elementwise.hpp"
+#include "../../ops/gather.hpp"
 #include "../../ops/indexing.hpp"
 #include "../../ops/layout.hpp"
 #include "../../ops/matmul.hpp"
@@ -681,6 +682,106 @@ void fold_diagonal_adds(Plan& plan) {
       s.in = {product.in[0], product.in[1], d};
       s.attrs = product.attrs;
       s.op = &matmul_add_diagonal_op;
+      break;
+    }
+  }
+}
+
+namespace {
+
+// For a captured matrix whose row r is 0 (+0 or -0) but for one 1, in column c_r (an indicator of which group each row
+// is in), the columns c; empty for any other. Read on the host, row by row, stopping at the first entry that is neither
+// 0 nor 1 or at a second 1: a dense matrix costs a few reads, an indicator one pass over it, what one call of its
+// product reads anyway (up to 2^24 entries).
+std::vector<std::int64_t> indicator_columns(const PlanValue& v) {
+  constexpr std::int64_t max_read = std::int64_t{1} << 24;
+  if (v.kind != PlanValue::Kind::constant || v.batched || v.shape.size() != 2 || numel(v.shape) > max_read ||
+      numel(v.shape) == 0 || (v.dtype != DType::f64 && v.dtype != DType::f32))
+    return {};
+  const std::int64_t rows = v.shape[0], cols = v.shape[1];
+  const auto scan = [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T> copy;
+    const T* h = host_elements(v, copy);
+    std::vector<std::int64_t> column(static_cast<std::size_t>(rows), -1);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* row = h + r * cols;
+      for (std::int64_t j = 0; j < cols; ++j) {
+        if (row[j] == T(0)) continue;
+        if (row[j] != T(1) || column[static_cast<std::size_t>(r)] >= 0) return std::vector<std::int64_t>{};
+        column[static_cast<std::size_t>(r)] = j;
+      }
+      if (column[static_cast<std::size_t>(r)] < 0) return std::vector<std::int64_t>{};
+    }
+    return column;
+  };
+  return v.dtype == DType::f64 ? scan(0.0) : scan(0.0f);
+}
+
+}  // namespace
+
+// x S -> segment_sum(x, c, n) and x S^T -> take(x, c) for a captured S [k, n] whose row r is 0 but for a 1 in column
+// c_r (indicator_columns: which epoch each observation is in, say): (x S)_j = sum_r x_r S_rj adds the x_r of the rows
+// in column j, and (x S^T)_r = x_{c_r}; likewise S^T X -> segment_sum(X, c, n) over X's rows, and S X -> take(X, c)
+// along them. A gather or a scatter reads and writes k entries per row of x where the product multiplies k n, and the
+// plan no longer streams S. Where x is a matrix (x S sums along its rows' last axis, which segment_sum does not) the
+// product stays. Equal up to rounding (the segment sum adds its rows in order and no products by zeros), but for
+// non-finite x: an Inf or NaN x_r makes the product NaN in every column, the segment sum only in its own. CPU plans: a
+// GPU's segment sums add with atomics, in no fixed order. After fold_transposes_into_matmuls (S.t() is a flag there),
+// before reassociate_matmuls (which could move S inside a chain).
+void take_indicator_products(Plan& plan) {
+  if (plan.device != Device::cpu()) return;
+  std::unordered_map<int, int>
+      columns_of;  // by S: the constant of its columns, or -1 for a matrix that is no indicator
+  const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };
+  for (PlanStep& s : plan.steps) {
+    if (s.op != &matmul_op || s.in.size() != 2 || s.in[0] == s.in[1]) continue;
+    const MatmulTransposes t = matmul_transposes(s.attrs);
+    for (std::size_t side = 0; side < 2; ++side) {
+      const int S = s.in[side], x = s.in[1 - side];
+      const bool s_transposed = side == 0 ? t.a : t.b, x_transposed = side == 0 ? t.b : t.a;
+      if (x_transposed || value(S).kind != PlanValue::Kind::constant || value(S).shape.size() != 2) continue;
+      auto found = columns_of.find(S);
+      if (found == columns_of.end()) {
+        const std::vector<std::int64_t> c = indicator_columns(value(S));
+        int id = -1;
+        if (!c.empty()) {
+          const auto k = static_cast<std::int64_t>(c.size());
+          plan.values.emplace_back(PlanValue::Kind::constant, DType::i64, Shape{k}, false);
+          plan.values.back().constant = Tensor::from_ints(c, {k});
+          id = static_cast<int>(plan.values.size()) - 1;
+        }
+        found = columns_of.emplace(S, id).first;
+      }
+      const int c = found->second;
+      if (c < 0) continue;
+      const std::int64_t n = value(S).shape[1];
+      const auto rank = static_cast<std::int64_t>(value(x).shape.size());
+      const OpDef* op = &take_op;
+      Attrs attrs;
+      if (side == 1 && !s_transposed) {  // x [k] S
+        if (rank != 1) continue;
+        op = &segment_sum_op;
+        attrs = segment_sum_attrs(n);
+      } else if (side == 1) {  // x [.., n] S^T
+        attrs = take_attrs(rank - 1);
+      } else if (!s_transposed) {  // S X, X [n] or [.., n, m]
+        attrs = take_attrs(rank == 1 ? 0 : rank - 2);
+      } else {  // S^T X, X [k] or [k, m]
+        if (rank > 2) continue;
+        op = &segment_sum_op;
+        attrs = segment_sum_attrs(n);
+      }
+      const PlanValue& out = value(s.out);
+      try {
+        const Operand taken = infer_output(*op, {value(x).operand(), value(c).operand()}, attrs);
+        if (taken.dtype != out.dtype || taken.shape != out.shape || taken.batched != out.batched) continue;
+      } catch (const Error&) {
+        continue;
+      }
+      s.op = op;
+      s.in = {x, c};
+      s.attrs = attrs;
       break;
     }
   }

@@ -197,6 +197,8 @@ const std::vector<Pass>& plan_passes() {
        "a matmul reads x.t() through its GEMM flag"},
       {"fold_broadcasts_into_elementwise", fold_broadcasts_into_elementwise, false, true, true,
        "an elementwise step reads broadcast_to's input and broadcasts it itself"},
+      {"take_indicator_products", take_indicator_products, true, true, true,
+       "x S for a captured S of one 1 per row, 0 elsewhere: a segment sum or a take"},
       {"reassociate_matmuls", reassociate_matmuls, false, true, true,
        "(P Q) Y = P (Q Y): a chain in the order of fewer flops"},
       {"mark_symmetric_products", mark_symmetric_products, false, true, true,

@@ -205,6 +205,7 @@ std::int64_t sub_chunk_examples(const Plan::Segment& segment, std::int64_t chunk
 // The passes over a built plan (autodiff/jit/passes.cpp), in the order build_plan runs them.
 void fold_transposes_into_matmuls(Plan& plan);
 void fold_broadcasts_into_elementwise(Plan& plan);
+void take_indicator_products(Plan& plan);
 void reassociate_matmuls(Plan& plan);
 void mark_symmetric_products(Plan& plan);
 void fold_diagonal_adds(Plan& plan);
