@@ -1,6 +1,7 @@
 #pragma once
 /// @file
 /// vtape: one include for the whole public API.
+#include "autodiff/derivatives.hpp"
 #include "autodiff/grad.hpp"
 #include "autodiff/jit.hpp"
 #include "autodiff/vmap.hpp"

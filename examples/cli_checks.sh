@@ -59,6 +59,7 @@ good() {
 # --- demo: no arguments ---
 good 'gradient = ' "$demo"
 good 'traces for batch sizes 8 and 3: 1$' "$demo"  # the README's tour: one trace for every batch size
+good 'curvature along the gradient = ' "$demo"        # and its Hessian
 good 'Usage: .*demo' "$demo" --help
 bad 'extra' "$demo" extra
 bad '--bogus' "$demo" --bogus
@@ -145,6 +146,8 @@ if [ -n "$co2" ]; then
   theta=7.604416279,3.943521672,1.941557834,4.516338972,0.3920420878,-1.247242236,1.061256502,-0.03252319171,-3.342626632,-2.103734234,-3.304978524
   good '"lml": -115\.05163' "$co2" --eval --theta "$theta"
   good '"lml": ' "$co2" --eval --theta "-$theta"  # a list that starts with a minus sign is a value
+  # Error bars from the Hessian at the optimum, which must match central differences of the gradient.
+  good 'central differences of the gradient: largest difference [0-9.]+e-(0[5-9]|[1-9][0-9]) ' "$co2" --errors --starts 1
   good '1\.\.256' "$co2" --help
   bad '--theta' "$co2" --eval --theta "7.6x,${theta#*,}"
   bad '--theta' "$co2" --eval --theta "$theta,"

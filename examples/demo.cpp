@@ -57,6 +57,15 @@ int main(int argc, char** argv) try {
   fmt::print("log marginal likelihood at 8 starts = {}\n", values);
   fmt::print("gradients = {}\n", vt::unbatch(grads));
   fmt::print("start 0: {:.6f}; traces for batch sizes 8 and 3: {}\n", lmls[0], step.counters().traces);
+
+  // Second derivatives: the Hessian of the log marginal likelihood (3 x 3) at start 0, and the
+  // curvature along the gradient there, g^T H g, from a Hessian-vector product (no Hessian formed).
+  // (At an optimum, sqrt(diag(-H^-1)) are the Laplace approximation's error bars: gp_co2 --errors.)
+  vt::Tensor theta0 = vt::reshape(vt::slice(thetas, 0, 0, 1), {3});
+  vt::Tensor H = vt::hessian(lml)(theta0);
+  vt::Tensor g0 = vt::grad(lml)(theta0);
+  vt::Tensor curvature = vt::sum(g0 * vt::hvp(lml)(theta0, g0));
+  fmt::print("hessian = {}\ncurvature along the gradient = {:.6f}\n", H, curvature.item());
   return 0;
 } catch (...) {
   return cli::fail_with_current_exception("demo");

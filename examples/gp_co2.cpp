@@ -11,6 +11,7 @@
 //
 //   gp_co2 [--data PATH] [--starts K] [--json]        fit, report the best start
 //   gp_co2 --theta t1,...,t11 --eval                  lml and its gradient at theta (JSON)
+//   gp_co2 --errors                                    fit, then error bars from the Hessian at the optimum
 //   --device cpu|cuda|cuda:N                          where the likelihoods are computed (cpu)
 //   (--help gives the bounds: starts 1..256, theta 11 finite numbers)
 #include <fmt/core.h>
@@ -117,13 +118,57 @@ std::string json_escaped(const std::string& text) {
   return out;
 }
 
+struct ErrorBars {
+  std::vector<double> errors;      // sqrt(diag(H^-1)) of -lml's Hessian H, per hyperparameter
+  double against_differences = 0;  // max |H - H_fd| / max |H|
+  double seconds = 0;              // computing H
+  std::string problem;             // why there are no error bars (H not positive definite)
+};
+
+// The Laplace approximation at the fit: -lml's Hessian H (vt::hessian), checked against central
+// differences of the jitted gradient (all 2 x 11 points in one batch), and sqrt(diag(H^-1)).
+template <class Nll, class Evaluate>
+ErrorBars error_bars(const Nll& nll, Evaluate& evaluate, const std::vector<double>& theta, vt::Device device) {
+  const auto k = static_cast<std::int64_t>(theta.size());
+  ErrorBars bars;
+  const auto t0 = std::chrono::steady_clock::now();
+  const vt::Tensor H = vt::hessian(nll)(vt::Tensor::from_vector(theta, {k}, vt::DType::f64, device));
+  bars.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double h = 1e-4;
+  std::vector<double> points;
+  for (std::int64_t j = 0; j < 2 * k; ++j) {
+    std::vector<double> p = theta;
+    p[static_cast<std::size_t>(j / 2)] += j % 2 == 0 ? h : -h;
+    points.insert(points.end(), p.begin(), p.end());
+  }
+  const vt::Tensor grads =
+      evaluate(vt::as_batch(vt::Tensor::from_vector(points, {2 * k, k}, vt::DType::f64, device))).second;
+  const std::vector<double> g = grads.to_vector<double>(), hessian = H.to_vector<double>();
+  double largest = 0, difference = 0;
+  for (std::int64_t j = 0; j < k; ++j)
+    for (std::int64_t i = 0; i < k; ++i) {
+      const double fd =
+          (g[static_cast<std::size_t>(2 * j * k + i)] - g[static_cast<std::size_t>((2 * j + 1) * k + i)]) / (2 * h);
+      largest = std::max(largest, std::abs(hessian[static_cast<std::size_t>(i * k + j)]));
+      difference = std::max(difference, std::abs(hessian[static_cast<std::size_t>(i * k + j)] - fd));
+    }
+  bars.against_differences = largest > 0 ? difference / largest : difference;
+  try {
+    const vt::Tensor covariance = vt::solve(H, vt::eye(k, vt::DType::f64, device));
+    bars.errors = vt::sqrt(vt::diagonal(covariance)).to_vector<double>();
+  } catch (const vt::NotPositiveDefinite&) {
+    bars.problem = "the Hessian of -lml is not positive definite there (not a strict local maximum)";
+  }
+  return bars;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   const example_mpi::Scope mpi(argc, argv);
   std::string data = VTAPE_CO2_DATA, theta_text;
   int starts = 8;
-  bool json = false, eval = false;
+  bool json = false, eval = false, errors = false;
   vt::Device device;
   std::string device_name = "cpu";
   CLI::App app{
@@ -139,6 +184,9 @@ int main(int argc, char** argv) try {
       ->capture_default_str();
   cli::add_integer(app, "--starts", starts, 1, max_starts, "K", "L-BFGS-B starts run in lockstep, one batch a round");
   app.add_flag("--json", json, "print the fit as one JSON object");
+  app.add_flag("--errors", errors,
+               "after the fit, the hyperparameters' error bars from the Hessian of the log marginal likelihood at the "
+               "optimum (Laplace), checked against finite differences of the gradient");
   CLI::Option* theta_option =
       app.add_option("--theta", theta_text,
                      fmt::format("{} finite natural-log hyperparameters, comma-separated, in scikit-learn's order",
@@ -270,13 +318,19 @@ int main(int argc, char** argv) try {
     status.push_back(static_cast<char>(all[winner * row + text + i]));
   if (mpi.rank() != 0) return 0;
   const vt::JitCounters c = evaluate.counters();
+  const ErrorBars bars = errors ? error_bars(nll, evaluate, theta, device) : ErrorBars{};
   if (json) {
     fmt::print(
         "{{\"data\": \"{}\", \"n\": {}, \"lml\": {:.10g}, \"theta\": {}, \"kernel\": \"{}\", \"starts\": {}, "
         "\"evaluations\": {}, \"rounds\": {}, \"fit_seconds\": {:.3f}, \"traces\": {}, \"best_start\": {}, "
-        "\"status\": \"{}\", \"device\": \"{}\"}}\n",
+        "\"status\": \"{}\", \"device\": \"{}\"{}}}\n",
         json_escaped(data), n, lml, json_list(theta), gp::sklearn_notation(theta), starts, evaluations, rounds, seconds,
-        c.traces, best_start, status, vt::to_string(device));
+        c.traces, best_start, status, vt::to_string(device),
+        errors
+            ? fmt::format(", \"errors\": {}, \"hessian_seconds\": {:.3f}, \"hessian_vs_finite_differences\": {:.3g}{}",
+                          json_list(bars.errors), bars.seconds, bars.against_differences,
+                          bars.problem.empty() ? "" : fmt::format(", \"errors_problem\": \"{}\"", bars.problem))
+            : "");
     return 0;
   }
   fmt::print("{}, {} rows; {} starts, {} evaluations in {} batched rounds, {:.2f} s ({} trace) on {}\n", data_name, n,
@@ -284,6 +338,16 @@ int main(int argc, char** argv) try {
   if (mpi.on()) fmt::print("starts spread over {} MPI ranks\n", mpi.size());
   fmt::print("best start {} ({}), log marginal likelihood {:.3f}\n", best_start, status, lml);
   fmt::print("kernel: {}\n", gp::sklearn_notation(theta));
+  if (errors) {
+    fmt::print(
+        "Hessian of the log marginal likelihood at the optimum in {:.2f} s; against central differences of the "
+        "gradient: largest difference {:.2g} of its largest entry\n",
+        bars.seconds, bars.against_differences);
+    if (!bars.problem.empty()) fmt::print("no error bars: {}\n", bars.problem);
+    for (std::size_t i = 0; i < bars.errors.size(); ++i)
+      fmt::print("  theta[{:2}] = {:9.4f} +- {:.4f}{}\n", i, theta[i], bars.errors[i],
+                 theta[i] <= lo || theta[i] >= hi ? " (at a bound: not a stationary point in this one)" : "");
+  }
   return 0;
 } catch (...) {
   return cli::fail_with_current_exception("gp_co2");

@@ -1,0 +1,84 @@
+// The non-template parts of the derivative builders (derivatives.hpp).
+#include "derivatives.hpp"
+
+#include "../ops/batch.hpp"
+#include "../ops/creation.hpp"
+#include "../ops/elementwise.hpp"
+#include "../ops/indexing.hpp"
+#include "../ops/layout.hpp"
+#include "../ops/reduce.hpp"
+
+namespace vt::detail {
+
+namespace {
+
+// Zeros of `like`'s per-example shape and dtype, batched like it.
+Tensor zeros_like(const Tensor& like) {
+  const Tensor z = zeros(like.shape(), like.dtype(), like.device());
+  return like.is_batched() ? broadcast_to_batch(z, like) : z;
+}
+
+}  // namespace
+
+Tensor transposed_vjp(const Tensor& out, const std::vector<Tensor>& wrt, const std::vector<Tensor>& tangents,
+                      bool keep) {
+  if (!is_floating(out.dtype()))
+    fail("jvp: the function returns {} of shape {}, which has no tangent; return a floating-point tensor",
+         name_of(out.dtype()), to_string(out.shape()));
+  // u is a variable of its own: J^T u is recorded as a function of it, linear, and its gradient
+  // along v is J v whatever u's value.
+  const Tensor u = watch(zeros_like(out));
+  const std::vector<Tensor> pulled = backward({out}, {u}, wrt, true);
+  Tensor inner;
+  for (std::size_t i = 0; i < pulled.size(); ++i) {
+    if (!tangents[i].defined()) continue;
+    const Tensor term = sum(pulled[i] * tangents[i]);
+    inner = inner.defined() ? inner + term : term;
+  }
+  if (!inner.defined()) return zeros_like(out);
+  return backward({inner}, {}, {u}, keep)[0];
+}
+
+void check_tangent(const Tensor& primal, const Tensor& tangent, std::size_t i) {
+  if (!tangent.defined()) return;
+  if (!primal.defined()) fail("jvp: primal {} is an undefined tensor", i);
+  if (tangent.shape() != primal.shape() || tangent.dtype() != primal.dtype() ||
+      tangent.is_batched() != primal.is_batched())
+    fail("jvp: tangent {} is {}{} of shape {}, but its primal is {}{} of shape {}; a tangent has its primal's shape, "
+         "dtype and batching",
+         i, tangent.is_batched() ? "batched " : "", name_of(tangent.dtype()), to_string(tangent.shape()),
+         primal.is_batched() ? "batched " : "", name_of(primal.dtype()), to_string(primal.shape()));
+}
+
+Tensor unit_like(const Tensor& like, std::int64_t i) {
+  const std::int64_t n = numel(like.shape());
+  const Tensor e = reshape(slice(eye(n, like.dtype(), like.device()), 0, i, i + 1), like.shape());
+  return like.is_batched() ? broadcast_to_batch(e, like) : e;
+}
+
+namespace {
+
+Shape jacobian_shape(const Tensor& out, const Tensor& x) {
+  Shape shape = out.shape();
+  shape.insert(shape.end(), x.shape().begin(), x.shape().end());
+  return shape;
+}
+
+Tensor zero_jacobian(const Tensor& out, const Tensor& x) {
+  const Tensor z = zeros(jacobian_shape(out, x), out.dtype(), out.device());
+  return out.is_batched() ? broadcast_to_batch(z, out) : x.is_batched() ? broadcast_to_batch(z, x) : z;
+}
+
+}  // namespace
+
+Tensor stack_rows(const std::vector<Tensor>& rows, const Tensor& out, const Tensor& x) {
+  if (rows.empty()) return zero_jacobian(out, x);
+  return reshape(stack(rows, 0), jacobian_shape(out, x));
+}
+
+Tensor stack_columns(const std::vector<Tensor>& columns, const Tensor& out, const Tensor& x) {
+  if (columns.empty()) return zero_jacobian(out, x);
+  return reshape(stack(columns, static_cast<std::int64_t>(out.shape().size())), jacobian_shape(out, x));
+}
+
+}  // namespace vt::detail
