@@ -34,9 +34,13 @@ std::vector<Rule> rules() {
   return {
       {"exp, sin, tanh, log1p", [](const Tensor& x) { return exp(x) * sin(x) + tanh(log1p(x * x)); }, v6},
       {"pow, div, softplus, where",
-       [](const Tensor& x) { return where(greater(x, zeros({})), pow(x * x + 1.0, x), softplus(x) / (x * x + 2.0)); }, v6},
+       [](const Tensor& x) { return where(greater(x, zeros({})), pow(x * x + 1.0, x), softplus(x) / (x * x + 2.0)); },
+       v6},
       {"sum, mean, max, logsumexp, cumsum",
-       [](const Tensor& x) { return stack({sum(x), mean(x * x), max(x), logsumexp(x)}) + sum(cumsum(x, 0)); }, v6},
+       [](const Tensor& x) {
+         return stack({sum(x), mean(x * x), max(x), logsumexp(x)}) + sum(cumsum(x, 0));
+       },
+       v6},
       {"matmul", [=](const Tensor& x) { return matmul(x, matmul(x.t(), w)); }, m43},
       {"cholesky", [](const Tensor& x) { return cholesky(spd(x)); }, m5},
       {"cho_solve and logdet",
@@ -50,7 +54,10 @@ std::vector<Rule> rules() {
       {"qr", [](const Tensor& x) { return sum(qr(x).r, {0}) + sum(qr(x).q * 2.0, {0}); }, m43},
       {"eigh (eigenvalues)", [](const Tensor& x) { return eigh(spd(x)).eigenvalues; }, m5},
       {"take and scatter_add",
-       [=](const Tensor& x) { return scatter_add(take(x, at) * take(x, Tensor::from_ints({0}, {})), at, take(x, at) * 0.5 + 1.0); }, v6},
+       [=](const Tensor& x) {
+         return scatter_add(take(x, at) * take(x, Tensor::from_ints({0}, {})), at, take(x, at) * 0.5 + 1.0);
+       },
+       v6},
       {"segment_sum and segment_max",
        [=](const Tensor& x) { return segment_sum(x * x, ids, 3) + segment_max(sin(x), ids, 3); }, v6},
   };
@@ -90,11 +97,12 @@ TEST_CASE("jvp: several primals, integer primals, zero tangents and bad tangents
   // d/dx take(x * y, idx) along vx is take(vx * y, idx).
   require_close(tx, take(vx * y, i), 1e-14);
   require_close(jvp(f, {x, y, i}, {zeros({3}), zeros({3}), Tensor()}).second, zeros({2}), 0);
-  CHECK(error_of([&] { jvp(f, {x, y, i}, {randn({4}, 24), vy, Tensor()}); })
-            .find("jvp: tangent 0 is float64 of shape [4], but its primal is float64 of shape [3]") !=
-        std::string::npos);
-  CHECK(error_of([&] { jvp([](const Tensor& a) { return astype(a, DType::i64); }, {x}, {vx}); })
-            .find("which has no tangent") != std::string::npos);
+  CHECK(error_of([&] {
+          jvp(f, {x, y, i}, {randn({4}, 24), vy, Tensor()});
+        }).find("jvp: tangent 0 is float64 of shape [4], but its primal is float64 of shape [3]") != std::string::npos);
+  CHECK(error_of([&] {
+          jvp([](const Tensor& a) { return astype(a, DType::i64); }, {x}, {vx});
+        }).find("which has no tangent") != std::string::npos);
 }
 
 TEST_CASE("jacrev and jacfwd agree with each other and with finite differences", "[derivatives][jacobian]") {
