@@ -52,10 +52,12 @@ double compile_ms(Make make, const Args&... args) {
   return c.trace_ms + c.plan_ms;
 }
 
-void report(const std::string& program, const std::string& what, double ms, double gradient_ms, double compile, bool json) {
+void report(const std::string& program, const std::string& what, double ms, double gradient_ms, double compile,
+            bool json) {
   if (json)
-    fmt::print("{{\"program\": \"{}\", \"what\": \"{}\", \"ms\": {:.4f}, \"per_gradient\": {:.3f}, \"compile_ms\": {:.3f}}}\n",
-               program, what, ms, ms / gradient_ms, compile);
+    fmt::print(
+        "{{\"program\": \"{}\", \"what\": \"{}\", \"ms\": {:.4f}, \"per_gradient\": {:.3f}, \"compile_ms\": {:.3f}}}\n",
+        program, what, ms, ms / gradient_ms, compile);
   else
     fmt::print("{:5} {:9}: {:9.3f} ms  {:6.2f}x the gradient  compile {:.2f} ms\n", program, what, ms, ms / gradient_ms,
                compile);
