@@ -42,13 +42,11 @@ Tensor transposed_vjp(const Tensor& out, const std::vector<Tensor>& wrt, const s
 void check_tangent(const Tensor& primal, const Tensor& tangent, std::size_t i) {
   if (!tangent.defined()) return;
   if (!primal.defined()) fail("jvp: primal {} is an undefined tensor", i);
-  if (tangent.shape() != primal.shape() || tangent.dtype() != primal.dtype() ||
-      tangent.is_batched() != primal.is_batched())
+  if (tangent.shape() != primal.shape() || tangent.dtype() != primal.dtype())
     fail(
-        "jvp: tangent {} is {}{} of shape {}, but its primal is {}{} of shape {}; a tangent has its primal's shape, "
-        "dtype and batching",
-        i, tangent.is_batched() ? "batched " : "", name_of(tangent.dtype()), to_string(tangent.shape()),
-        primal.is_batched() ? "batched " : "", name_of(primal.dtype()), to_string(primal.shape()));
+        "jvp: tangent {} is {} of shape {}, but its primal is {} of shape {}; a tangent has its primal's shape and "
+        "dtype",
+        i, name_of(tangent.dtype()), to_string(tangent.shape()), name_of(primal.dtype()), to_string(primal.shape()));
 }
 
 Tensor unit_like(const Tensor& like, std::int64_t i) {

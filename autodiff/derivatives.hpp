@@ -11,7 +11,9 @@
 ///   about two reverse sweeps after the forward pass.
 /// - hvp(f)(x, v) is the gradient of <grad f(x), v>: one forward pass and two reverse sweeps.
 /// - jacrev takes one pullback per output element, jacfwd one jvp per input element, hessian one
-///   pullback of grad f per element of x (the forward pass and the first sweep are shared).
+///   pullback of grad f per element of x (the forward pass and the first sweep are shared). One
+///   sweep per unit vector, one after another, measured faster than one sweep mapped over all of
+///   them (a vmap of the pullback), whose batched n x n values leave the cache (docs/performance.md).
 ///
 /// They compose with vmap and jit: no builder maps internally, so vmap(hessian(f)) is one vmap,
 /// and jit(vmap(hessian(f))) traces once for every batch size (the loops over elements unroll in
@@ -30,7 +32,8 @@ namespace detail {
 // variable; an undefined one counts as zero): the gradient of <J^T u, v> with respect to u.
 Tensor transposed_vjp(const Tensor& out, const std::vector<Tensor>& wrt, const std::vector<Tensor>& tangents,
                       bool keep);
-// Raises unless `tangent` can be primal `i`'s tangent (same shape, dtype and batching).
+// Raises unless `tangent` can be primal `i`'s tangent: the same shape and dtype (a batch of
+// tangents for an unbatched primal is a batch of directions, one J v per example).
 void check_tangent(const Tensor& primal, const Tensor& tangent, std::size_t i);
 // The unit tensor e_i of `like`'s per-example shape and dtype (batched like `like`).
 Tensor unit_like(const Tensor& like, std::int64_t i);
@@ -59,8 +62,8 @@ std::pair<Tensor, Tensor> jvp_impl(F& f, std::array<Tensor, N> in, const std::ar
 }  // namespace detail
 
 /// jvp(f, {primals...}, {tangents...}) -> {f(primals...), J v}: f's value and its directional
-/// derivative along the tangents (each of its primal's shape, dtype and batching). f returns one
-/// tensor. As JAX's jax.jvp.
+/// derivative along the tangents (each of its primal's shape and dtype; batched tangents of an
+/// unbatched primal give one J v per example). f returns one tensor. As JAX's jax.jvp.
 template <class F, std::size_t N>
 std::pair<Tensor, Tensor> jvp(F f, const Tensor (&primals)[N], const Tensor (&tangents)[N]) {
   std::array<Tensor, N> in, t;
@@ -95,16 +98,14 @@ auto jacfwd(F f, int argnum = 0) {
     const std::array<Tensor, n> in{Tensor(args)...};
     detail::check_differentiable(in[k], argnum, "jacfwd");
     F g = f;
-    std::vector<Tensor> columns;
-    Tensor out;
-    for (std::int64_t j = 0; j < numel(in[k].shape()); ++j) {
+    const Tensor out = std::apply(g, in);
+    const auto push = [&](const Tensor& tangent) {
       std::array<Tensor, n> tangents;
-      for (std::size_t i = 0; i < n; ++i) tangents[i] = i == k ? detail::unit_like(in[k], j) : Tensor();
-      auto [value, column] = detail::jvp_impl(g, in, tangents);
-      out = value;
-      columns.push_back(column);
-    }
-    if (!out.defined()) out = std::apply(g, in);  // x is empty: the shape of f's result
+      tangents[k] = tangent;
+      return detail::jvp_impl(g, in, tangents).second;
+    };
+    std::vector<Tensor> columns;
+    for (std::int64_t j = 0; j < numel(in[k].shape()); ++j) columns.push_back(push(detail::unit_like(in[k], j)));
     return detail::stack_columns(columns, out, in[k]);
   };
 }

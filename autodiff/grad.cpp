@@ -60,10 +60,13 @@ Tensor match_batching(const Tensor& g, const Tensor& primal, bool per_example_ou
 std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
                              const std::vector<Tensor>& wrt, bool differentiable) {
   PerExampleScope per_example;  // adjoints are per example, like the ops they differentiate
-  bool per_example_outputs = false;
-  for (const Tensor& o : outputs) per_example_outputs |= o.is_batched();
   if (!cotangents.empty() && cotangents.size() != outputs.size())
     fail("backward: {} cotangents for {} outputs", cotangents.size(), outputs.size());
+  // Per example: batched outputs (grad inside vmap), or a batch of cotangents for unbatched outputs
+  // (a pullback under vmap: the rows of a Jacobian), each of which keeps its own result.
+  bool per_example_outputs = false;
+  for (std::size_t i = 0; i < outputs.size(); ++i)
+    per_example_outputs |= outputs[i].is_batched() || (!cotangents.empty() && cotangents[i].is_batched());
   const std::vector<Tensor> order = topological_order(outputs);
 
   // A tensor is relevant when it is a variable or computed from one.

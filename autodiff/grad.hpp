@@ -106,7 +106,9 @@ auto grad(F f, std::vector<int> argnums) {
 }
 
 /// vjp(f, primals...) -> {f(primals...), pullback}, where pullback(cotangent) returns the
-/// cotangents of every primal. f returns one tensor of any shape; the cotangent has its shape.
+/// cotangents of every primal. f returns one tensor of any shape; the cotangent has its shape. A
+/// batch of cotangents for an unbatched result (vmap of the pullback) gives one result per
+/// cotangent.
 template <class F, class... Args>
 auto vjp(F f, const Args&... primals) {
   std::array<Tensor, sizeof...(Args)> in{Tensor(primals)...};

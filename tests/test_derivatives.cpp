@@ -105,6 +105,24 @@ TEST_CASE("jvp: several primals, integer primals, zero tangents and bad tangents
         }).find("which has no tangent") != std::string::npos);
 }
 
+TEST_CASE("a pullback under vmap keeps each cotangent's result apart; a batch of tangents gives one J v each",
+          "[derivatives][jvp]") {
+  const Tensor A = randn({3, 3}, 25), x = randn({3}, 26), E = randn({4, 3}, 27);
+  auto f = [&](const Tensor& y) { return matmul(A, y) * y; };
+  auto [out, pullback] = vjp(f, x);
+  const Tensor rows = vmap([&](const Tensor& u) { return pullback(u)[0]; }, {0}, 0)(E);
+  const Tensor columns = vmap([&](const Tensor& v) { return jvp(f, {x}, {v}).second; }, {0}, 0)(E);
+  for (std::int64_t i = 0; i < 4; ++i) {
+    const Tensor e = reshape(slice(E, 0, i, i + 1), {3});
+    require_close(reshape(slice(rows, 0, i, i + 1), {3}), pullback(e)[0], 1e-14);
+    require_close(reshape(slice(columns, 0, i, i + 1), {3}), jvp(f, {x}, {e}).second, 1e-14);
+  }
+  // A loss over a batch still sums a shared variable's cotangents.
+  const Tensor W = randn({3}, 28);
+  const Tensor g = grad([&](const Tensor& w) { return sum(vmap([&](const Tensor& e) { return sum(e * w); })(E)); })(W);
+  require_close(g, sum(E, {0}), 1e-14);
+}
+
 TEST_CASE("jacrev and jacfwd agree with each other and with finite differences", "[derivatives][jacobian]") {
   const Tensor w = randn({3, 4}, 30);
   // f: [2, 4] -> [3, 2]
@@ -180,6 +198,11 @@ TEST_CASE("derivative builders under vmap and jit: one vmap, one trace for every
   require_close(hv(as_batch(P), as_batch(V)), vmap(hvp(f))(P, V), 1e-12);
   require_close(jac(as_batch(P)), vmap(grad(f))(P), 1e-12);
   require_close(tangent(as_batch(P), as_batch(V)), sum(vmap(grad(f))(P) * as_batch(V), {0}), 1e-12);
+  // An unbatched Hessian and Jacobian under jit.
+  const Tensor p0 = reshape(slice(P, 0, 0, 1), {3});
+  auto hess_one = jit(hessian(f));
+  require_close(hess_one(p0), hessian(f)(p0), 1e-12);
+  require_close(jit(jacrev(f))(p0), grad(f)(p0), 1e-12);
   const Tensor P2 = randn({2, 3}, 53) * 0.3;
   require_close(hess(as_batch(P2)), vmap(hessian(f))(P2), 1e-12);
   CHECK(hess.counters().traces == 1);
