@@ -712,6 +712,8 @@ struct Runner {
   void oracle_jit(const Snapshot& eager);
   void oracle_vmap(const Snapshot& eager);
   void oracle_grad();
+  template <class Loss>
+  void oracle_jvp_hvp(const Loss& loss, const std::vector<Tensor>& in, const std::vector<Tensor>& ad, double mag);
   void oracle_nested_jit(const Snapshot& eager);
   void misuse();
   void run();
@@ -1051,6 +1053,57 @@ void Runner::oracle_grad() {
     if (!gc.ok) return fail("jit-capture-grad", "raised: " + gc.error, ex);
     if (auto m = compare(snap({ad[0]}), gc, 1e-10, "captured-jit grad vs grad"))
       return fail("jit-capture-grad", m->text, ex);
+  }
+  if (!opt.skip.count("jvp")) oracle_jvp_hvp(loss, in, ad, mag);
+}
+
+// Forward mode and second derivatives of the same loss: the jvp along random tangents equals the
+// gradient's inner product with them (the reverse rule), and a Hessian-vector product equals central
+// differences of the gradient along the vector.
+template <class Loss>
+void Runner::oracle_jvp_hvp(const Loss& loss, const std::vector<Tensor>& in, const std::vector<Tensor>& ad,
+                            double mag) {
+  outcome.checks.push_back("jvp");
+  const std::string ex =
+      "// check: jvp(loss, {in0, in1, in2}, {v0, v1, v2}).second equals sum_k <grad_k, v_k> (v_k = randn(shape_k, 91 "
+      "+ k)),\n//        and hvp(in0 -> loss(in0, in1, in2))(in0, v0) equals central differences of the gradient\n";
+  std::vector<Tensor> v;
+  for (std::size_t k = 0; k < 3; ++k) v.push_back(vt::randn(in[k].shape(), 91 + k, in[k].dtype()));
+  double want = 0, scale = 1;
+  for (std::size_t k = 0; k < 3; ++k) {
+    const std::vector<double> g = ad[k].to_vector<double>(), d = v[k].to_vector<double>();
+    for (std::size_t j = 0; j < g.size(); ++j) {
+      want += g[j] * d[j];
+      scale += std::abs(g[j] * d[j]);
+    }
+  }
+  const Snapshot t = guarded(
+      "jvp",
+      [&] {
+        return std::vector<Tensor>{
+            vt::jvp([&](const Tensor& a, const Tensor& b, const Tensor& c) { return loss(a, b, c); },
+                    {in[0], in[1], in[2]}, {v[0], v[1], v[2]})
+                .second};
+      },
+      ex);
+  if (!t.ok) return fail("jvp", "jvp raised where grad succeeds: " + t.error, ex);
+  const double got = t.values.at(0).at(0);
+  if (!(std::abs(got - want) <= 1e-9 * scale))
+    return fail("jvp", fmt::format("jvp {} vs <grad, v> {}", num(got), num(want)), ex);
+  // The Hessian along v0, against central differences of the (reverse) gradient along v0.
+  auto of_first = [&](const Tensor& a) { return loss(a, in[1], in[2]); };
+  const Snapshot hv = guarded(
+      "jvp", [&] { return std::vector<Tensor>{vt::hvp(of_first)(in[0], v[0])}; }, ex);
+  if (!hv.ok) return fail("jvp", "hvp raised where grad succeeds: " + hv.error, ex);
+  const double h = 1e-5;
+  const Tensor grad_plus = vt::grad(of_first)(in[0] + v[0] * h), grad_minus = vt::grad(of_first)(in[0] - v[0] * h);
+  const std::vector<double> plus = grad_plus.to_vector<double>(), minus = grad_minus.to_vector<double>();
+  for (std::size_t j = 0; j < plus.size(); ++j) {
+    const double fd = (plus[j] - minus[j]) / (2 * h);
+    const double ad_j = hv.values.at(0).at(j);
+    if (!(std::abs(ad_j - fd) <= 1e-4 * std::abs(fd) + 1e-6 * mag))
+      return fail("jvp", fmt::format("hvp[{}]: {} vs central differences of the gradient {}", j, num(ad_j), num(fd)),
+                  ex);
   }
 }
 
