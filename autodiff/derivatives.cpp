@@ -39,20 +39,22 @@ Tensor transposed_vjp(const Tensor& out, const std::vector<Tensor>& wrt, const s
   return backward({inner}, {}, {u}, keep)[0];
 }
 
-void check_tangent(const Tensor& primal, const Tensor& tangent, std::size_t i) {
+void check_tangent(const Tensor& primal, const Tensor& tangent, std::size_t i, const char* transform) {
   if (!tangent.defined()) return;
-  if (!primal.defined()) fail("jvp: primal {} is an undefined tensor", i);
+  if (!primal.defined()) fail("{}: primal {} is an undefined tensor", transform, i);
   if (tangent.shape() != primal.shape() || tangent.dtype() != primal.dtype())
     fail(
-        "jvp: tangent {} is {} of shape {}, but its primal is {} of shape {}; a tangent has its primal's shape and "
+        "{}: tangent {} is {} of shape {}, but its primal is {} of shape {}; a tangent has its primal's shape and "
         "dtype",
-        i, name_of(tangent.dtype()), to_string(tangent.shape()), name_of(primal.dtype()), to_string(primal.shape()));
+        transform, i, name_of(tangent.dtype()), to_string(tangent.shape()), name_of(primal.dtype()),
+        to_string(primal.shape()));
 }
 
 Tensor unit_like(const Tensor& like, std::int64_t i) {
-  const std::int64_t n = numel(like.shape());
-  const Tensor e = reshape(slice(eye(n, like.dtype(), like.device()), 0, i, i + 1), like.shape());
-  return like.is_batched() ? broadcast_to_batch(e, like) : e;
+  std::vector<double> e(static_cast<std::size_t>(numel(like.shape())), 0.0);
+  e[static_cast<std::size_t>(i)] = 1;
+  const Tensor unit = Tensor::from_vector(e, like.shape(), like.dtype(), like.device());
+  return like.is_batched() ? broadcast_to_batch(unit, like) : unit;
 }
 
 namespace {

@@ -34,8 +34,9 @@ Tensor transposed_vjp(const Tensor& out, const std::vector<Tensor>& wrt, const s
                       bool keep);
 // Raises unless `tangent` can be primal `i`'s tangent: the same shape and dtype (a batch of
 // tangents for an unbatched primal is a batch of directions, one J v per example).
-void check_tangent(const Tensor& primal, const Tensor& tangent, std::size_t i);
-// The unit tensor e_i of `like`'s per-example shape and dtype (batched like `like`).
+void check_tangent(const Tensor& primal, const Tensor& tangent, std::size_t i, const char* transform);
+// The unit tensor e_i of `like`'s per-example shape and dtype (batched like `like`): a one-hot of
+// numel(like) entries, never an identity matrix.
 Tensor unit_like(const Tensor& like, std::int64_t i);
 // The Jacobian from its pieces: rows (each of x's shape) into out + x, or columns (each of out's
 // shape) into out + x; zeros of that shape where there are none (an empty out or x).
@@ -48,7 +49,7 @@ std::pair<Tensor, Tensor> jvp_impl(F& f, std::array<Tensor, N> in, const std::ar
   bool outer = scope.nested;
   std::vector<Tensor> wrt, used;
   for (std::size_t i = 0; i < N; ++i) {
-    check_tangent(in[i], tangents[i], i);
+    check_tangent(in[i], tangents[i], i, "jvp");
     outer |= in[i].impl().tracked || (tangents[i].defined() && tangents[i].impl().tracked);
     if (!is_floating(in[i].dtype())) continue;  // an integer primal has no tangent
     in[i] = watch(in[i]);
@@ -123,7 +124,7 @@ auto hessian(F f, int argnum = 0) {
 template <class F>
 auto hvp(F f) {
   return [f = std::move(f)](const Tensor& x, const Tensor& v) {
-    detail::check_tangent(x, v, 0);
+    detail::check_tangent(x, v, 0, "hvp");
     return grad([&](const Tensor& y) { return sum(grad(f)(y) * v); })(x);
   };
 }

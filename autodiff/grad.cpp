@@ -68,6 +68,16 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
   for (std::size_t i = 0; i < outputs.size(); ++i)
     per_example_outputs |= outputs[i].is_batched() || (!cotangents.empty() && cotangents[i].is_batched());
   const std::vector<Tensor> order = topological_order(outputs);
+  // A batch of cotangents for an unbatched result that is itself a reduction over a batch cannot be kept apart from
+  // the batch it reduces (both would be the one batch axis).
+  for (std::size_t i = 0; i < cotangents.size(); ++i)
+    if (cotangents[i].is_batched() && !outputs[i].is_batched())
+      for (const Tensor& t : order)
+        if (t.is_batched())
+          fail(
+              "vjp: a batch of cotangents (a pullback under vmap) for an unbatched result computed from batched "
+              "values (a reduction over their batch): the two batches would share one axis; pull back one "
+              "cotangent at a time");
 
   // A tensor is relevant when it is a variable or computed from one.
   std::unordered_set<const TensorImpl*> relevant;

@@ -326,3 +326,33 @@ TEST_CASE("by chunks: segments that need no large shared operand run by sub-chun
   }
   CHECK(values_of(f(X).first) == values_of(v));
 }
+
+TEST_CASE("by chunks: a sub-chunked segment never reuses a buffer that a later sub-chunk still reads",
+          "[jit][chunks][segments]") {
+  // pre = x W (a product by a large shared matrix: over the whole chunk), then gates of pre in a segment run by
+  // sub-chunks, whose values the next product by a large shared matrix reads: pre dies inside the segment, and the
+  // gates made after it outlive it.
+  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  const std::int64_t cache = l2 > 0 ? l2 : std::int64_t{1} << 20, m = 2048;
+  const std::int64_t d = 256 * std::max<std::int64_t>(1, cache >> 20);  // W: 16 MiB per MiB of cache
+  const Tensor W = randn({d, 4 * m}, 201) * 0.1, V = randn({m, d}, 202) * 0.1, U = randn({m, d}, 204) * 0.1;
+  auto cell = [&](const Tensor& x) {
+    const Tensor pre = matmul(x, W);
+    const Tensor a = slice(pre, 0, 0, m), b = slice(pre, 0, m, 2 * m), c = slice(pre, 0, 2 * m, 3 * m),
+                 e = slice(pre, 0, 3 * m, 4 * m);
+    // h3 and h2 + h3, made after pre's last read and read by the products after the segment: two buffers of the
+    // chunk's arena, the second of which the memory plan once placed inside pre's (wrong by 35 here).
+    const Tensor h1 = tanh(a) * sigmoid(b), h2 = sigmoid(c) + exp(e * 0.01), h3 = h2 * 2.0 + 1.0;
+    return matmul(h1, V) + matmul(h2 + h3, U) + matmul(h3, V);
+  };
+  auto f = jit(vmap(cell));
+  const Tensor X = as_batch(randn({64, d}, 203));
+  const std::string plan = f.explain(X);
+  INFO(plan);
+  REQUIRE(plan.find("by sub-chunks of") != std::string::npos);
+  const Tensor want = vmap(cell)(X);
+  for (const std::int64_t chunk : {std::int64_t{0}, std::int64_t{7}}) {
+    const JitChunkExamples chunks(chunk);
+    require_close(f(X), want.to_vector<double>(), 1e-11);
+  }
+}

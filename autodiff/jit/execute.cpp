@@ -403,7 +403,8 @@ std::int64_t sub_chunk_examples(const Plan::Segment& segment, std::int64_t chunk
 // shared operands, which bounds the split's extra traffic by half. With no large shared operand the
 // chunk is sized to the cache. Values that only a segment run by sub-chunks makes and reads (split_into_segments)
 // stay in the cache either way: they count in the cache-sized chunk's data, not in what a larger chunk sends through
-// memory. Where the larger chunk would hold the whole batch, the batch is one chunk if a segment runs by sub-chunks.
+// memory. A chosen chunk of the whole batch is still run as one chunk where a segment then runs by sub-chunks (a
+// forced one, JitChunkExamples, runs the batch whole).
 namespace {
 
 // The cost model's chunk at this batch size (above); `larger`: whether the larger chunk was chosen.
@@ -445,6 +446,7 @@ std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch, const Back
     chunk = std::max(chunk, (batch + most_chunks - 1) / most_chunks);
   }
   if (chunk < batch) return chunk;
+  if (forced_chunk_examples > 0) return 0;  // JitChunkExamples: a batch of at most n runs whole
   for (const Plan::Segment& segment : plan.segments)
     if (sub_chunk_examples(segment, batch, cache) < batch) return batch;
   return 0;
@@ -463,7 +465,7 @@ void place_chunk(const Plan& plan, const std::vector<void*>& call, std::int64_t 
     if (pv.root != static_cast<int>(v)) continue;
     if (plan.partial_offset[v] >= 0) {
       data[v] = partials + plan.partial_offset[v];
-    } else if (!pv.batched) {
+    } else if (!pv.batched || pv.local) {  // a sub-chunk arena's value is placed by place_sub_chunk
       continue;
     } else if (pv.kind == PlanValue::Kind::computed && !pv.output_buffer) {
       data[v] = arena + pv.offset * capacity;

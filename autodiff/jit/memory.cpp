@@ -151,13 +151,22 @@ void plan_memory(Plan& plan) {
     PlanValue& pv = plan.values[v];
     pv.local = pv.root == static_cast<int>(v) && in_arena(pv) && pv.batched && !small(pv) && only_segment[v] >= 0;
   }
-  // The buffers to free after each step: their last read, or their making when never read.
+  // The buffers to free after each step: their last read, or their making when never read. A segment run by
+  // sub-chunks runs all its steps for one sub-chunk before the next sub-chunk's first: a batched buffer of the chunk's
+  // arena that dies inside it dies after its last step, or a value made later in the segment could be placed over
+  // examples of it that a later sub-chunk has still to read. (Taking it over in place, example for example, stays
+  // safe.)
   std::vector<std::vector<int>> dies_after(plan.steps.size());
   for (std::size_t v = 0; v < plan.values.size(); ++v) {
     const PlanValue& pv = plan.values[v];
     if (static_cast<int>(v) != pv.root || !in_arena(pv)) continue;
-    const int step = last_read[v] >= 0 ? last_read[v] : pv.producer;
-    if (step >= 0) dies_after[static_cast<std::size_t>(step)].push_back(static_cast<int>(v));
+    int step = last_read[v] >= 0 ? last_read[v] : pv.producer;
+    if (step < 0) continue;
+    if (pv.batched && !pv.local && segment_of[static_cast<std::size_t>(step)] >= 0) {
+      const Plan::Segment& seg = plan.segments[static_cast<std::size_t>(segment_of[static_cast<std::size_t>(step)])];
+      if (seg.by_sub_chunks) step = static_cast<int>(seg.last) - 1;
+    }
+    dies_after[static_cast<std::size_t>(step)].push_back(static_cast<int>(v));
   }
   std::vector<bool> handed_over(plan.values.size(), false);
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
