@@ -16,8 +16,8 @@
 //     gradients equal eager ones; grad through a jitted function that captures the tracked
 //     argument equals plain grad;
 //   - forward mode and second derivatives (the same programs): jvp along random tangents equals
-//     the gradient's inner product with them, and an hvp equals central differences of the
-//     gradient;
+//     the gradient's inner product with them, and (every fourth seed) an hvp equals central
+//     differences of the gradient;
 //   - nested jit: a jitted function calling another jitted function equals eager;
 //   - misuse scenarios (undefined tensors, grad of a non-scalar, ...) raise vt::Error.
 // Every failure carries the seed and a repro: the program as C++ source.
