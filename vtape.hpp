@@ -4,6 +4,7 @@
 #include "autodiff/derivatives.hpp"
 #include "autodiff/grad.hpp"
 #include "autodiff/jit.hpp"
+#include "autodiff/loops.hpp"
 #include "autodiff/vmap.hpp"
 #include "core/graph.hpp"
 #include "core/npy.hpp"

@@ -184,8 +184,14 @@ std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs
 // The plan as text at the arguments' batch size (Jitted::explain).
 std::string explain(const Plan& plan, const std::vector<Tensor>& inputs);
 
-// True while a jit traces a function on this thread.
+// True while a jit traces a function on this thread (or a loop records its body: autodiff/loops).
 bool tracing();
+struct TracingScope {
+  TracingScope();
+  ~TracingScope();
+  TracingScope(const TracingScope&) = delete;
+  TracingScope& operator=(const TracingScope&) = delete;
+};
 
 }  // namespace detail
 

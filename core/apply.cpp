@@ -9,7 +9,26 @@ namespace {
 thread_local OpCounter* active_counter = nullptr;
 thread_local bool per_example = false;
 thread_local bool defer_constant_ops = false;
+thread_local CaptureScope* active_capture = nullptr;
 }  // namespace
+
+CaptureScope::CaptureScope() : previous_(active_capture) { active_capture = this; }
+CaptureScope::~CaptureScope() { active_capture = previous_; }
+CaptureScope* CaptureScope::active() { return active_capture; }
+
+void CaptureScope::made(const Tensor& t) {
+  for (CaptureScope* s = this; s; s = s->previous_) s->made_.insert(&t.impl());
+}
+
+void CaptureScope::see(const std::vector<Tensor>& inputs) {
+  for (const Tensor& t : inputs)
+    for (CaptureScope* s = this; s; s = s->previous_)
+      if (t.defined() && !s->made_.contains(&t.impl()) && s->captured_set_.insert(&t.impl()).second)
+        s->captured_.push_back(t);
+}
+
+SuspendCaptures::SuspendCaptures() : previous_(active_capture) { active_capture = nullptr; }
+SuspendCaptures::~SuspendCaptures() { active_capture = previous_; }
 
 DeferConstantOps::DeferConstantOps(bool on) : previous_(defer_constant_ops) { defer_constant_ops = on; }
 DeferConstantOps::~DeferConstantOps() { defer_constant_ops = previous_; }
@@ -84,6 +103,7 @@ std::int64_t traced_batch(const std::vector<Tensor>& inputs) {
 }  // namespace
 
 Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
+  if (active_capture) active_capture->see(inputs);
   std::vector<Operand> values;
   values.reserve(inputs.size());
   bool symbolic = false, traced = false, deferred_input = false, tracked = false, batched = false;
@@ -144,8 +164,11 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
     }
     backend.raise_deferred();  // an eager op's errors surface before its result is returned
   }
-  if (impl->tracked || symbolic) impl->node = std::make_shared<Node>(Node{&op, std::move(attrs), std::move(inputs)});
-  return Tensor(std::move(impl));
+  if (impl->tracked || symbolic || active_capture)
+    impl->node = std::make_shared<Node>(Node{&op, std::move(attrs), std::move(inputs)});
+  Tensor result(std::move(impl));
+  if (active_capture) active_capture->made(result);
+  return result;
 }
 
 namespace detail {
@@ -156,6 +179,7 @@ void materialize(const Tensor& t) {
   // it, the others wait and then see its storage. Recursive: computing it reads its inputs, which
   // come back here.
   static std::recursive_mutex computing_deferred;
+  const SuspendCaptures computing_is_not_the_function;
   const std::lock_guard<std::recursive_mutex> lock(computing_deferred);
   if (!t.is_symbolic()) return;
   // Inputs first, iteratively: a long chain of constant ops must not recurse as deep.

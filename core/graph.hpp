@@ -27,6 +27,7 @@
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <unordered_set>
 #include <vector>
 
 #include "tensor.hpp"
@@ -40,6 +41,8 @@ namespace vt {
 struct Attrs {
   std::vector<std::int64_t> ints;
   std::vector<double> reals;
+  /// State that is not a number: a loop's body (autodiff/loops), compared by identity.
+  std::shared_ptr<const void> object;
   friend bool operator==(const Attrs&, const Attrs&) = default;
 };
 
@@ -189,6 +192,9 @@ struct OpDef {
   /// call, on the calling thread, so a plan holding one is never recorded for replay. Its inputs
   /// are unbatched, so a chunked plan runs it before or after the chunks, never inside them.
   bool collective = false;
+  /// The forward runs other ops on the host (a loop runs its body's plan once per step): a backend
+  /// that records kernels for replay cannot capture it, so a plan holding one runs directly.
+  bool runs_functions = false;
 };
 
 /// The shape rule of ops whose output has input 0's type.
@@ -254,6 +260,46 @@ class DeferConstantOps {
 
  private:
   bool previous_;
+};
+
+/// Closure conversion for functions that an op calls (a loop's body, autodiff/loops): while a
+/// CaptureScope lives on this thread, apply notes each result as made inside it (recording its node,
+/// so that the function can be replayed on other inputs) and collects the
+/// inputs that nothing inside it made: the tensors the function reads from outside. Scopes nest:
+/// what an inner one's function makes counts as made for the outer ones too. SuspendCaptures hides
+/// them (an op's kernel, which runs ops of its own, is not the function).
+class CaptureScope {
+ public:
+  CaptureScope();
+  ~CaptureScope();
+  CaptureScope(const CaptureScope&) = delete;
+  CaptureScope& operator=(const CaptureScope&) = delete;
+  /// The tensors read from outside, in the order first read.
+  const std::vector<Tensor>& captured() const { return captured_; }
+  /// What was made inside (by an op, or marked by made()).
+  const std::unordered_set<const TensorImpl*>& made_inside() const { return made_; }
+  /// Counts `t` as made inside (the function's arguments).
+  void made(const Tensor& t);
+  static CaptureScope* active();
+  void see(const std::vector<Tensor>& inputs);  ///< apply's hook
+
+ private:
+  std::unordered_set<const TensorImpl*> made_;
+  std::vector<Tensor> captured_;
+  std::unordered_set<const TensorImpl*> captured_set_;
+  CaptureScope* previous_;
+  friend class SuspendCaptures;
+};
+
+class SuspendCaptures {
+ public:
+  SuspendCaptures();
+  ~SuspendCaptures();
+  SuspendCaptures(const SuspendCaptures&) = delete;
+  SuspendCaptures& operator=(const SuspendCaptures&) = delete;
+
+ private:
+  CaptureScope* previous_;
 };
 
 /// Counts, on this thread and while it lives, each op that `apply` runs or records and each

@@ -43,6 +43,8 @@ thread_local int active_traces = 0;
 }  // namespace
 
 bool tracing() { return active_traces > 0; }
+TracingScope::TracingScope() { ++active_traces; }
+TracingScope::~TracingScope() { --active_traces; }
 
 std::shared_ptr<const CacheEntry> JitCache::get(const std::vector<Tensor>& inputs, const Tracer& trace,
                                                 bool count_call) {
@@ -78,10 +80,7 @@ std::shared_ptr<const CacheEntry> JitCache::get(const std::vector<Tensor>& input
   for (const Tensor& t : inputs) symbolic.push_back(symbolic_like(t));
   const auto t0 = std::chrono::steady_clock::now();
   const Traced traced = [&] {
-    struct Active {
-      Active() { ++active_traces; }
-      ~Active() { --active_traces; }
-    } active;
+    TracingScope active;
     IsolatedTrace isolated;
     DeferConstantOps defer;  // ops on constants become steps of the plan, not work now
     return trace(symbolic);

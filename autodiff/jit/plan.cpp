@@ -14,8 +14,8 @@ namespace vt::detail {
 
 // ---------------------------------------------------------------- graph -> steps (with CSE)
 std::string step_key(const OpDef* op, const Attrs& attrs, const std::vector<int>& in) {
-  return fmt::format("{}|{}|{}|{}", static_cast<const void*>(op), fmt::join(in, ","), fmt::join(attrs.ints, ","),
-                     fmt::join(attrs.reals, ","));
+  return fmt::format("{}|{}|{}|{}|{}", static_cast<const void*>(op), fmt::join(in, ","), fmt::join(attrs.ints, ","),
+                     fmt::join(attrs.reals, ","), attrs.object.get());
 }
 
 namespace {
@@ -127,8 +127,9 @@ void refuse_untied_batched_arguments(const Plan& plan) {
 // A plan's batch size, where a step fixes it, and whether it can be recorded for replay.
 void find_batch_size(Plan& plan) {
   for (const PlanStep& step : plan.steps) {
-    // A collective's host-side message cannot be recorded for replay: such plans run directly.
-    if (step.op->collective) plan.unrecordable = true;
+    // A collective's host-side message, or a loop's host-side steps, cannot be recorded for replay:
+    // such plans run directly.
+    if (step.op->collective || step.op->runs_functions) plan.unrecordable = true;
     const std::int64_t b = fixed_batch(*step.op, step.attrs);
     if (b < 0) continue;
     if (plan.fixed_batch >= 0 && plan.fixed_batch != b)
@@ -145,6 +146,7 @@ std::uint64_t step_hash(const PlanStep& s) {
   const auto mix = [&h](std::uint64_t x) { h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
   for (std::int64_t x : s.attrs.ints) mix(static_cast<std::uint64_t>(x));
   for (double x : s.attrs.reals) mix(std::hash<double>{}(x));
+  mix(std::hash<const void*>{}(s.attrs.object.get()));
   for (int v : s.in) mix(static_cast<std::uint64_t>(v));
   mix(static_cast<std::uint64_t>(s.out) << 32);
   return h;

@@ -1,0 +1,482 @@
+// Loops as ops (loops.hpp): the scan and while ops, whose forward runs the body's plan once per step,
+// the closure conversion that makes the tensors a body reads from outside the loop's inputs, and
+// scan's adjoint, a scan backwards over the body's pullback.
+#include "loops.hpp"
+
+#include "../core/backend.hpp"
+#include "../core/graph.hpp"
+#include "../ops/batch.hpp"
+#include "../ops/creation.hpp"
+#include "../ops/reduce.hpp"
+#include "grad.hpp"
+#include "jit.hpp"
+
+#include <unordered_map>
+#include <unordered_set>
+
+namespace vt::detail {
+
+namespace {
+
+// A body, recorded once when the loop is called: its own arguments (symbolic: the step index, the
+// carry and, with xs, x), the tensors it reads from outside that become the loop's inputs after its
+// own (init, xs), and its results. It runs by replaying the recorded ops on other arguments, so the
+// function the user wrote (and what it refers to) is never called again.
+struct LoopBody {
+  std::vector<Tensor> params, lifted;
+  std::unordered_set<const TensorImpl*> made;  // recorded inside: replayed; anything else is a constant
+  Tensor carry, y;
+  std::shared_ptr<JitCache> plans = std::make_shared<JitCache>();
+
+  // The body on (own arguments..., lifted inputs...).
+  std::pair<Tensor, Tensor> call(const std::vector<Tensor>& args) const {
+    std::unordered_map<const TensorImpl*, Tensor> value;
+    for (std::size_t i = 0; i < params.size(); ++i) value[&params[i].impl()] = args[i];
+    for (std::size_t k = 0; k < lifted.size(); ++k) value[&lifted[k].impl()] = args[params.size() + k];
+    const auto replay = [&](const Tensor& root) {
+      std::vector<Tensor> stack{root};  // iterative: a long body must not recurse as deep
+      while (!stack.empty()) {
+        const Tensor t = stack.back();
+        const TensorImpl* p = &t.impl();
+        if (value.contains(p)) {
+          stack.pop_back();
+          continue;
+        }
+        if (!made.contains(p) || !t.impl().node) {
+          value.emplace(p, t);
+          stack.pop_back();
+          continue;
+        }
+        const Node& node = *t.impl().node;
+        bool ready = true;
+        for (const Tensor& in : node.inputs)
+          if (!value.contains(&in.impl())) {
+            stack.push_back(in);
+            ready = false;
+          }
+        if (!ready) continue;
+        std::vector<Tensor> inputs;
+        for (const Tensor& in : node.inputs) inputs.push_back(value.at(&in.impl()));
+        value.emplace(p, apply(*node.op, std::move(inputs), node.attrs));
+        stack.pop_back();
+      }
+      return value.at(&root.impl());
+    };
+    return {replay(carry), replay(y)};
+  }
+};
+
+Tensor symbolic(DType dtype, const Shape& shape, Device device) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->dtype = dtype;
+  impl->shape = shape;
+  impl->device = device;
+  return Tensor(std::move(impl));
+}
+
+// Records the body on symbolic arguments of these types (as jit traces a function). Of the tensors
+// it reads from outside, those a plan could not hold as constants become the loop's inputs: traced
+// values (of an enclosing trace or loop body), tensors a gradient tracks, and batched tensors (a
+// chunk of a batch sees its own examples).
+std::shared_ptr<LoopBody> record(const FlatBody& fn, const std::vector<Tensor>& like) {
+  auto body = std::make_shared<LoopBody>();
+  for (const Tensor& t : like) body->params.push_back(symbolic(t.dtype(), t.shape(), t.device()));
+  const TracingScope tracing;
+  const IsolatedTrace isolated;
+  const DeferConstantOps defer;
+  const PerExampleScope per_example;
+  CaptureScope scope;
+  for (const Tensor& p : body->params) scope.made(p);
+  std::tie(body->carry, body->y) = fn(body->params);
+  body->made = scope.made_inside();
+  for (const Tensor& c : scope.captured())
+    if (c.is_symbolic() || c.impl().tracked || c.is_batched()) body->lifted.push_back(c);
+  return body;
+}
+
+struct LoopAttrs {
+  std::int64_t length = 0, carry = 0, y = 0;
+  bool has_x = false, reverse = false;
+  std::int64_t first_index = 0;
+  auto fields() { return std::tie(length, carry, y, has_x, reverse, first_index); }
+};
+
+const LoopBody& body_of(const Attrs& attrs) { return *static_cast<const LoopBody*>(attrs.object.get()); }
+
+// ---------------------------------------------------------------- tensors <-> a kernel's views
+
+// A batched input's view has a batch axis of one example's stride; an unbatched one's, stride 0.
+bool batched_input(const KernelArgs& k, const View& v) { return k.batched && v.strides[0] != 0; }
+
+// The input view as a tensor of its own (a copy), batched when the view is.
+Tensor tensor_of(const KernelArgs& k, View v) {
+  const bool batched = batched_input(k, v);
+  if (k.batched && !batched) {
+    v.shape.erase(v.shape.begin());
+    v.strides.erase(v.strides.begin());
+  }
+  Tensor t = allocate(v.shape, v.dtype, k.backend.device(), k.op);
+  k.backend.copy(v, View{v.dtype, const_cast<void*>(t.raw_data()), v.shape, contiguous_strides(v.shape)});
+  return batched ? as_batch(t) : t;
+}
+
+// Index `i` of per-example axis `axis` of a kernel's view: that axis dropped.
+View at(const KernelArgs& k, View v, std::size_t axis, std::int64_t i) {
+  axis += k.lead();
+  v.data = static_cast<char*>(v.data) + i * v.strides[axis] * static_cast<std::int64_t>(size_of(v.dtype));
+  v.shape.erase(v.shape.begin() + static_cast<std::ptrdiff_t>(axis));
+  v.strides.erase(v.strides.begin() + static_cast<std::ptrdiff_t>(axis));
+  return v;
+}
+
+// Elements [from, from + count) of a view's last axis.
+View columns(View v, std::int64_t from, std::int64_t count) {
+  v.data = static_cast<char*>(v.data) + from * v.strides.back() * static_cast<std::int64_t>(size_of(v.dtype));
+  v.shape.back() = count;
+  return v;
+}
+
+// Writes t (1-D per example, batched or not) into `out`, a per-example vector view.
+void write(const KernelArgs& k, const Tensor& t, const View& out) {
+  if (out.shape.back() == 0) return;
+  const View from =
+      batched_view(t.dtype(), const_cast<void*>(t.raw_data()), t.shape(), t.is_batched(), k.batch, k.batched);
+  k.backend.copy(from, out);
+}
+
+// The body's plan for these arguments, traced on a miss (once per batching of the arguments: a
+// carry may become batched after a step), and run; run op by op where a plan cannot serve.
+class BodyRunner {
+ public:
+  explicit BodyRunner(const LoopBody& body) : body_(body) {}
+  std::vector<Tensor> operator()(const std::vector<Tensor>& args) {
+    std::vector<bool> batching;
+    for (const Tensor& a : args) batching.push_back(a.is_batched());
+    if (!entry_ || batching != batching_) {
+      entry_ = body_.plans->get(
+          args,
+          [this](const std::vector<Tensor>& symbolic) {
+            const auto [carry, y] = body_.call(symbolic);
+            return Traced{{carry, y}, std::any()};
+          },
+          false);
+      batching_ = std::move(batching);
+    }
+    if (entry_->runs_eagerly) {
+      const auto [carry, y] = body_.call(args);
+      return {carry, y};
+    }
+    return run_plan(*entry_->plan, args);
+  }
+
+ private:
+  const LoopBody& body_;
+  std::shared_ptr<const CacheEntry> entry_;
+  std::vector<bool> batching_;
+};
+
+// The body's ops are its own, per example, and computed (never deferred): not the ops of an
+// enclosing trace or loop body.
+struct BodyContext {
+  SuspendCaptures own_ops;
+  PerExampleScope per_example;
+  DeferConstantOps computed{false};
+};
+
+// ---------------------------------------------------------------- scan
+
+ExampleType scan_infer(const std::vector<ExampleType>& in, const Attrs& attrs) {
+  const auto a = unpack_attrs<LoopAttrs>(attrs);
+  const ExampleType& init = in[0];
+  if (!is_floating(init.dtype) || init.shape != Shape{a.carry})
+    fail("scan: the flat carry is {} of shape {}; expected a floating-point vector of {}", name_of(init.dtype),
+         to_string(init.shape), a.carry);
+  if (a.has_x && (in.size() < 2 || in[1].dtype != init.dtype || in[1].shape.size() != 2 || in[1].shape[0] != a.length))
+    fail("scan: the flat xs do not match the loop ({} steps of {})", a.length, name_of(init.dtype));
+  return {init.dtype, {a.length, a.carry + a.y}};
+}
+
+void scan_forward(const KernelArgs& k) {
+  const LoopBody& body = body_of(k.attrs);
+  const auto a = unpack_attrs<LoopAttrs>(k.attrs);
+  const BodyContext context;
+  BodyRunner run(body);
+  const std::size_t first_lifted = a.has_x ? 2 : 1;
+  std::vector<Tensor> args(body.params.size() + body.lifted.size());
+  args[1] = tensor_of(k, k.in[0]);
+  for (std::size_t i = 0; i < body.lifted.size(); ++i) args[body.params.size() + i] = tensor_of(k, k.in[first_lifted + i]);
+  for (std::int64_t s = 0; s < a.length; ++s) {
+    const std::int64_t t = a.reverse ? a.length - 1 - s : s;
+    args[0] = Tensor::from_ints({a.first_index + t}, {}, DType::i64, k.backend.device());
+    if (a.has_x) args[2] = tensor_of(k, at(k, k.in[1], 0, t));
+    const std::vector<Tensor> out = run(args);
+    const View row = at(k, k.out, 0, t);
+    write(k, out[0], columns(row, 0, a.carry));
+    write(k, out[1], columns(row, a.carry, a.y));
+    args[1] = out[0];
+  }
+}
+
+std::vector<Tensor> scan_adjoint(const Node& node, const Tensor& out, const Tensor& gout, const AdjointContext& context);
+
+const OpDef scan_op{.name = "scan",
+                    .infer = scan_infer,
+                    .forward = scan_forward,
+                    .adjoint = scan_adjoint,
+                    .mixed_dtypes = true,
+                    .integers = true,
+                    .runs_functions = true};
+
+// The zeros of a vector of n, batched when `like` is.
+Tensor zero_vector(std::int64_t n, const Tensor& like) { return zeros({n}, like.dtype(), like.device()); }
+
+// The adjoint: the pullback of each step, from the last to the first, is a scan of its own whose
+// carry is the carry's cotangent followed by the lifted inputs' cotangents summed so far, and whose
+// x at step t is {carry before step t, x_t, the output row's cotangent}.
+std::vector<Tensor> scan_adjoint(const Node& node, const Tensor& out, const Tensor& gout,
+                                 const AdjointContext& context) {
+  const auto a = unpack_attrs<LoopAttrs>(node.attrs);
+  const auto fwd = std::static_pointer_cast<const LoopBody>(node.attrs.object);
+  const Tensor& init = node.inputs[0];
+  const std::size_t first_lifted = a.has_x ? 2 : 1;
+  const std::vector<Tensor> lifted(node.inputs.begin() + static_cast<std::ptrdiff_t>(first_lifted), node.inputs.end());
+  const std::int64_t T = a.length, Cc = a.carry, Cy = a.y, Cx = a.has_x ? node.inputs[1].shape(1) : 0;
+  // Offsets of the floating-point lifted inputs' cotangents in the reverse carry (-1: none).
+  std::vector<std::int64_t> offsets;
+  std::int64_t size = Cc;
+  for (const Tensor& l : lifted) {
+    const bool gets = is_floating(l.dtype()) && l.dtype() == init.dtype();
+    offsets.push_back(gets ? size : -1);
+    if (gets) size += l.numel();
+  }
+  // Carries before each step, in step order.
+  const Tensor row_carries = slice(out, 1, 0, Cc);
+  const Tensor first = reshape(init, {1, Cc});
+  Tensor before = T == 1                ? first
+                  : a.reverse ? concatenate({slice(row_carries, 0, 1, T), first}, 0)
+                              : concatenate({first, slice(row_carries, 0, 0, T - 1)}, 0);
+  std::vector<Tensor> columns_of_x{before};
+  if (a.has_x) columns_of_x.push_back(node.inputs[1]);
+  columns_of_x.push_back(gout);
+  const Tensor xb = concatenate(columns_of_x, 1);
+  const bool differentiable = context.differentiated;
+
+  FlatBody pullback = [fwd, lifted, offsets, Cc, Cy, Cx, has_x = a.has_x,
+                       differentiable](const std::vector<Tensor>& args) {
+    const Tensor& cb = args[1];
+    const Tensor& xrow = args[2];
+    const Tensor ct_carry = slice(cb, 0, 0, Cc);
+    const Tensor g_carry = slice(xrow, 0, Cc + Cx, Cc + Cx + Cc), g_y = slice(xrow, 0, Cc + Cx + Cc, Cc + Cx + Cc + Cy);
+    TransformScope scope;
+    std::vector<Tensor> fwd_args{args[0], watch(slice(xrow, 0, 0, Cc))};
+    if (has_x) fwd_args.push_back(watch(slice(xrow, 0, Cc, Cc + Cx)));
+    std::vector<Tensor> wrt(fwd_args.begin() + 1, fwd_args.end());
+    for (std::size_t i = 0; i < lifted.size(); ++i) {
+      fwd_args.push_back(offsets[i] >= 0 ? watch(lifted[i]) : lifted[i]);
+      if (offsets[i] >= 0) wrt.push_back(fwd_args.back());
+    }
+    const auto [carry, y] = fwd->call(fwd_args);
+    std::vector<Tensor> outs{carry}, cts{g_carry + ct_carry};
+    if (Cy > 0) {
+      outs.push_back(y);
+      cts.push_back(g_y);
+    }
+    const std::vector<Tensor> grads = backward(outs, cts, wrt, differentiable);
+    std::vector<Tensor> next{grads[0]};
+    std::size_t g = has_x ? 2 : 1;
+    for (std::size_t i = 0; i < lifted.size(); ++i) {
+      if (offsets[i] < 0) continue;
+      const std::int64_t n = lifted[i].numel();
+      next.push_back(slice(cb, 0, offsets[i], offsets[i] + n) + reshape(grads[g++], {n}));
+    }
+    return std::pair<Tensor, Tensor>{concatenate(next, 0), has_x ? grads[1] : zero_vector(0, cb)};
+  };
+  const Tensor back = scan_flat(pullback, zero_vector(size, init), xb, T, a.first_index, !a.reverse, "scan");
+  const std::int64_t last = a.reverse ? T - 1 : 0;  // the pullback's final step
+  const Tensor final_carry = reshape(slice(slice(back, 0, last, last + 1), 1, 0, size), {size});
+  std::vector<Tensor> grads{context.needs[0] ? slice(final_carry, 0, 0, Cc) : Tensor()};
+  if (a.has_x) grads.push_back(context.needs[1] ? slice(back, 1, size, size + Cx) : Tensor());
+  for (std::size_t i = 0; i < lifted.size(); ++i)
+    grads.push_back(offsets[i] < 0 || !context.needs[first_lifted + i]
+                        ? Tensor()
+                        : reshape(slice(final_carry, 0, offsets[i], offsets[i] + lifted[i].numel()), lifted[i].shape()));
+  return grads;
+}
+
+// ---------------------------------------------------------------- while
+
+ExampleType while_infer(const std::vector<ExampleType>& in, const Attrs& attrs) {
+  const auto a = unpack_attrs<LoopAttrs>(attrs);
+  if (!is_floating(in[0].dtype) || in[0].shape != Shape{a.carry})
+    fail("while_loop: the flat carry is {} of shape {}; expected a floating-point vector of {}", name_of(in[0].dtype),
+         to_string(in[0].shape), a.carry);
+  return in[0];
+}
+
+bool any_true(const Tensor& pred) {
+  for (const double p : pred.to_vector<double>())
+    if (p != 0) return true;
+  return false;
+}
+
+void while_forward(const KernelArgs& k) {
+  const LoopBody& body = body_of(k.attrs);
+  const BodyContext context;
+  BodyRunner run(body);
+  std::vector<Tensor> args(body.params.size() + body.lifted.size());
+  args[1] = tensor_of(k, k.in[0]);
+  for (std::size_t i = 0; i < body.lifted.size(); ++i) args[body.params.size() + i] = tensor_of(k, k.in[1 + i]);
+  for (std::int64_t t = 0;; ++t) {
+    args[0] = Tensor::from_ints({t}, {}, DType::i64, k.backend.device());
+    const std::vector<Tensor> out = run(args);
+    if (!any_true(out[1])) break;
+    args[1] = out[0];
+  }
+  write(k, args[1], k.out);
+}
+
+std::vector<Tensor> while_adjoint(const Node&, const Tensor&, const Tensor&, const AdjointContext&) {
+  fail(
+      "while_loop: cannot be differentiated in reverse mode (its number of steps is known only when it has run, so "
+      "its carries cannot be stored ahead); use fori_loop or scan with a fixed number of steps");
+}
+
+const OpDef while_op{.name = "while_loop",
+                     .infer = while_infer,
+                     .forward = while_forward,
+                     .adjoint = while_adjoint,
+                     .mixed_dtypes = true,
+                     .integers = true,
+                     .runs_functions = true};
+
+}  // namespace
+
+Tensor scan_flat(FlatBody fn, const Tensor& init, const Tensor& xs, std::int64_t length, std::int64_t first_index,
+                 bool reverse, const char* name) {
+  if (length <= 0) fail("{}: a loop of {} steps; it needs at least one", name, length);
+  if (xs.defined() && (xs.ndim() != 2 || xs.shape(0) != length))
+    fail("{}: xs of shape {} for a loop of {} steps", name, to_string(xs.shape()), length);
+  std::vector<Tensor> like{symbolic(DType::i64, {}, init.device()), init};
+  if (xs.defined()) like.push_back(symbolic(xs.dtype(), {xs.shape(1)}, xs.device()));
+  const std::shared_ptr<LoopBody> body = record(fn, like);
+  const Tensor &carry = body->carry, &y = body->y;
+  if (carry.shape() != init.shape() || carry.dtype() != init.dtype())
+    fail("{}: the body returns a carry of {} {}, not the {} {} it was given", name, name_of(carry.dtype()),
+         to_string(carry.shape()), name_of(init.dtype()), to_string(init.shape()));
+  if (y.ndim() != 1 || y.dtype() != init.dtype())
+    fail("{}: the body's y is {} {}; the loop's tensors share the carry's dtype, {}", name, name_of(y.dtype()),
+         to_string(y.shape()), name_of(init.dtype()));
+  std::vector<Tensor> inputs{init};
+  if (xs.defined()) inputs.push_back(xs);
+  inputs.insert(inputs.end(), body->lifted.begin(), body->lifted.end());
+  Attrs attrs = pack_attrs(LoopAttrs{length, init.numel(), y.numel(), xs.defined(), reverse, first_index});
+  attrs.object = body;
+  return apply(scan_op, std::move(inputs), std::move(attrs));
+}
+
+Tensor while_flat(FlatBody step, const Tensor& init) {
+  const std::shared_ptr<LoopBody> body = record(step, {symbolic(DType::i64, {}, init.device()), init});
+  std::vector<Tensor> inputs{init};
+  inputs.insert(inputs.end(), body->lifted.begin(), body->lifted.end());
+  Attrs attrs = pack_attrs(LoopAttrs{1, init.numel(), 0, false, false, 0});
+  attrs.object = body;
+  return apply(while_op, std::move(inputs), std::move(attrs));
+}
+
+// ---------------------------------------------------------------- structures <-> flat vectors
+
+Tensor pack(const std::vector<Tensor>& leaves, DType dtype, Device device, const char* name, const char* what) {
+  std::vector<Tensor> parts;
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    if (leaves[i].dtype() != dtype)
+      fail("{}: {} {} is {}; a loop's carry, xs and ys share one floating-point dtype ({})", name, what, i,
+           name_of(leaves[i].dtype()), name_of(dtype));
+    parts.push_back(reshape(leaves[i], {leaves[i].numel()}));
+  }
+  if (parts.empty()) return zeros({0}, dtype, device);
+  return parts.size() == 1 ? parts[0] : concatenate(parts, 0);
+}
+
+Tensor pack_rows(const std::vector<Tensor>& leaves, std::int64_t length, DType dtype, const char* name) {
+  std::vector<Tensor> parts;
+  for (std::size_t i = 0; i < leaves.size(); ++i) {
+    if (leaves[i].dtype() != dtype)
+      fail("{}: xs {} is {}; a loop's carry, xs and ys share one floating-point dtype ({})", name, i,
+           name_of(leaves[i].dtype()), name_of(dtype));
+    parts.push_back(reshape(leaves[i], {length, leaves[i].numel() / length}));
+  }
+  return parts.size() == 1 ? parts[0] : concatenate(parts, 1);
+}
+
+std::vector<Tensor> unpack(const Tensor& flat, const std::vector<Shape>& shapes, std::int64_t rows) {
+  std::vector<Tensor> leaves;
+  const std::int64_t axis = rows < 0 ? 0 : 1;
+  std::int64_t offset = 0;
+  for (const Shape& s : shapes) {
+    const std::int64_t n = numel(s);
+    Shape shape = s;
+    if (rows >= 0) shape.insert(shape.begin(), rows);
+    leaves.push_back(reshape(slice(flat, axis, offset, offset + n), shape));
+    offset += n;
+  }
+  return leaves;
+}
+
+std::vector<Shape> leaf_shapes(const std::vector<Tensor>& leaves, bool per_step) {
+  std::vector<Shape> shapes;
+  for (const Tensor& t : leaves) {
+    Shape s = t.shape();
+    if (per_step) s.erase(s.begin());
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+DType loop_dtype(const std::vector<Tensor>& carry, const char* name) {
+  if (carry.empty()) fail("{}: the carry holds no tensor", name);
+  const DType dtype = carry[0].dtype();
+  if (!is_floating(dtype))
+    fail("{}: the carry's first tensor is {}; a loop's carry is floating-point (integer counters come from the step "
+         "index)",
+         name, name_of(dtype));
+  return dtype;
+}
+
+std::int64_t loop_length(const std::vector<Tensor>& xs, const char* name) {
+  if (xs.empty()) fail("{}: xs holds no tensor; pass a length instead", name);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    if (xs[i].ndim() == 0) fail("{}: xs {} is a scalar; xs are scanned along their leading axis", name, i);
+    if (xs[i].shape(0) != xs[0].shape(0))
+      fail("{}: xs {} has {} steps along its leading axis, xs 0 has {}", name, i, xs[i].shape(0), xs[0].shape(0));
+  }
+  return xs[0].shape(0);
+}
+
+void check_leaves(const std::vector<Tensor>& got, const std::vector<Shape>& shapes, const char* name,
+                  const char* what) {
+  if (got.size() != shapes.size())
+    fail("{}: the body returns {} {} tensors; expected {}", name, got.size(), what, shapes.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    if (got[i].shape() != shapes[i])
+      fail("{}: the body returns {} {} of shape {}; expected {} (a loop keeps its shapes from step to step)", name,
+           what, i, to_string(got[i].shape()), to_string(shapes[i]));
+}
+
+Tensor select_branch(const Tensor& pred, const Tensor& on_true, const Tensor& on_false) {
+  if (on_true.shape() != on_false.shape() || on_true.dtype() != on_false.dtype())
+    fail("cond: the branches return {} {} and {} {}; they must agree", name_of(on_true.dtype()),
+         to_string(on_true.shape()), name_of(on_false.dtype()), to_string(on_false.shape()));
+  return where(pred, on_true, on_false);
+}
+
+void check_predicate(const Tensor& pred, const char* name) {
+  if (pred.ndim() != 0) fail("{}: the predicate has shape {}; it must be a scalar (per example)", name, to_string(pred.shape()));
+}
+
+bool concrete_predicate(const Tensor& pred, bool& value) {
+  if (pred.is_symbolic() || pred.is_batched()) return false;
+  value = pred.item<double>() != 0;
+  return true;
+}
+
+}  // namespace vt::detail
