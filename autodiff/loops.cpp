@@ -204,7 +204,8 @@ void scan_forward(const KernelArgs& k) {
   const std::size_t first_lifted = a.has_x ? 2 : 1;
   std::vector<Tensor> args(body.params.size() + body.lifted.size());
   args[1] = tensor_of(k, k.in[0]);
-  for (std::size_t i = 0; i < body.lifted.size(); ++i) args[body.params.size() + i] = tensor_of(k, k.in[first_lifted + i]);
+  for (std::size_t i = 0; i < body.lifted.size(); ++i)
+    args[body.params.size() + i] = tensor_of(k, k.in[first_lifted + i]);
   for (std::int64_t s = 0; s < a.length; ++s) {
     const std::int64_t t = a.reverse ? a.length - 1 - s : s;
     args[0] = Tensor::from_ints({a.first_index + t}, {}, DType::i64, k.backend.device());
@@ -217,7 +218,8 @@ void scan_forward(const KernelArgs& k) {
   }
 }
 
-std::vector<Tensor> scan_adjoint(const Node& node, const Tensor& out, const Tensor& gout, const AdjointContext& context);
+std::vector<Tensor> scan_adjoint(const Node& node, const Tensor& out, const Tensor& gout,
+                                 const AdjointContext& context);
 
 const OpDef scan_op{.name = "scan",
                     .infer = scan_infer,
@@ -252,7 +254,7 @@ std::vector<Tensor> scan_adjoint(const Node& node, const Tensor& out, const Tens
   // Carries before each step, in step order.
   const Tensor row_carries = slice(out, 1, 0, Cc);
   const Tensor first = reshape(init, {1, Cc});
-  Tensor before = T == 1                ? first
+  Tensor before = T == 1      ? first
                   : a.reverse ? concatenate({slice(row_carries, 0, 1, T), first}, 0)
                               : concatenate({first, slice(row_carries, 0, 0, T - 1)}, 0);
   std::vector<Tensor> columns_of_x{before};
@@ -297,9 +299,10 @@ std::vector<Tensor> scan_adjoint(const Node& node, const Tensor& out, const Tens
   std::vector<Tensor> grads{context.needs[0] ? slice(final_carry, 0, 0, Cc) : Tensor()};
   if (a.has_x) grads.push_back(context.needs[1] ? slice(back, 1, size, size + Cx) : Tensor());
   for (std::size_t i = 0; i < lifted.size(); ++i)
-    grads.push_back(offsets[i] < 0 || !context.needs[first_lifted + i]
-                        ? Tensor()
-                        : reshape(slice(final_carry, 0, offsets[i], offsets[i] + lifted[i].numel()), lifted[i].shape()));
+    grads.push_back(
+        offsets[i] < 0 || !context.needs[first_lifted + i]
+            ? Tensor()
+            : reshape(slice(final_carry, 0, offsets[i], offsets[i] + lifted[i].numel()), lifted[i].shape()));
   return grads;
 }
 
@@ -436,9 +439,10 @@ DType loop_dtype(const std::vector<Tensor>& carry, const char* name) {
   if (carry.empty()) fail("{}: the carry holds no tensor", name);
   const DType dtype = carry[0].dtype();
   if (!is_floating(dtype))
-    fail("{}: the carry's first tensor is {}; a loop's carry is floating-point (integer counters come from the step "
-         "index)",
-         name, name_of(dtype));
+    fail(
+        "{}: the carry's first tensor is {}; a loop's carry is floating-point (integer counters come from the step "
+        "index)",
+        name, name_of(dtype));
   return dtype;
 }
 
@@ -470,7 +474,8 @@ Tensor select_branch(const Tensor& pred, const Tensor& on_true, const Tensor& on
 }
 
 void check_predicate(const Tensor& pred, const char* name) {
-  if (pred.ndim() != 0) fail("{}: the predicate has shape {}; it must be a scalar (per example)", name, to_string(pred.shape()));
+  if (pred.ndim() != 0)
+    fail("{}: the predicate has shape {}; it must be a scalar (per example)", name, to_string(pred.shape()));
 }
 
 bool concrete_predicate(const Tensor& pred, bool& value) {

@@ -61,8 +61,7 @@ std::vector<Tensor> unpack(const Tensor& flat, const std::vector<Shape>& shapes,
 std::vector<Shape> leaf_shapes(const std::vector<Tensor>& leaves, bool per_step);
 DType loop_dtype(const std::vector<Tensor>& carry, const char* name);
 std::int64_t loop_length(const std::vector<Tensor>& xs, const char* name);
-void check_leaves(const std::vector<Tensor>& got, const std::vector<Shape>& shapes, const char* name,
-                  const char* what);
+void check_leaves(const std::vector<Tensor>& got, const std::vector<Shape>& shapes, const char* name, const char* what);
 void check_predicate(const Tensor& pred, const char* name);
 // A concrete, unbatched predicate's value (false when the predicate is traced or batched).
 bool concrete_predicate(const Tensor& pred, bool& value);
@@ -122,11 +121,10 @@ auto scan_structured(F f, const C& init, const std::vector<Tensor>& xs_leaves, c
 /// one row of xs (each of xs' tensors indexed along its leading axis). `reverse` runs from the last
 /// row to the first (ys stay in xs' order).
 template <class F, class C, class X>
-  requires(!std::is_integral_v<X>)
-auto scan(F f, const C& init, const X& xs, bool reverse = false) {
+requires(!std::is_integral_v<X>) auto scan(F f, const C& init, const X& xs, bool reverse = false) {
   const std::vector<Tensor> leaves = detail::flatten(xs);
-  return detail::scan_structured(std::move(f), init, leaves, xs, false, detail::loop_length(leaves, "scan"), 0,
-                                 reverse, "scan");
+  return detail::scan_structured(std::move(f), init, leaves, xs, false, detail::loop_length(leaves, "scan"), 0, reverse,
+                                 "scan");
 }
 
 /// scan(f, init, length): as above with the step index (an int64 scalar tensor, 0 to length - 1)
@@ -164,8 +162,8 @@ C while_loop(P cond, F body, const C& init) {
     const Tensor moved = detail::pack(next, dtype, a[1].device(), "while_loop", "carry");
     return std::pair<Tensor, Tensor>{where(pred, moved, a[1]), pred};
   };
-  const Tensor out =
-      detail::while_flat(std::move(step), detail::pack(init_leaves, dtype, init_leaves[0].device(), "while_loop", "carry"));
+  const Tensor out = detail::while_flat(
+      std::move(step), detail::pack(init_leaves, dtype, init_leaves[0].device(), "while_loop", "carry"));
   return detail::rebuild(detail::unpack(out, shapes), init);
 }
 

@@ -60,6 +60,7 @@ good() {
 good 'gradient = ' "$demo"
 good 'traces for batch sizes 8 and 3: 1$' "$demo"  # the README's tour: one trace for every batch size
 good 'curvature along the gradient = ' "$demo"        # and its Hessian
+good 'scan: ar1 loss [0-9.]+, d loss / d phi -?[0-9.]+$' "$demo"  # and its loop
 good 'Usage: .*demo' "$demo" --help
 bad 'extra' "$demo" extra
 bad '--bogus' "$demo" --bogus

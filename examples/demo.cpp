@@ -66,6 +66,19 @@ int main(int argc, char** argv) try {
   vt::Tensor g0 = vt::grad(lml)(theta0);
   vt::Tensor curvature = vt::sum(g0 * vt::hvp(lml)(theta0, g0));
   fmt::print("hessian = {}\ncurvature along the gradient = {:.6f}\n", H, curvature.item());
+
+  // A loop: an AR(1) filter with a learned coefficient, written with scan (one op; its body is
+  // traced once, not unrolled), and its gradient, which runs the body's pullback backwards.
+  vt::Tensor series = vt::randn({50}, 3);
+  auto ar1 = [&](const vt::Tensor& phi) {
+    auto step = [&](const vt::Tensor& prev, const vt::Tensor& x) {  // carry: the previous value
+      return std::pair{x, vt::square(x - phi * prev)};              // {next carry, this step's y}
+    };
+    auto [last, errors] = vt::scan(step, vt::zeros({}), series);  // errors: [50]
+    return vt::sum(errors);
+  };
+  fmt::print("scan: ar1 loss {:.6f}, d loss / d phi {:.6f}\n", ar1(vt::Tensor::scalar(0.5)).item(),
+             vt::grad(ar1)(vt::Tensor::scalar(0.5)).item());
   return 0;
 } catch (...) {
   return cli::fail_with_current_exception("demo");

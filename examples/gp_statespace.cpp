@@ -78,8 +78,8 @@ vt::Tensor kalman_log_likelihood(const vt::Tensor& theta, const Series& s) {
                      pP11 = t10 * A10 + t11 * A11 + part(x, 6);
     // Update with y: innovation v, its variance S, gain k = P[:, 0] / S.
     const vt::Tensor S = pP00 + noise, v = part(x, 7) - pm0, k0 = pP00 / S, k1 = pP01 / S;
-    const vt::Tensor next = vt::concatenate(
-        {pm0 + k0 * v, pm1 + k1 * v, pP00 - k0 * pP00, pP01 - k0 * pP01, pP11 - k1 * pP01}, 0);
+    const vt::Tensor next =
+        vt::concatenate({pm0 + k0 * v, pm1 + k1 * v, pP00 - k0 * pP00, pP01 - k0 * pP01, pP11 - k1 * pP01}, 0);
     return std::pair{next, (vt::log(S) + v * v / S + log_2pi) * -0.5};
   };
   return vt::sum(vt::scan(step, init, xs).second);
@@ -160,9 +160,10 @@ int main(int argc, char** argv) try {
         "\"log_likelihood\": {:.10g}, \"first_call_ms\": {:.3f}, \"value_and_grad_ms\": {:.3f}}}\n",
         npoints, ncheck, value_diff, grad_diff, value, first_ms, ms);
   } else {
-    fmt::print("Kalman filter (scan) and dense Cholesky on the first {} points agree to {:.1e} (value) and {:.1e} "
-               "(gradient)\n",
-               ncheck, value_diff, grad_diff);
+    fmt::print(
+        "Kalman filter (scan) and dense Cholesky on the first {} points agree to {:.1e} (value) and {:.1e} "
+        "(gradient)\n",
+        ncheck, value_diff, grad_diff);
     fmt::print("{} points: log likelihood {:.6f}; value and gradient {:.1f} ms (first call {:.1f} ms)\n", npoints,
                value, ms, first_ms);
   }

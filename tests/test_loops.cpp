@@ -72,10 +72,10 @@ TEST_CASE("scan under jit traces once for every batch size, and under vmap equal
   auto loss = jit(vmap([&](const Tensor& c0, const Tensor& x) { return scan_loss(theta, c0, x); }));
   const Tensor got = unbatch(loss(as_batch(inits), as_batch(xss)));
   for (std::int64_t b = 0; b < 4; ++b)
-    CHECK(got.at<double>({b}) == Approx(unrolled_loss(theta, reshape(slice(inits, 0, b, b + 1), {2}),
-                                                      reshape(slice(xss, 0, b, b + 1), {6, 1}))
-                                            .item())
-                                     .epsilon(1e-13));
+    CHECK(got.at<double>({b}) ==
+          Approx(unrolled_loss(theta, reshape(slice(inits, 0, b, b + 1), {2}), reshape(slice(xss, 0, b, b + 1), {6, 1}))
+                     .item())
+              .epsilon(1e-13));
 }
 
 TEST_CASE("scan's second derivatives: a Hessian through the loop equals the unrolled loop's", "[loops]") {
@@ -97,7 +97,7 @@ TEST_CASE("scan: structures, the index form, reverse, and a scan inside a scan",
     const Tensor v = slice(c.first, 0, 0, 2) * x.second + matmul(x.first, slice(c.first, 0, 1, 3));
     const Tensor mm = matmul(c.second, x.first) * 0.5;
     return std::pair<Carry, std::pair<Tensor, Tensor>>{{concatenate({v, slice(c.first, 0, 2, 3)}, 0), mm},
-                                                         {v, sum(mm)}};
+                                                       {v, sum(mm)}};
   };
   const Carry init{a, eye(2)};
   auto [carry, ys] = scan(body, init, std::pair<Tensor, Tensor>{m, w});
@@ -113,8 +113,11 @@ TEST_CASE("scan: structures, the index form, reverse, and a scan inside a scan",
   CHECK(ys.second.shape() == Shape{4});
 
   // The index form, and reverse: ys stay in step order, the carry sees the steps last to first.
-  auto [total, idx] = scan([](const Tensor& s, const Tensor& i) { return std::pair{s * 2.0 + astype(i, DType::f64), s}; },
-                           Tensor::scalar(0.0), 4, /*reverse=*/true);
+  auto [total, idx] = scan(
+      [](const Tensor& s, const Tensor& i) {
+        return std::pair{s * 2.0 + astype(i, DType::f64), s};
+      },
+      Tensor::scalar(0.0), 4, /*reverse=*/true);
   // Steps i = 3, 2, 1, 0: s = 3, 8, 17, 34; ys[i] is s before step i.
   CHECK(total.item() == 34.0);
   require_close(idx, {17.0, 8.0, 3.0, 0.0}, 0);
@@ -154,13 +157,15 @@ TEST_CASE("fori_loop, while_loop and cond", "[loops]") {
   // fori_loop: Horner's rule for a polynomial with captured coefficients, differentiated in both.
   const Tensor coef = Tensor::from_vector({1.0, -2.0, 0.5, 3.0}, {4});
   auto horner = [](const Tensor& x, const Tensor& c) {
-    return fori_loop(0, 4, [&](const Tensor& i, const Tensor& acc) { return acc * x + take(c, reshape(i, {1})); },
-                     zeros({1}));
+    return fori_loop(
+        0, 4, [&](const Tensor& i, const Tensor& acc) { return acc * x + take(c, reshape(i, {1})); }, zeros({1}));
   };
   const Tensor x = Tensor::from_vector({1.5}, {1});
   require_close(horner(x, coef), {((1.0 * 1.5 - 2.0) * 1.5 + 0.5) * 1.5 + 3.0}, 1e-14);
   check_gradients([&](const std::vector<Tensor>& v) { return horner(v[0], v[1]); }, {x, coef});
-  CHECK(fori_loop(3, 3, [](const Tensor&, const Tensor& v) { return v * 2.0; }, x).item() == 1.5);
+  CHECK(fori_loop(
+            3, 3, [](const Tensor&, const Tensor& v) { return v * 2.0; }, x)
+            .item() == 1.5);
 
   // while_loop: Newton's iteration for sqrt, to a tolerance; batched examples take different
   // numbers of steps, and each stops at its own.
@@ -168,7 +173,9 @@ TEST_CASE("fori_loop, while_loop and cond", "[loops]") {
     auto state = std::pair<Tensor, Tensor>{a, a};  // {estimate, target}
     auto done = while_loop(
         [](const std::pair<Tensor, Tensor>& s) { return greater(abs(s.first * s.first - s.second), full({}, 1e-12)); },
-        [](const std::pair<Tensor, Tensor>& s) { return std::pair{(s.first + s.second / s.first) * 0.5, s.second}; },
+        [](const std::pair<Tensor, Tensor>& s) {
+          return std::pair{(s.first + s.second / s.first) * 0.5, s.second};
+        },
         state);
     return done.first;
   };
@@ -196,27 +203,34 @@ TEST_CASE("fori_loop, while_loop and cond", "[loops]") {
 TEST_CASE("loops refuse bad bodies with errors that name the loop", "[loops][errors]") {
   const Tensor init = zeros({2});
   CHECK_THAT(error_of([&] {
-               scan([](const Tensor& c, const Tensor& x) { return std::pair{concatenate({c, x}, 0), c}; }, init,
-                    zeros({3, 1}));
+               scan(
+                   [](const Tensor& c, const Tensor& x) {
+                     return std::pair{concatenate({c, x}, 0), c};
+                   },
+                   init, zeros({3, 1}));
              }),
              Catch::Matchers::Contains("scan: the body returns carry 0 of shape [3]; expected [2]"));
-  CHECK_THAT(error_of([&] { scan([](const Tensor& c, const Tensor&) { return std::pair{c, c}; }, init, 0); }),
+  CHECK_THAT(error_of([&] {
+               scan([](const Tensor& c, const Tensor&) { return std::pair{c, c}; }, init, 0);
+             }),
              Catch::Matchers::Contains("scan: a loop of 0 steps"));
   CHECK_THAT(error_of([&] {
                scan([](const Tensor& c, const Tensor& x) { return std::pair{c, x}; }, init, zeros({3, 1}, DType::f32));
              }),
              Catch::Matchers::Contains("scan: xs 0 is float32"));
   CHECK_THAT(error_of([&] {
-               scan([](const Tensor& c, const std::pair<Tensor, Tensor>& x) { return std::pair{c, x.first}; }, init,
-                    std::pair<Tensor, Tensor>{zeros({3}), zeros({4})});
+               scan(
+                   [](const Tensor& c, const std::pair<Tensor, Tensor>& x) {
+                     return std::pair{c, x.first};
+                   },
+                   init, std::pair<Tensor, Tensor>{zeros({3}), zeros({4})});
              }),
              Catch::Matchers::Contains("scan: xs 1 has 4 steps along its leading axis, xs 0 has 3"));
-  CHECK_THAT(error_of([&] {
-               while_loop([](const Tensor& c) { return c; }, [](const Tensor& c) { return c; }, init);
-             }),
+  CHECK_THAT(error_of([&] { while_loop([](const Tensor& c) { return c; }, [](const Tensor& c) { return c; }, init); }),
              Catch::Matchers::Contains("while_loop: the predicate has shape [2]"));
   CHECK_THAT(error_of([&] {
-               fori_loop(0, 2, [](const Tensor&, const Tensor& c) { return c; }, Tensor::from_ints({1}, {1}));
+               fori_loop(
+                   0, 2, [](const Tensor&, const Tensor& c) { return c; }, Tensor::from_ints({1}, {1}));
              }),
              Catch::Matchers::Contains("fori_loop: the carry's first tensor is int64"));
 }

@@ -714,6 +714,8 @@ struct Runner {
   void oracle_grad();
   template <class Loss>
   void oracle_jvp_hvp(const Loss& loss, const std::vector<Tensor>& in, const std::vector<Tensor>& ad, double mag);
+  template <class Loss>
+  void oracle_scan(const Loss& loss, const std::vector<Tensor>& in, const std::vector<Tensor>& ad);
   void oracle_nested_jit(const Snapshot& eager);
   void misuse();
   void run();
@@ -1055,6 +1057,46 @@ void Runner::oracle_grad() {
       return fail("jit-capture-grad", m->text, ex);
   }
   if (!opt.skip.count("jvp")) oracle_jvp_hvp(loss, in, ad, mag);
+  if (!opt.skip.count("scan")) oracle_scan(loss, in, ad);
+}
+
+// The loss as the body of a scan (recorded once, in1 and in2 read from outside and so lifted into
+// the loop's inputs, in0 the carry), on every fourth program: its ys' mean equals the loss, and its
+// gradient, through the scan's reverse pullback, equals grad's, eagerly and under jit.
+template <class Loss>
+void Runner::oracle_scan(const Loss& loss, const std::vector<Tensor>& in, const std::vector<Tensor>& ad) {
+  if (seed % 4 != 1) return;
+  outcome.checks.push_back("scan");
+  const std::string ex =
+      "// check: scan([&](Tensor c, Tensor i) { return std::pair{c, loss(c, b, c2)}; }, a, 2) with a, b, c2 = in0, "
+      "in1, in2:\n//        the mean of its ys equals loss(in0, in1, in2), and its gradient (eager and jit) grad's\n";
+  auto scanned = [&](const Tensor& a, const Tensor& b, const Tensor& c) {
+    auto body = [&](const Tensor& carry, const Tensor&) { return std::pair{carry, loss(carry, b, c)}; };
+    return vt::sum(vt::scan(body, a, 2).second) * 0.5;
+  };
+  const Snapshot value = guarded(
+      "scan",
+      [&] {
+        return std::vector<Tensor>{scanned(in[0], in[1], in[2]), loss(in[0], in[1], in[2])};
+      },
+      ex);
+  if (!value.ok) return fail("scan", "scan raised where grad succeeds: " + value.error, ex);
+  const double got = value.values.at(0).at(0), want = value.values.at(1).at(0);
+  if (!(std::abs(got - want) <= 1e-12 * (1 + std::abs(want))))
+    return fail("scan", fmt::format("scan's mean y {} vs the loss {}", num(got), num(want)), ex);
+  const Snapshot g = guarded(
+      "scan",
+      [&] {
+        return vt::grad(scanned, {0, 1, 2})(in[0], in[1], in[2]);
+      },
+      ex);
+  if (!g.ok) return fail("scan", "grad through scan raised where grad succeeds: " + g.error, ex);
+  if (auto m = compare(snap(ad), g, 1e-10, "grad through scan vs grad")) return fail("scan", m->text, ex);
+  auto jg = vt::jit(vt::grad(scanned, {0, 1, 2}));
+  const Snapshot j = guarded(
+      "scan", [&] { return jg(in[0], in[1], in[2]); }, ex);
+  if (!j.ok) return fail("scan", "jit(grad) through scan raised: " + j.error, ex);
+  if (auto m = compare(snap(ad), j, 1e-10, "jit(grad) through scan vs grad")) return fail("scan", m->text, ex);
 }
 
 // Forward mode and second derivatives of the same loss: the jvp along random tangents equals the

@@ -18,6 +18,8 @@
 //   - forward mode and second derivatives (the same programs): jvp along random tangents equals
 //     the gradient's inner product with them, and (every fourth seed) an hvp equals central
 //     differences of the gradient;
+//   - loops (every fourth smooth program): the loss as a scan's body, the other inputs read from
+//     outside, gives the loss, and its gradient through the scan (eager and jit) equals grad's;
 //   - nested jit: a jitted function calling another jitted function equals eager;
 //   - misuse scenarios (undefined tensors, grad of a non-scalar, ...) raise vt::Error.
 // Every failure carries the seed and a repro: the program as C++ source.
