@@ -66,6 +66,26 @@ TEST_CASE("scan under jit traces once for every batch size, and under vmap equal
     }
   }
   CHECK(step_fn.counters().traces == 1);
+  // By chunks of two examples on every thread: each chunk's loop runs the body's plan on its own
+  // examples, concurrently.
+  {
+    const JitChunkExamples chunks(2);
+    auto chunked = jit(vmap(value_and_grad(per_example)));
+    auto [values, grads] = chunked(as_batch(thetas));
+    for (std::int64_t b = 0; b < 5; ++b) {
+      const Tensor theta = reshape(slice(thetas, 0, b, b + 1), {2});
+      CHECK(unbatch(values).at<double>({b}) == Approx(unrolled_loss(theta, init, xs).item()).epsilon(1e-13));
+      require_close(reshape(slice(unbatch(grads), 0, b, b + 1), {2}), grad(unrolled_loss)(theta, init, xs), 1e-12);
+    }
+    CHECK(chunked.counters().chunked_calls == 1);
+  }
+  // Not unrolled: the traced program is as long for 60 steps as for 6.
+  auto traced_ops = [&](std::int64_t T) {
+    return jit(value_and_grad(scan_loss, {0}))
+        .compile(Tensor::from_vector({0.9, 0.4}, {2}), init, randn({T, 1}, 19))
+        .traced_ops;
+  };
+  CHECK(traced_ops(60) == traced_ops(6));
   // A batched carry and batched xs, the parameter shared.
   const Tensor theta = Tensor::from_vector({0.8, 0.5}, {2});
   const Tensor inits = randn({4, 2}, 14), xss = randn({4, 6, 1}, 15);
