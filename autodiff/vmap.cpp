@@ -2,24 +2,24 @@
 
 #include <numeric>
 
+#include "../ops/indexing.hpp"
+
 namespace vt::detail {
 
 namespace {
-thread_local bool in_vmap_body = false;
+thread_local int vmap_body_depth = 0;
 }
 
-VmapBody::VmapBody() {
-  if (in_vmap_body) fail("vmap: nested vmap is not supported (vmap was called inside a vmapped function)");
-  in_vmap_body = true;
-}
-VmapBody::~VmapBody() { in_vmap_body = false; }
+bool in_vmap_body() { return vmap_body_depth > 0; }
+VmapBody::VmapBody() { ++vmap_body_depth; }
+VmapBody::~VmapBody() { --vmap_body_depth; }
 
 Tensor map_axis(const Tensor& x, std::int64_t axis, std::size_t arg) {
   if (x.is_batched()) {
     if (axis != 0)
       fail(
-          "vmap: argument {} is already batched and can only be mapped over its batch (in_axes 0); nested vmap is "
-          "not supported",
+          "vmap: argument {} is already batched and can only be mapped over its batch (in_axes 0); to map one of "
+          "its per-example axes too, nest the vmaps: vmap(vmap(f, inner_axes))",
           arg);
     return x;
   }
@@ -50,6 +50,27 @@ Tensor map_result(const Tensor& r, const Tensor& like, std::int64_t out_axis) {
   perm.push_back(0);
   for (std::int64_t i = a + 1; i < static_cast<std::int64_t>(plain.ndim()); ++i) perm.push_back(i);
   return transpose(plain, perm);
+}
+
+std::int64_t nested_axis_size(const Tensor& x, std::int64_t axis, std::size_t arg, std::int64_t size) {
+  if (x.ndim() == 0) fail("vmap: argument {} is a scalar (per example) and has no axis {} to map over", arg, axis);
+  const int a = normalize_axis(axis, x.ndim(), "vmap");
+  const std::int64_t n = x.shape(a);
+  if (size >= 0 && n != size)
+    fail("vmap: mapped axes have different sizes ({} for an earlier argument, {} for argument {})", size, n, arg);
+  return n;
+}
+
+Tensor nested_index(const Tensor& x, std::int64_t axis, std::int64_t i) {
+  const int a = normalize_axis(axis, x.ndim(), "vmap");
+  Shape shape = x.shape();
+  shape.erase(shape.begin() + a);
+  return reshape(slice(x, a, i, i + 1), shape);
+}
+
+Tensor nested_stack(const std::vector<Tensor>& results, std::int64_t out_axis) {
+  const int a = normalize_axis(out_axis, results[0].ndim() + 1, "vmap out_axes");
+  return stack(results, a);
 }
 
 }  // namespace vt::detail

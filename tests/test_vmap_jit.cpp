@@ -193,7 +193,8 @@ TEST_CASE("traced code cannot depend on the batch size", "[jit]") {
 
 TEST_CASE("vmap and batching errors", "[vmap][errors]") {
   const Tensor X = randn({4, 3}, 20);
-  CHECK_THAT(error_of([&] { vmap([](const Tensor& a) { return a; }, {1})(as_batch(X)); }), Catch::Contains("nested"));
+  CHECK_THAT(error_of([&] { vmap([](const Tensor& a) { return a; }, {1})(as_batch(X)); }),
+             Catch::Contains("nest the vmaps"));
   CHECK_THAT(error_of([&] {
                vmap([](const Tensor& a, const Tensor& b) { return a + b; })(X, randn({5, 3}, 21));
              }),
@@ -308,11 +309,7 @@ TEST_CASE("jit inside grad and inside vmap behaves like the function", "[jit][vm
     CHECK(per_example.to_vector<double>()[static_cast<std::size_t>(i)] == Approx(sum(log1p(square(row(X, i)))).item()));
 }
 
-TEST_CASE("nested vmap and unmatched seeds", "[vmap][errors]") {
-  const Tensor X = randn({2, 3, 4}, 12);
-  CHECK_THAT(
-      error_of([&] { vmap([](const Tensor& a) { return vmap([](const Tensor& b) { return sum(b); })(a); })(X); }),
-      Catch::Contains("nested vmap"));
+TEST_CASE("unmatched seeds", "[vmap]") {
   auto [out, pullback] =
       vjp([](const Tensor& a) { return vmap([](const Tensor& p) { return sum(p); })(a); }, randn({2, 3}, 13));
   require_close(pullback(ones({}))[0], ones({2, 3}), 0.0);  // an unbatched cotangent is the same for every example
