@@ -24,9 +24,9 @@ Tensor f(const Tensor& v, const Tensor& m) {
 }  // namespace
 
 TEST_CASE("vmap(vmap(f)) equals loops over both axes, with in_axes and out_axes at each level", "[vmap][nested]") {
-  const Tensor V = randn({4, 3, 5}, 1);     // [outer, inner, 5]
-  const Tensor M = randn({4, 5, 5}, 2);     // [outer, 5, 5]: not mapped by the inner vmap
-  const Tensor W = randn({5, 3, 4}, 3);     // [5, inner, outer]: mapped over other axes
+  const Tensor V = randn({4, 3, 5}, 1);  // [outer, inner, 5]
+  const Tensor M = randn({4, 5, 5}, 2);  // [outer, 5, 5]: not mapped by the inner vmap
+  const Tensor W = randn({5, 3, 4}, 3);  // [5, inner, outer]: mapped over other axes
   auto inner = vmap([](const Tensor& v, const Tensor& m) { return f(v, m); }, {0, not_mapped});
   const Tensor got = vmap(inner, {0, 0}, 0)(V, M);  // [outer, inner]
   REQUIRE(got.shape() == Shape{4, 3});
@@ -68,9 +68,7 @@ TEST_CASE("nested vmap of gradients and Hessians, eagerly and under jit", "[vmap
 
   // The gradient of a loss over both levels reaches a parameter shared by all.
   const Tensor theta = Tensor::from_vector({0.3, -0.2, 0.5, 0.1}, {4});
-  auto loss = [&](const Tensor& t) {
-    return sum(vmap(vmap([&](const Tensor& v) { return sum(exp(v * t)); }))(V));
-  };
+  auto loss = [&](const Tensor& t) { return sum(vmap(vmap([&](const Tensor& v) { return sum(exp(v * t)); }))(V)); };
   auto looped = [&](const Tensor& t) {
     Tensor total = zeros({});
     for (std::int64_t o = 0; o < 3; ++o)
@@ -82,12 +80,14 @@ TEST_CASE("nested vmap of gradients and Hessians, eagerly and under jit", "[vmap
 
 TEST_CASE("nested vmap errors", "[vmap][nested][errors]") {
   const Tensor V = randn({2, 3, 4}, 6);
-  CHECK_THAT(error_of([&] {
-               vmap([](const Tensor& v) { return vmap([](const Tensor& a, const Tensor& b) { return a + b; })(v, v.t()); })(V);
-             }),
-             Catch::Contains("mapped axes have different sizes (3 for an earlier argument, 4 for argument 1)"));
-  CHECK_THAT(error_of([&] { vmap([](const Tensor& v) { return vmap([](const Tensor& s) { return s; })(sum(v)); })(V); }),
-             Catch::Contains("vmap: argument 0 is a scalar"));
+  CHECK_THAT(
+      error_of([&] {
+        vmap([](const Tensor& v) { return vmap([](const Tensor& a, const Tensor& b) { return a + b; })(v, v.t()); })(V);
+      }),
+      Catch::Contains("mapped axes have different sizes (3 for an earlier argument, 4 for argument 1)"));
+  CHECK_THAT(
+      error_of([&] { vmap([](const Tensor& v) { return vmap([](const Tensor& s) { return s; })(sum(v)); })(V); }),
+      Catch::Contains("vmap: argument 0 is a scalar"));
   CHECK_THAT(error_of([&] {
                vmap([](const Tensor& v) { return vmap([](const Tensor& s) { return s; })(slice(v, 0, 0, 0)); })(V);
              }),

@@ -11,6 +11,7 @@
 //     linear algebra or reductions are involved), on the first (tracing) and second (cached) call;
 //   - vmap: vmap(f)(X)[i] equals f(X[i]) for batch sizes 0, 1 and more (elementwise results are
 //     the same bits at every length, special values included);
+//   - nested vmap: vmap(vmap(f)) with an outer axis of size 1 equals vmap(f);
 //   - one trace: jit(vmap(f)) over batch sizes 1, 2, 5 traces once and equals eager vmap;
 //   - gradients (smooth float64 programs): reverse mode equals central finite differences; jitted
 //     gradients equal eager ones; grad through a jitted function that captures the tracked
