@@ -74,7 +74,8 @@ struct JitCounters {
   std::int64_t cache_hits = 0;  ///< calls that reused a plan
   double trace_ms = 0;          ///< total time spent tracing
   double plan_ms = 0;           ///< total time spent building plans
-  /// On a backend that records (a GPU), each plan is recorded once per batch size and replayed:
+  /// Where the backend records a plan (a GPU: every plan; the CPU: plans of at most 64 KiB), it is
+  /// recorded once per batch size and replayed:
   std::int64_t recordings = 0;  ///< batch sizes recorded
   std::int64_t replays = 0;     ///< calls that replayed a recording
   /// Arenas allocated for calls run step by step: a plan keeps the arenas of finished calls and
@@ -181,6 +182,28 @@ class JitCache {
 };
 
 std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs);
+
+struct Replay;
+
+// A plan called again and again on buffers of its own, where its backend records it (a loop's body at every step):
+// the arguments are written into their buffers, the recording replays, the results are read where they are, and
+// nothing is allocated per call (execute.cpp).
+class RepeatedCall {
+ public:
+  // Null where the backend would not record the plan for arguments of these types: then it runs by run_plan.
+  static std::unique_ptr<RepeatedCall> make(std::shared_ptr<const Plan> plan, const std::vector<Tensor>& like);
+  ~RepeatedCall();
+  // Argument i's buffer (contiguous, over the call's batch when it is batched; null where the plan reads no
+  // argument i) and result i's (read only).
+  void* argument(std::size_t i) const;
+  const void* result(std::size_t i) const;
+  void run();
+
+ private:
+  RepeatedCall() = default;
+  std::shared_ptr<const Plan> plan_;
+  std::shared_ptr<Replay> replay_;
+};
 // The plan as text at the arguments' batch size (Jitted::explain).
 std::string explain(const Plan& plan, const std::vector<Tensor>& inputs);
 

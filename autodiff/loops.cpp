@@ -150,6 +150,32 @@ class BodyRunner {
  public:
   explicit BodyRunner(const LoopBody& body) : body_(body) {}
   std::vector<Tensor> operator()(const std::vector<Tensor>& args) {
+    plan_for(args);
+    if (entry_->runs_eagerly) {
+      const auto [carry, y] = body_.call(args);
+      return {carry, y};
+    }
+    return run_plan(*entry_->plan, args);
+  }
+
+  // The body's recorded plan for arguments like these, holding them (null: it runs by calls as above).
+  std::unique_ptr<RepeatedCall> repeated(const std::vector<Tensor>& args) {
+    plan_for(args);
+    if (entry_->runs_eagerly) return nullptr;
+    std::unique_ptr<RepeatedCall> call = RepeatedCall::make(entry_->plan, args);
+    if (!call) return nullptr;
+    for (std::size_t i = 0; i < args.size(); ++i)
+      if (void* to = call->argument(i)) {
+        const Tensor& a = args[i];
+        const Shape all{a.numel() * (a.is_batched() ? a.batch_size() : 1)};
+        backend_for(a.device())
+            .copy(View{a.dtype(), const_cast<void*>(a.raw_data()), all, {1}}, View{a.dtype(), to, all, {1}});
+      }
+    return call;
+  }
+
+ private:
+  void plan_for(const std::vector<Tensor>& args) {
     std::vector<bool> batching;
     for (const Tensor& a : args) batching.push_back(a.is_batched());
     if (!entry_ || batching != batching_) {
@@ -162,14 +188,8 @@ class BodyRunner {
           false);
       batching_ = std::move(batching);
     }
-    if (entry_->runs_eagerly) {
-      const auto [carry, y] = body_.call(args);
-      return {carry, y};
-    }
-    return run_plan(*entry_->plan, args);
   }
 
- private:
   const LoopBody& body_;
   std::shared_ptr<const CacheEntry> entry_;
   std::vector<bool> batching_;
@@ -206,15 +226,66 @@ void scan_forward(const KernelArgs& k) {
   args[1] = tensor_of(k, k.in[0]);
   for (std::size_t i = 0; i < body.lifted.size(); ++i)
     args[body.params.size() + i] = tensor_of(k, k.in[first_lifted + i]);
+  // Once a step maps the carry to one of the same batching, the steps run on a recorded plan's own buffers where
+  // the backend records it: the carry stays there from step to step, the lifted inputs are written once.
+  std::unique_ptr<RepeatedCall> fast;
+  bool carry_batched = false, y_batched = false, x_batched = false;
+  const DType dtype = k.in[0].dtype;
+  const auto buffer = [&](const void* data, std::int64_t n, bool batched) {
+    return batched_view(dtype, const_cast<void*>(data), {n}, batched, k.batch, k.batched);
+  };
+  // The fast steps' views, made once: step t moves the x and output rows' data by t rows.
+  View x_row, x_to, carry_from, carry_to, carry_out, y_from, y_out;
+  const auto move = [](View& v, const View& first, std::int64_t rows, std::int64_t row_bytes) {
+    v.data = static_cast<char*>(first.data) + rows * row_bytes;
+  };
+  const std::int64_t x_row_bytes = a.has_x ? k.in[1].strides[k.lead()] * static_cast<std::int64_t>(size_of(dtype)) : 0;
+  const std::int64_t out_row_bytes = k.out.strides[k.lead()] * static_cast<std::int64_t>(size_of(dtype));
+  const View x_first = a.has_x ? at(k, k.in[1], 0, 0) : View{}, out_first = at(k, k.out, 0, 0);
+  const View carry_out_first = columns(out_first, 0, a.carry), y_out_first = columns(out_first, a.carry, a.y);
   for (std::int64_t s = 0; s < a.length; ++s) {
     const std::int64_t t = a.reverse ? a.length - 1 - s : s;
+    if (fast) {
+      if (auto* index = static_cast<std::int64_t*>(fast->argument(0))) *index = a.first_index + t;
+      if (x_to.data) {
+        move(x_row, x_first, t, x_row_bytes);
+        k.backend.copy(x_row, x_to);
+      }
+      fast->run();
+      move(carry_out, carry_out_first, t, out_row_bytes);
+      k.backend.copy(carry_from, carry_out);
+      if (a.y > 0) {
+        move(y_out, y_out_first, t, out_row_bytes);
+        k.backend.copy(y_from, y_out);
+      }
+      if (carry_to.data) k.backend.copy(carry_from, carry_to);
+      continue;
+    }
+    const View row = at(k, k.out, 0, t);
     args[0] = Tensor::from_ints({a.first_index + t}, {}, DType::i64, k.backend.device());
     if (a.has_x) args[2] = tensor_of(k, at(k, k.in[1], 0, t));
     const std::vector<Tensor> out = run(args);
-    const View row = at(k, k.out, 0, t);
     write(k, out[0], columns(row, 0, a.carry));
     write(k, out[1], columns(row, a.carry, a.y));
+    const bool stable = out[0].is_batched() == args[1].is_batched();
     args[1] = out[0];
+    if (stable && s + 1 < a.length) {
+      carry_batched = out[0].is_batched();
+      y_batched = out[1].is_batched();
+      x_batched = a.has_x && args[2].is_batched();
+      fast = run.repeated(args);
+      if (fast) {
+        if (void* x = a.has_x ? fast->argument(2) : nullptr) {
+          x_row = x_first;
+          x_to = buffer(x, k.in[1].shape.back(), x_batched);
+        }
+        carry_from = buffer(fast->result(0), a.carry, carry_batched);
+        carry_out = carry_out_first;
+        y_from = buffer(fast->result(1), a.y, y_batched);
+        y_out = y_out_first;
+        if (void* carry = fast->argument(1)) carry_to = buffer(carry, a.carry, carry_batched);
+      }
+    }
   }
 }
 

@@ -245,12 +245,17 @@ class Backend {
   // autodiff/jit/execute.cpp). 0: every step runs over the whole batch (a GPU).
   virtual std::size_t chunk_cache_bytes() const { return 0; }
 
-  // Whether this backend can record work for replay (jit then records each plan once per batch
-  // size and replays it). Between begin_recording() and end_recording(), the calling thread's
-  // calls are recorded, not run, and other threads' calls wait. end_recording() gives the
-  // recording, or null where the calls could not be recorded (they did not run either).
-  // begin_recording() is false where recording cannot start.
-  virtual bool records() const { return false; }
+  // Whether jit records a plan whose call touches `call_bytes` (its arena, arguments and results at
+  // the call's batch size) once per batch size and replays it: a GPU records every plan (one graph
+  // launch instead of a launch per step), the CPU small ones (its calls without the ops around
+  // them). Between begin_recording() and end_recording(), the calling thread's calls are recorded,
+  // not run (on a GPU, other threads' calls wait). end_recording() gives the recording, or null
+  // where the calls could not be recorded (they did not run either). begin_recording() is false
+  // where recording cannot start.
+  virtual bool records(std::int64_t call_bytes) const {
+    (void)call_bytes;
+    return false;
+  }
   virtual bool begin_recording() { return false; }
   virtual std::unique_ptr<Recording> end_recording() { return nullptr; }
 };

@@ -121,6 +121,9 @@ TEST_CASE("a plan keeps its arena across calls and batch sizes, and release_memo
   auto per_example = [&](const Tensor& p) { return mean(exp(matmul(F, square(p)))); };
   auto loss = [&](const Tensor& P) { return mean(vmap(per_example)(P)); };
   auto step = jit(value_and_grad(loss));
+  // A plan this small would be recorded (a recording keeps buffers of its own); a whole batch forced as one chunk
+  // runs it step by step, on arenas.
+  const JitChunkExamples step_by_step(std::int64_t{1} << 40);
   auto check_at = [&](std::int64_t b) {
     const Tensor P = as_batch(randn({b, 4}, 11 + static_cast<std::uint64_t>(b)));
     const auto [v, g] = step(P);

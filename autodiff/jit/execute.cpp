@@ -639,15 +639,64 @@ void Plan::release_memory() const {
   replays.clear();
 }
 
+// The bytes a call touches: its arena, arguments and results (Backend::records).
+std::int64_t call_bytes(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch) {
+  std::int64_t bytes = arena_bytes_at(plan, batch);
+  for (const Tensor& t : inputs)
+    bytes = checked_add(bytes, t.numel() * (t.is_batched() ? t.batch_size() : 1) * std::int64_t(size_of(t.dtype())),
+                        "jit", "the plan's memory");
+  for (int v : plan.outputs)
+    bytes = checked_add(bytes, static_cast<std::int64_t>(bytes_at(plan.values[static_cast<std::size_t>(v)], batch)),
+                        "jit", "the plan's memory");
+  return bytes;
+}
+
 std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs) {
   const std::int64_t batch = batch_of(plan, inputs);
   run_folds(plan);
   Backend& be = backend_for(plan.device);
-  if (be.records() && !plan.unrecordable)
+  // Chunks forced on a backend that runs by chunks (JitChunkExamples) run as forced.
+  const bool chunks_forced = forced_chunk_examples > 0 && be.chunk_cache_bytes() > 0;
+  if (!plan.unrecordable && !chunks_forced && be.records(call_bytes(plan, inputs, batch)))
     if (std::optional<std::vector<Tensor>> results = run_recorded(plan, inputs, batch, be)) return std::move(*results);
   if (const std::int64_t chunk = examples_per_chunk(plan, batch, be))
     return run_chunked(plan, inputs, batch, chunk, be);
   return run_directly(plan, inputs, batch, be);
+}
+
+std::unique_ptr<RepeatedCall> RepeatedCall::make(std::shared_ptr<const Plan> plan, const std::vector<Tensor>& like) {
+  const std::int64_t batch = batch_of(*plan, like);
+  run_folds(*plan);
+  Backend& be = backend_for(plan->device);
+  if (plan->unrecordable || (forced_chunk_examples > 0 && be.chunk_cache_bytes() > 0) ||
+      !be.records(call_bytes(*plan, like, batch)))
+    return nullptr;
+  std::unique_ptr<RepeatedCall> call(new RepeatedCall());
+  call->replay_ = std::make_shared<Replay>();
+  if (!record(*plan, like, batch, be, *call->replay_)) return nullptr;
+  call->plan_ = std::move(plan);
+  return call;
+}
+
+RepeatedCall::~RepeatedCall() = default;
+
+void* RepeatedCall::argument(std::size_t i) const {
+  return i < replay_->arguments.size() && replay_->arguments[i] ? replay_->arguments[i]->data : nullptr;
+}
+
+const void* RepeatedCall::result(std::size_t i) const {
+  return replay_->placement->data[static_cast<std::size_t>(plan_->outputs[i])];
+}
+
+void RepeatedCall::run() {
+  Backend& be = backend_for(plan_->device);
+  try {
+    replay_->recording->replay();
+  } catch (...) {
+    be.raise_deferred();
+    throw;
+  }
+  be.raise_deferred();
 }
 
 std::string explain(const Plan& plan, const std::vector<Tensor>& inputs) {

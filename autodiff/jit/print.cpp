@@ -75,7 +75,7 @@ fmt::format_context::iterator fmt::formatter<vt::JitCounters>::format(const vt::
           {"cache_hits", count(c.cache_hits), "calls that reused a plan"},
           {"trace_ms", ms(c.trace_ms), "milliseconds spent tracing, in all"},
           {"plan_ms", ms(c.plan_ms), "milliseconds spent planning, in all"},
-          {"recordings", count(c.recordings), "batch sizes recorded (GPU graphs)"},
+          {"recordings", count(c.recordings), "batch sizes recorded (GPU graphs, small CPU plans)"},
           {"replays", count(c.replays), "calls that replayed a recording"},
           {"arenas", count(c.arenas), "arenas allocated for calls"},
           {"chunked_calls", count(c.chunked_calls), "calls run by chunks of examples (CPU)"},

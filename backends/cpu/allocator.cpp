@@ -27,7 +27,7 @@ std::size_t rounded_size(std::size_t bytes) {
 
 void* CpuBackend::allocate(std::size_t bytes) {
   const std::size_t size = rounded_size(bytes);
-  if (size >= cache_min_block) {
+  if (size >= cache_min_block && !recording()) {
     std::lock_guard lock(cache_mutex_);
     if (auto it = cache_.find(size); it != cache_.end()) {
       void* p = it->second;
@@ -46,10 +46,12 @@ void* CpuBackend::allocate(std::size_t bytes) {
   }
   void* p = std::aligned_alloc(64, size);
   if (!p) fail("cpu: out of memory allocating {} bytes", bytes);
+  if (recording()) keep_memory(p);  // the recording's calls may write to it at every replay: it frees it
   return p;
 }
 
 void CpuBackend::deallocate(void* p, std::size_t bytes) {
+  if (recording() && kept_memory(p)) return;
   const std::size_t size = rounded_size(bytes);
   if (size >= cache_min_block) {
     std::lock_guard lock(cache_mutex_);
@@ -66,8 +68,15 @@ CpuBackend::~CpuBackend() {
   for (auto& [size, p] : cache_) std::free(p);
 }
 
-void CpuBackend::to_host(void* host, const void* src, std::size_t bytes) { std::memcpy(host, src, bytes); }
-void CpuBackend::from_host(void* dst, const void* host, std::size_t bytes) { std::memcpy(dst, host, bytes); }
+// A recording runs nothing, so a host copy inside one would read or write at the wrong time: the plan runs directly.
+void CpuBackend::to_host(void* host, const void* src, std::size_t bytes) {
+  if (recording()) fail("cpu: a host copy while recording (the plan runs without recording)");
+  std::memcpy(host, src, bytes);
+}
+void CpuBackend::from_host(void* dst, const void* host, std::size_t bytes) {
+  if (recording()) fail("cpu: a host copy while recording (the plan runs without recording)");
+  std::memcpy(dst, host, bytes);
+}
 
 // sysconf reports 0 or -1 where the C library cannot tell (some containers, other CPUs): 1 MiB, a
 // common L2 of a core, then.

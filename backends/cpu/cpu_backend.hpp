@@ -1,5 +1,7 @@
 #pragma once
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "../../core/backend.hpp"
@@ -46,8 +48,24 @@ class CpuBackend final : public Backend {
           void* q, std::int64_t stride_q, void* r, std::int64_t stride_r, const FactorFailure::Report& failed) override;
   void eigh(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* w,
             std::int64_t stride_w, void* v, std::int64_t stride_v, const FactorFailure::Report& failed) override;
+  // Recording (recording.cpp): a small plan's calls are kept, views and all, and made again at each replay, so a
+  // replay costs its kernels' work without the ops' (shape rules, views, dispatch) around them.
+  bool records(std::int64_t call_bytes) const override;
+  bool begin_recording() override;
+  std::unique_ptr<Recording> end_recording() override;
 
  private:
+  // Whether the calling thread records now: its calls go to keep(), not to the kernels.
+  static bool recording();
+  static void keep(std::function<void()> call);
+  // Elementwise calls on small views are kept compiled: each operand's element offsets, computed once.
+  void keep_copy(const View& in, const View& out);
+  void keep_binary(BinaryKind kind, const View& a, const View& b, const View& out);
+  void keep_fill(const View& out, double value);
+  // Memory allocated while recording is the recording's (freed with it): the calls it keeps may write to it.
+  static void keep_memory(void* p);
+  static bool kept_memory(void* p);
+
   // Freed large blocks are kept for reuse by size (allocator.cpp): fresh pages from the OS cost a
   // page fault each, which for batched buffers of 100 MB is as slow as the arithmetic on them.
   std::mutex cache_mutex_;

@@ -32,6 +32,7 @@ void report_first(const std::vector<std::int32_t>& codes, const FactorFailure::R
 void CpuBackend::qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_t n, const void* a,
                     std::int64_t stride_a, void* q, std::int64_t stride_q, void* r, std::int64_t stride_r,
                     const FactorFailure::Report& failed) {
+  if (recording()) return keep([=, this] { qr(dtype, count, m, n, a, stride_a, q, stride_q, r, stride_r, failed); });
   std::vector<std::int32_t> codes(static_cast<std::size_t>(count), 0);
   const std::int64_t k = std::min(m, n);
   visit_float_dtype(dtype, [&](auto zero) {
@@ -66,6 +67,7 @@ void CpuBackend::qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_
 
 void CpuBackend::eigh(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* w,
                       std::int64_t stride_w, void* v, std::int64_t stride_v, const FactorFailure::Report& failed) {
+  if (recording()) return keep([=, this] { eigh(dtype, count, n, a, stride_a, w, stride_w, v, stride_v, failed); });
   std::vector<std::int32_t> codes(static_cast<std::size_t>(count), 0);
   visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);

@@ -85,6 +85,7 @@ Shape without(const Shape& s, std::size_t axis) {
 
 void CpuBackend::gather(const View& in, const View& indices, IndexedAxis axis, const View& out,
                         const IndexFailure& failure) {
+  if (recording()) return keep([=, this] { gather(in, indices, axis, out, failure); });
   check_same_rank(in, out, "cpu", "gather");
   check_same_rank(indices, out, "cpu", "gather");
   visit_dtype(out.dtype, [&](auto zero) {
@@ -120,6 +121,7 @@ void CpuBackend::gather(const View& in, const View& indices, IndexedAxis axis, c
 
 void CpuBackend::scatter(ScatterKind kind, const View& updates, const View& indices, IndexedAxis axis, const View& out,
                          const IndexFailure& failure) {
+  if (recording()) return keep([=, this] { scatter(kind, updates, indices, axis, out, failure); });
   check_same_rank(indices, updates, "cpu", "scatter");
   check_same_rank(out, updates, "cpu", "scatter");
   visit_dtype(out.dtype, [&](auto zero) {

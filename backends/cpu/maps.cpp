@@ -1,5 +1,6 @@
 // Elementwise maps, copies and reductions over strided views.
 #include <cmath>
+#include <cstring>
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
@@ -317,6 +318,7 @@ void pow_base_grad_map(const View& a, const View& b, const View& out) {
 }  // namespace
 
 void CpuBackend::fill(const View& out, double value) {
+  if (recording()) return keep_fill(out, value);
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
     T* y = ptr<T>(out);
@@ -328,6 +330,13 @@ void CpuBackend::fill(const View& out, double value) {
 }
 
 void CpuBackend::copy(const View& in, const View& out) {
+  if (recording()) return keep_copy(in, out);
+  if (in.dtype == out.dtype && in.shape.size() == 1 && out.shape.size() == 1 && in.strides[0] == 1 &&
+      out.strides[0] == 1) {  // one contiguous run: a small copy costs no more than its bytes
+    if (in.data != out.data)
+      std::memmove(out.data, in.data, static_cast<std::size_t>(out.shape[0]) * size_of(out.dtype));
+    return;
+  }
   check_same_rank(in, out, "cpu", "copy");
   visit_dtype(in.dtype, [&](auto zin) {
     using In = decltype(zin);
@@ -344,6 +353,7 @@ void CpuBackend::copy(const View& in, const View& out) {
 }
 
 void CpuBackend::unary(UnaryKind kind, const View& in, const View& out) {
+  if (recording()) return keep([=, this] { unary(kind, in, out); });
   check_same_rank(in, out, "cpu", "unary");
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
@@ -399,6 +409,7 @@ void CpuBackend::unary(UnaryKind kind, const View& in, const View& out) {
 }
 
 void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const View& out) {
+  if (recording()) return keep_binary(kind, a, b, out);
   check_same_rank(a, out, "cpu", "binary");
   check_same_rank(b, out, "cpu", "binary");
   visit_dtype(out.dtype, [&](auto zero) {
@@ -453,6 +464,7 @@ void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const Vie
 }
 
 void CpuBackend::select(const View& cond, const View& a, const View& b, const View& out) {
+  if (recording()) return keep([=, this] { select(cond, a, b, out); });
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
     const T* c = ptr<T>(cond);
@@ -484,6 +496,7 @@ void CpuBackend::select(const View& cond, const View& a, const View& b, const Vi
 }
 
 void CpuBackend::cumsum(const View& in, const View& out, int axis, bool reverse) {
+  if (recording()) return keep([=, this] { cumsum(in, out, axis, reverse); });
   check_same_rank(in, out, "cpu", "cumsum");
   const auto a = static_cast<std::size_t>(axis);
   const std::int64_t n = out.shape[a], step_in = in.strides[a], step_out = out.strides[a];
@@ -527,6 +540,7 @@ void CpuBackend::cumsum(const View& in, const View& out, int axis, bool reverse)
 }
 
 void CpuBackend::reduce(ReduceKind kind, const View& in, const View& out) {
+  if (recording()) return keep([=, this] { reduce(kind, in, out); });
   check_same_rank(in, out, "cpu", "reduce");
   // Walk the input with the output broadcast over the reduced axes (stride 0) and accumulate.
   View acc = out;

@@ -141,6 +141,7 @@ void few_inner_product(const MA& a, const MB& b, MC& c, T alpha, T beta) {
 }  // namespace
 
 void CpuBackend::gemm(const GemmArgs& g) {
+  if (recording()) return keep([=, this] { gemm(g); });
   visit_float_dtype(g.dtype, [&](auto zero) {
     using T = decltype(zero);
     const T* a = static_cast<const T*>(g.a);
@@ -275,6 +276,7 @@ Eigen::Index cholesky_upper(M& a) {
 
 void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a,
                           void* l, std::int64_t stride_l, bool lower_only, const FactorFailure& failure) {
+  if (recording()) return keep([=, this] { cholesky(dtype, count, n, a, stride_a, l, stride_l, lower_only, failure); });
   std::vector<std::int32_t> info(static_cast<std::size_t>(count), 0);
   visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
@@ -354,6 +356,7 @@ void trsm_one(const TrsmArgs& s, const T* t, T* b) {
 }  // namespace
 
 void CpuBackend::trsm(const TrsmArgs& s) {
+  if (recording()) return keep([=, this] { trsm(s); });
   visit_float_dtype(s.dtype, [&](auto zero) {
     using T = decltype(zero);
     const T* t = static_cast<const T*>(s.t);
@@ -415,6 +418,7 @@ void upper_times_transpose(const M& w, O& out) {
 
 void CpuBackend::cholesky_inverse(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
                                   void* out, std::int64_t stride_out) {
+  if (recording()) return keep([=, this] { cholesky_inverse(dtype, count, n, l, stride_l, out, stride_out); });
   visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     FirstFailure failure;  // the workspace
@@ -500,6 +504,7 @@ void cholesky_backward_one(const ConstMapMat<T>& l, MapMat<T>& g, Eigen::Index n
 
 void CpuBackend::cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l,
                                    std::int64_t stride_l, void* g, std::int64_t stride_g) {
+  if (recording()) return keep([=, this] { cholesky_backward(dtype, count, n, l, stride_l, g, stride_g); });
   visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     const Eigen::Index nb = n > 64 ? 64 : std::max<Eigen::Index>(n, 1);
