@@ -229,6 +229,7 @@ void scan_forward(const KernelArgs& k) {
   // Once a step maps the carry to one of the same batching, the steps run on a recorded plan's own buffers where
   // the backend records it: the carry stays there from step to step, the lifted inputs are written once.
   std::unique_ptr<RepeatedCall> fast;
+  bool tried = false;
   bool carry_batched = false, y_batched = false, x_batched = false;
   const DType dtype = k.in[0].dtype;
   const auto buffer = [&](const void* data, std::int64_t n, bool batched) {
@@ -269,7 +270,8 @@ void scan_forward(const KernelArgs& k) {
     write(k, out[1], columns(row, a.carry, a.y));
     const bool stable = out[0].is_batched() == args[1].is_batched();
     args[1] = out[0];
-    if (stable && s + 1 < a.length) {
+    if (stable && s + 1 < a.length && !tried) {
+      tried = true;  // once: a plan not recorded now is not recorded later
       carry_batched = out[0].is_batched();
       y_batched = out[1].is_batched();
       x_batched = a.has_x && args[2].is_batched();

@@ -21,8 +21,8 @@ void require_same(const Tensor& got, const Tensor& want) {
 // slice), fills (zeros), float32, a reduction, a unary map, a matrix product and a Cholesky solve.
 Tensor small_program(const Tensor& x) {
   const Tensor row = reshape(x, {1, 3}), column = reshape(x, {3, 1});
-  const Tensor outer = row * column - column / (square(row) + 1.0);                   // [3, 3], broadcast
-  const Tensor A = matmul(outer, outer.t()) + eye(3, x.dtype()) * 4.0;                 // SPD
+  const Tensor outer = row * column - column / (square(row) + 1.0);     // [3, 3], broadcast
+  const Tensor A = matmul(outer, outer.t()) + eye(3, x.dtype()) * 4.0;  // SPD
   const Tensor s = cho_solve(cho_factor(A), x) + sum(slice(outer.t(), 0, 1, 3)) * exp(x);
   return concatenate({s, zeros({2}, x.dtype()), astype(astype(x, DType::f32) * 2.0f, x.dtype())}, 0);
 }
@@ -111,9 +111,28 @@ TEST_CASE("threads replaying one small plan each get their own results", "[jit][
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
-      for (int i = 0; i < 50; ++i)
-        got[static_cast<std::size_t>(t)] = f(full({5}, 0.1 * t)).item<double>();
+      for (int i = 0; i < 50; ++i) got[static_cast<std::size_t>(t)] = f(full({5}, 0.1 * t)).item<double>();
     });
   for (auto& t : threads) t.join();
   for (int t = 0; t < 4; ++t) CHECK(got[static_cast<std::size_t>(t)] == Approx(5 * 0.1 * t * std::exp(0.1 * t)));
+}
+
+TEST_CASE("a recorded plan runs its fused elementwise runs step by step", "[jit][recorded]") {
+  // float32 values of 8192 elements are tiled when run directly (a fused run with a sum in it); the call itself
+  // stays under the recorded size, as the captured C is not the call's. A recording keeps backend calls only:
+  // a fused run's sums and tiles are host work, so it records the run's steps one by one.
+  const Tensor C = astype(randn({8192}, 100), DType::f32);
+  auto f = jit([&](const Tensor& x) { return sum(C * x); });
+  auto g = jit([&](const Tensor& x) { return slice(exp(C * x) * 2.0f, 0, 0, 4); });
+  Tensor from_thread;
+  std::thread([&] { from_thread = g(Tensor::from_vector({0.5}, {}, DType::f32)); }).join();  // recorded there
+  for (int call = 1; call <= 3; ++call) {
+    INFO("call " << call);
+    const Tensor x = Tensor::from_vector({0.5 * call}, {}, DType::f32);
+    require_close(f(x), (sum(astype(C, DType::f64)) * (0.5 * call)).to_vector<double>(), 1e-3);
+    require_same(g(x), direct(g, x));  // replayed on this thread, after the recording's thread ended
+  }
+  require_same(from_thread, direct(g, Tensor::from_vector({0.5}, {}, DType::f32)));
+  CHECK(f.counters().recordings == 1);
+  CHECK(g.counters().recordings == 1);
 }

@@ -192,13 +192,15 @@ void run_folds(const Plan& plan) {
 // pointers and batch size, copied into one scratch KernelViews that every step reuses (assignment
 // keeps the vectors' capacity), so a call computes no strides.
 // `at`, when given, is set to each step's index before it runs (so a failure names its step).
+// `tiled` false runs fused groups step by step: a recording keeps backend calls only, and a group's tiles live in a
+// thread's scratch and its sums are added on the host.
 void run_steps(const Plan& plan, std::size_t first, std::size_t last, const std::vector<void*>& data,
                std::int64_t batch, Backend& be, std::int64_t whole_batch = -1, std::int64_t first_example = 0,
-               std::size_t* at = nullptr) {
+               std::size_t* at = nullptr, bool tiled = true) {
   KernelViews views;
   for (std::size_t i = first; i < last; ++i) {
     if (at) *at = i;
-    if (const int g = plan.group_starting_at(i); g >= 0) {  // elementwise steps, tile by tile (fuse.cpp)
+    if (const int g = tiled ? plan.group_starting_at(i) : -1; g >= 0) {  // elementwise steps, tile by tile (fuse.cpp)
       run_fused_group(plan, plan.fused[static_cast<std::size_t>(g)], data, batch, be);
       i = static_cast<std::size_t>(plan.fused[static_cast<std::size_t>(g)].last) - 1;
       continue;
@@ -290,7 +292,7 @@ bool record(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t ba
       batch));
   if (!be.begin_recording()) return false;
   try {
-    run_steps(plan, 0, plan.steps.size(), replay.placement->data, batch, be);
+    run_steps(plan, 0, plan.steps.size(), replay.placement->data, batch, be, -1, 0, nullptr, false);
   } catch (...) {  // not recordable (or a real failure, which running directly raises again)
     (void)be.end_recording();
     return false;
@@ -322,7 +324,13 @@ std::optional<std::vector<Tensor>> run_recorded(const Plan& plan, const std::vec
       plan.replays.erase(oldest);
     }
   }
-  std::unique_lock call(replay->mutex);  // the buffers serve one call at a time
+  // The buffers serve one call at a time: a call that finds them busy runs without them.
+  std::unique_lock call(replay->mutex, std::defer_lock);
+  if (first) {
+    call.lock();
+  } else if (!call.try_lock()) {
+    return std::nullopt;
+  }
   if (first) {
     if (record(plan, inputs, batch, be, *replay)) {
       ++plan.recordings;

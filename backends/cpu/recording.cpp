@@ -169,7 +169,7 @@ void CpuBackend::keep_binary(BinaryKind kind, const View& a, const View& b, cons
   if (a.dtype == out.dtype && b.dtype == out.dtype && (out.dtype == DType::f64 || out.dtype == DType::f32) &&
       compile({&a, &b, &out}, out.shape, c)) {
     std::function<void()> call = out.dtype == DType::f64 ? compiled_binary<double>(kind, a, b, out, std::move(c))
-                                                          : compiled_binary<float>(kind, a, b, out, std::move(c));
+                                                         : compiled_binary<float>(kind, a, b, out, std::move(c));
     if (call) return keep(std::move(call));
   }
   keep([=, this] { binary(kind, a, b, out); });
