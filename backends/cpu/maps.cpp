@@ -333,7 +333,7 @@ void CpuBackend::copy(const View& in, const View& out) {
   if (recording()) return keep_copy(in, out);
   if (in.dtype == out.dtype && in.shape.size() == 1 && out.shape.size() == 1 && in.strides[0] == 1 &&
       out.strides[0] == 1) {  // one contiguous run: a small copy costs no more than its bytes
-    if (in.data != out.data)
+    if (in.data != out.data && out.shape[0] > 0)
       std::memmove(out.data, in.data, static_cast<std::size_t>(out.shape[0]) * size_of(out.dtype));
     return;
   }
