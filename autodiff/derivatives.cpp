@@ -10,33 +10,11 @@
 
 namespace vt::detail {
 
-namespace {
-
-// Zeros of `like`'s per-example shape and dtype, batched like it.
-Tensor zeros_like(const Tensor& like) {
-  const Tensor z = zeros(like.shape(), like.dtype(), like.device());
-  return like.is_batched() ? broadcast_to_batch(z, like) : z;
-}
-
-}  // namespace
-
-Tensor transposed_vjp(const Tensor& out, const std::vector<Tensor>& wrt, const std::vector<Tensor>& tangents,
-                      bool keep) {
+Tensor tangent_of(const Tensor& out, const std::vector<Tensor>& wrt, const std::vector<Tensor>& tangents) {
   if (!is_floating(out.dtype()))
     fail("jvp: the function returns {} of shape {}, which has no tangent; return a floating-point tensor",
          name_of(out.dtype()), to_string(out.shape()));
-  // u is a variable of its own: J^T u is recorded as a function of it, linear, and its gradient
-  // along v is J v whatever u's value.
-  const Tensor u = watch(zeros_like(out));
-  const std::vector<Tensor> pulled = backward({out}, {u}, wrt, true);
-  Tensor inner;
-  for (std::size_t i = 0; i < pulled.size(); ++i) {
-    if (!tangents[i].defined()) continue;
-    const Tensor term = sum(pulled[i] * tangents[i]);
-    inner = inner.defined() ? inner + term : term;
-  }
-  if (!inner.defined()) return zeros_like(out);
-  return backward({inner}, {}, {u}, keep)[0];
+  return push_forward({out}, wrt, tangents)[0];
 }
 
 void check_tangent(const Tensor& primal, const Tensor& tangent, std::size_t i, const char* transform) {

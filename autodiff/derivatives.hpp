@@ -4,16 +4,17 @@
 /// Jacobians, by rows or by columns), hessian, and hvp (a Hessian-vector product), named and
 /// shaped as in JAX so that models port line by line.
 ///
-/// All are built on the reverse sweep of grad.hpp, whose adjoints are themselves differentiable:
-/// - jvp(f, primals, tangents) transposes the vector-Jacobian product. u -> vjp(u) = J^T u is
-///   linear, so J v is the gradient of <J^T u, v> with respect to u (at u = 0). Every op with a
-///   twice-differentiable adjoint therefore has a tangent, linear algebra included; a jvp costs
-///   about two reverse sweeps after the forward pass.
-/// - hvp(f)(x, v) is the gradient of <grad f(x), v>: one forward pass and two reverse sweeps.
-/// - jacrev takes one pullback per output element, jacfwd one jvp per input element, hessian one
-///   pullback of grad f per element of x (the forward pass and the first sweep are shared). One
-///   sweep per unit vector, one after another, measured faster than one sweep mapped over all of
-///   them (a vmap of the pullback), whose batched n x n values leave the cache (docs/performance.md).
+/// Forward mode is a sweep of its own (push_forward, grad.hpp): every op has a tangent rule
+/// (OpDef::tangent), written with ordinary ops, so a sweep over a gradient's graph is recorded and
+/// differentiable too:
+/// - jvp(f, primals, tangents): f's forward pass, then one forward sweep.
+/// - hvp(f)(x, v) is forward over reverse, the jvp of grad f along v: a forward pass, a reverse
+///   sweep and one forward sweep over both.
+/// - jacrev takes one pullback per output element; jacfwd runs f once and one forward sweep per
+///   input element; hessian is jacfwd of grad f (forward over reverse: f and its reverse sweep run
+///   once, then one forward sweep per element of x). One sweep per unit vector, one after another,
+///   measured faster than one sweep mapped over all of them (a vmap of the pullback), whose batched
+///   n x n values leave the cache (docs/performance.md).
 ///
 /// They compose with vmap and jit: no builder maps internally, so vmap(hessian(f)) is one vmap,
 /// and jit(vmap(hessian(f))) traces once for every batch size (the loops over elements unroll in
@@ -29,9 +30,8 @@ namespace vt {
 
 namespace detail {
 // J v for `out` computed from the variables `wrt` (watched), with tangents `tangents` (one per
-// variable; an undefined one counts as zero): the gradient of <J^T u, v> with respect to u.
-Tensor transposed_vjp(const Tensor& out, const std::vector<Tensor>& wrt, const std::vector<Tensor>& tangents,
-                      bool keep);
+// variable; an undefined one counts as zero); raises unless `out` is floating-point.
+Tensor tangent_of(const Tensor& out, const std::vector<Tensor>& wrt, const std::vector<Tensor>& tangents);
 // Raises unless `tangent` can be primal `i`'s tangent: the same shape and dtype (a batch of
 // tangents for an unbatched primal is a batch of directions, one J v per example).
 void check_tangent(const Tensor& primal, const Tensor& tangent, std::size_t i, const char* transform);
@@ -57,7 +57,7 @@ std::pair<Tensor, Tensor> jvp_impl(F& f, std::array<Tensor, N> in, const std::ar
     used.push_back(tangents[i]);
   }
   const Tensor out = std::apply(f, in);
-  const Tensor tangent = transposed_vjp(out, wrt, used, outer);
+  const Tensor tangent = tangent_of(out, wrt, used);
   return {release(out, outer), release(tangent, outer)};
 }
 }  // namespace detail
@@ -90,42 +90,43 @@ auto jacrev(F f, int argnum = 0) {
   };
 }
 
-/// jacfwd(f, argnum)(args...): the same Jacobian, S + X, by one jvp per element of X.
+/// jacfwd(f, argnum)(args...): the same Jacobian, S + X, by one forward sweep per element of X
+/// (f runs once).
 template <class F>
 auto jacfwd(F f, int argnum = 0) {
   return [f = std::move(f), argnum](const auto&... args) {
-    constexpr std::size_t n = sizeof...(args);
-    const auto k = static_cast<std::size_t>(detail::check_argnums({argnum}, n, "jacfwd")[0]);
-    const std::array<Tensor, n> in{Tensor(args)...};
+    const auto k = static_cast<std::size_t>(detail::check_argnums({argnum}, sizeof...(args), "jacfwd")[0]);
+    std::array<Tensor, sizeof...(args)> in{Tensor(args)...};
     detail::check_differentiable(in[k], argnum, "jacfwd");
+    detail::TransformScope scope;
+    const bool outer = scope.nested || in[k].impl().tracked;
+    const Tensor x = in[k];
+    in[k] = detail::watch(x);
     F g = f;
     const Tensor out = std::apply(g, in);
-    const auto push = [&](const Tensor& tangent) {
-      std::array<Tensor, n> tangents;
-      tangents[k] = tangent;
-      return detail::jvp_impl(g, in, tangents).second;
-    };
     std::vector<Tensor> columns;
-    for (std::int64_t j = 0; j < numel(in[k].shape()); ++j) columns.push_back(push(detail::unit_like(in[k], j)));
-    return detail::stack_columns(columns, out, in[k]);
+    for (std::int64_t j = 0; j < numel(x.shape()); ++j)
+      columns.push_back(detail::tangent_of(out, {in[k]}, {detail::unit_like(x, j)}));
+    return detail::release(detail::stack_columns(columns, out, x), outer);
   };
 }
 
 /// hessian(f, argnum)(args...): the matrix of second derivatives of scalar f with respect to
-/// argument `argnum` (shape X), of shape X + X: the Jacobian of grad(f), by rows.
+/// argument `argnum` (shape X), of shape X + X: the Jacobian of grad(f), by forward sweeps
+/// (forward over reverse). As JAX's jax.hessian.
 template <class F>
 auto hessian(F f, int argnum = 0) {
   auto gradient = [g = grad(std::move(f), std::vector<int>{argnum})](const auto&... args) { return g(args...)[0]; };
-  return jacrev(std::move(gradient), argnum);
+  return jacfwd(std::move(gradient), argnum);
 }
 
 /// hvp(f)(x, v): the Hessian of scalar f at x times v (x's shape), without forming the Hessian:
-/// the gradient of <grad f(x), v>.
+/// the jvp of grad f along v (forward over reverse).
 template <class F>
 auto hvp(F f) {
   return [f = std::move(f)](const Tensor& x, const Tensor& v) {
     detail::check_tangent(x, v, 0, "hvp");
-    return grad([&](const Tensor& y) { return sum(grad(f)(y) * v); })(x);
+    return jvp(grad(f), {x}, {v}).second;
   };
 }
 

@@ -4,9 +4,11 @@
 #include <unordered_set>
 
 #include "../core/graph.hpp"
+#include "../ops/tangent.hpp"
 #include "../ops/batch.hpp"
 #include "../ops/creation.hpp"
 #include "../ops/elementwise.hpp"
+#include "../ops/layout.hpp"
 #include "../ops/reduce.hpp"
 
 namespace vt {
@@ -19,6 +21,7 @@ const OpDef identity_op{.name = "identity",
                         .forward = nullptr,
                         .adjoint = [](const Node&, const Tensor&, const Tensor& g,
                                       const AdjointContext&) { return std::vector<Tensor>{g}; },
+                        .tangent = linear_tangent,
                         .aliases_input = true};
 
 // Tracked tensors reachable from `outputs`, inputs before the tensors computed from them.
@@ -134,6 +137,58 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
     const auto found = cot.find(w.impl_ptr().get());
     result.push_back(match_batching(found != cot.end() ? found->second : zeros(w.shape(), w.dtype(), w.device()), w,
                                     per_example_outputs));
+  }
+  return result;
+}
+
+std::vector<Tensor> push_forward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& wrt,
+                                 const std::vector<Tensor>& tangents) {
+  PerExampleScope per_example;  // tangent rules are per example, like the ops they differentiate
+  if (tangents.size() != wrt.size()) fail("jvp: {} tangents for {} variables", tangents.size(), wrt.size());
+  const std::vector<Tensor> order = topological_order(outputs);
+  std::unordered_map<const TensorImpl*, Tensor> tangent;
+  bool directions = false;  // a batch of tangents for an unbatched variable: one J v per tangent
+  for (std::size_t i = 0; i < wrt.size(); ++i) {
+    if (!tangents[i].defined()) continue;
+    tangent[wrt[i].impl_ptr().get()] = tangents[i];
+    directions |= tangents[i].is_batched() && !wrt[i].is_batched();
+  }
+  if (directions)
+    for (const Tensor& t : order)
+      if (t.is_batched())
+        fail(
+            "jvp: a batch of tangents (a jvp under vmap) for an unbatched primal that meets batched values: the two "
+            "batches would share one axis; push one tangent at a time");
+
+  for (const Tensor& t : order) {
+    if (!t.impl().node || tangent.contains(t.impl_ptr().get()) || !is_floating(t.dtype())) continue;
+    const Node& node = *t.impl().node;
+    std::vector<Tensor> in(node.inputs.size());
+    bool any = false;
+    for (std::size_t i = 0; i < in.size(); ++i)
+      if (const auto found = tangent.find(node.inputs[i].impl_ptr().get()); found != tangent.end()) {
+        in[i] = found->second;
+        any = true;
+      }
+    if (!any || !node.op->adjoint) continue;  // no gradient flows through the op: no tangent either
+    if (!node.op->tangent) fail("{}: internal error, the op has an adjoint but no tangent rule", node.op->name);
+    if (OpCounter* counter = OpCounter::active()) ++counter->tangents[std::string(node.op->name)];
+    Tensor out = node.op->tangent(node, t, in);
+    if (!out.defined()) continue;
+    if (out.dtype() != t.dtype())
+      fail("{}: internal error, tangent rule gives {} for an output of {}", node.op->name, name_of(out.dtype()),
+           name_of(t.dtype()));
+    if (out.shape() != t.shape()) out = broadcast_to(out, t.shape());           // an input's tangent, unbroadcast
+    if (t.is_batched() && !out.is_batched()) out = broadcast_to_batch(out, t);  // the same for every example
+    tangent[t.impl_ptr().get()] = out;
+  }
+
+  std::vector<Tensor> result;
+  for (const Tensor& o : outputs) {
+    const auto found = tangent.find(o.impl_ptr().get());
+    Tensor r = found != tangent.end() ? found->second : zeros(o.shape(), o.dtype(), o.device());
+    if (o.is_batched() && !r.is_batched()) r = broadcast_to_batch(r, o);
+    result.push_back(r);
   }
   return result;
 }

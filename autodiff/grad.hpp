@@ -25,6 +25,13 @@ namespace vt {
 std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
                              const std::vector<Tensor>& wrt, bool differentiable = true);
 
+/// The tangents of `outputs` along the tangents of the variables `wrt` (one each; an undefined one
+/// is zero): a forward sweep over the recorded graph, each op's tangent rule in turn. The rules are
+/// ordinary ops, so the sweep is recorded too (a forward sweep over a gradient's graph is forward
+/// over reverse). A batch of tangents for an unbatched variable gives one tangent per example.
+std::vector<Tensor> push_forward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& wrt,
+                                 const std::vector<Tensor>& tangents);
+
 namespace detail {
 // Marks a differentiating transform (grad, vjp) as running on this thread. `nested`: another one
 // was already running, so it may differentiate this one's results through captured variables.

@@ -293,11 +293,13 @@ void scan_forward(const KernelArgs& k) {
 
 std::vector<Tensor> scan_adjoint(const Node& node, const Tensor& out, const Tensor& gout,
                                  const AdjointContext& context);
+Tensor scan_tangent(const Node& node, const Tensor& out, const std::vector<Tensor>& tangents);
 
 const OpDef scan_op{.name = "scan",
                     .infer = scan_infer,
                     .forward = scan_forward,
                     .adjoint = scan_adjoint,
+                    .tangent = scan_tangent,
                     .mixed_dtypes = true,
                     .integers = true,
                     .runs_functions = true};
@@ -379,6 +381,55 @@ std::vector<Tensor> scan_adjoint(const Node& node, const Tensor& out, const Tens
   return grads;
 }
 
+// The body's arguments for a jvp of it: {step, carry, x when there are xs, lifted...} with the
+// carry, x and each lifted input that has a tangent watched; `wrt` gets the watched ones and
+// `tangents` theirs. The carry and x arrive as [value, tangent] halves of one vector.
+struct JvpArguments {
+  std::vector<Tensor> args, wrt, tangents;
+  void add(const Tensor& value, const Tensor& tangent) {
+    if (!tangent.defined()) {
+      args.push_back(value);
+      return;
+    }
+    args.push_back(watch(value));
+    wrt.push_back(args.back());
+    tangents.push_back(tangent);
+  }
+  void add_halves(const Tensor& both, std::int64_t n) { add(slice(both, 0, 0, n), slice(both, 0, n, 2 * n)); }
+};
+
+// The tangent: a scan of the body's jvp, whose carry is {carry, its tangent} and whose x at step t
+// is {x_t, its tangent}; the lifted inputs' tangents are read from outside (so they become its own
+// lifted inputs). Its rows are {carry, tangent, y, tangent}; the tangents' columns are the result's.
+Tensor scan_tangent(const Node& node, const Tensor& out, const std::vector<Tensor>& tangents) {
+  const auto a = unpack_attrs<LoopAttrs>(node.attrs);
+  const auto fwd = std::static_pointer_cast<const LoopBody>(node.attrs.object);
+  const Tensor& init = node.inputs[0];
+  const std::size_t first_lifted = a.has_x ? 2 : 1;
+  const std::int64_t T = a.length, Cc = a.carry, Cy = a.y, Cx = a.has_x ? node.inputs[1].shape(1) : 0;
+  const auto or_zeros = [](const Tensor& t, const Tensor& like) {
+    return t.defined() ? t : zeros(like.shape(), like.dtype(), like.device());
+  };
+  const std::vector<Tensor> lifted(node.inputs.begin() + static_cast<std::ptrdiff_t>(first_lifted), node.inputs.end());
+  const std::vector<Tensor> lifted_tangents(tangents.begin() + static_cast<std::ptrdiff_t>(first_lifted),
+                                            tangents.end());
+  FlatBody jvp_body = [fwd, lifted, lifted_tangents, Cc, Cx, has_x = a.has_x](const std::vector<Tensor>& args) {
+    TransformScope scope;
+    JvpArguments in;
+    in.add(args[0], Tensor());
+    in.add_halves(args[1], Cc);
+    if (has_x) in.add_halves(args[2], Cx);
+    for (std::size_t i = 0; i < lifted.size(); ++i) in.add(lifted[i], lifted_tangents[i]);
+    const auto [carry, y] = fwd->call(in.args);
+    const std::vector<Tensor> pushed = push_forward({carry, y}, in.wrt, in.tangents);
+    return std::pair<Tensor, Tensor>{concatenate({carry, pushed[0]}, 0), concatenate({y, pushed[1]}, 0)};
+  };
+  const Tensor both_init = concatenate({init, or_zeros(tangents[0], init)}, 0);
+  const Tensor both_xs = a.has_x ? concatenate({node.inputs[1], or_zeros(tangents[1], node.inputs[1])}, 1) : Tensor();
+  const Tensor rows = scan_flat(jvp_body, both_init, both_xs, T, a.first_index, a.reverse, "scan");
+  return concatenate({slice(rows, 1, Cc, 2 * Cc), slice(rows, 1, 2 * Cc + Cy, 2 * Cc + 2 * Cy)}, 1);
+}
+
 // ---------------------------------------------------------------- while
 
 ExampleType while_infer(const std::vector<ExampleType>& in, const Attrs& attrs) {
@@ -414,13 +465,38 @@ void while_forward(const KernelArgs& k) {
 std::vector<Tensor> while_adjoint(const Node&, const Tensor&, const Tensor&, const AdjointContext&) {
   fail(
       "while_loop: cannot be differentiated in reverse mode (its number of steps is known only when it has run, so "
-      "its carries cannot be stored ahead); use fori_loop or scan with a fixed number of steps");
+      "its carries cannot be stored ahead); use fori_loop or scan with a fixed number of steps, or forward mode (jvp), "
+      "which needs no stored carries");
+}
+
+// Forward mode needs no stored carries: a while loop of the body's jvp over {carry, its tangent}
+// (the body's step selects between the two, so a finished loop's tangent stays too).
+Tensor while_tangent(const Node& node, const Tensor&, const std::vector<Tensor>& tangents) {
+  const auto a = unpack_attrs<LoopAttrs>(node.attrs);
+  const auto fwd = std::static_pointer_cast<const LoopBody>(node.attrs.object);
+  const Tensor& init = node.inputs[0];
+  const std::int64_t Cc = a.carry;
+  const std::vector<Tensor> lifted(node.inputs.begin() + 1, node.inputs.end());
+  const std::vector<Tensor> lifted_tangents(tangents.begin() + 1, tangents.end());
+  FlatBody jvp_step = [fwd, lifted, lifted_tangents, Cc](const std::vector<Tensor>& args) {
+    TransformScope scope;
+    JvpArguments in;
+    in.add(args[0], Tensor());
+    in.add_halves(args[1], Cc);
+    for (std::size_t i = 0; i < lifted.size(); ++i) in.add(lifted[i], lifted_tangents[i]);
+    const auto [carry, go_on] = fwd->call(in.args);
+    const Tensor pushed = push_forward({carry}, in.wrt, in.tangents)[0];
+    return std::pair<Tensor, Tensor>{concatenate({carry, pushed}, 0), go_on};
+  };
+  const Tensor tangent = tangents[0].defined() ? tangents[0] : zeros(init.shape(), init.dtype(), init.device());
+  return slice(while_flat(jvp_step, concatenate({init, tangent}, 0)), 0, Cc, 2 * Cc);
 }
 
 const OpDef while_op{.name = "while_loop",
                      .infer = while_infer,
                      .forward = while_forward,
                      .adjoint = while_adjoint,
+                     .tangent = while_tangent,
                      .mixed_dtypes = true,
                      .integers = true,
                      .runs_functions = true};

@@ -49,6 +49,10 @@ int OpCounter::adjoint(std::string_view op) const {
   const auto it = adjoints.find(op);
   return it == adjoints.end() ? 0 : it->second;
 }
+int OpCounter::tangent(std::string_view op) const {
+  const auto it = tangents.find(op);
+  return it == tangents.end() ? 0 : it->second;
+}
 
 Operand infer_output(const OpDef& op, const std::vector<Operand>& in, const Attrs& attrs) {
   std::vector<ExampleType> types;

@@ -159,6 +159,11 @@ struct OpDef {
   /// Null for ops that are not differentiable (gradients stop there).
   std::vector<Tensor> (*adjoint)(const Node& node, const Tensor& out, const Tensor& gout,
                                  const AdjointContext& context);
+  /// The output's tangent given the node, its output and its inputs' tangents (one per input; an
+  /// undefined one is zero, and at least one is defined), written with ordinary ops so that the
+  /// forward sweep is itself a recorded graph (forward over reverse: hessian). Every op with an
+  /// adjoint has one; ops without an adjoint carry no tangent either.
+  Tensor (*tangent)(const Node& node, const Tensor& out, const std::vector<Tensor>& tangents) = nullptr;
   /// Inputs whose dtype may differ from the first one's (casts); by default all must agree.
   bool mixed_dtypes = false;
   /// The output is input 0's storage seen with another shape (reshape, identity): no kernel runs.
@@ -302,8 +307,9 @@ class SuspendCaptures {
   CaptureScope* previous_;
 };
 
-/// Counts, on this thread and while it lives, each op that `apply` runs or records and each
-/// adjoint the reverse sweep calls, by op name: what a computation really did, observable.
+/// Counts, on this thread and while it lives, each op that `apply` runs or records, each adjoint
+/// the reverse sweep calls and each tangent rule the forward sweep calls, by op name: what a
+/// computation really did, observable.
 class OpCounter {
  public:
   OpCounter();
@@ -312,7 +318,8 @@ class OpCounter {
   OpCounter& operator=(const OpCounter&) = delete;
   int forward(std::string_view op) const;
   int adjoint(std::string_view op) const;
-  std::map<std::string, int, std::less<>> forwards, adjoints;
+  int tangent(std::string_view op) const;
+  std::map<std::string, int, std::less<>> forwards, adjoints, tangents;
   static OpCounter* active();
 
  private:

@@ -19,6 +19,7 @@
 #include "../core/backend.hpp"
 #include "../core/error.hpp"
 #include "../core/graph.hpp"
+#include "../ops/tangent.hpp"
 #include "../ops/batch.hpp"
 #include "../ops/creation.hpp"
 #include "../ops/elementwise.hpp"
@@ -256,6 +257,7 @@ const OpDef same_cotangent_op{.name = "mpi_same_cotangent",
                               .forward = same_cotangent_forward,
                               .adjoint = [](const Node&, const Tensor&, const Tensor& g,
                                             const AdjointContext&) { return std::vector<Tensor>{same_cotangent(g)}; },
+                              .tangent = linear_tangent,
                               .collective = true};
 
 Tensor same_cotangent(const Tensor& g) { return apply(same_cotangent_op, {g}); }
@@ -267,6 +269,7 @@ const OpDef allreduce_op{.name = "mpi_allreduce",
                          // (checked: same_cotangent).
                          .adjoint = [](const Node&, const Tensor&, const Tensor& g,
                                        const AdjointContext&) { return std::vector<Tensor>{same_cotangent(g)}; },
+                         .tangent = linear_tangent,
                          .collective = true};
 
 const OpDef replicated_op{
@@ -275,7 +278,8 @@ const OpDef replicated_op{
     .forward = [](const KernelArgs& k) { k.backend.copy(k.in[0], k.out); },
     // Each rank holds the part of the cotangent its slice contributes: their sum is the whole.
     .adjoint = [](const Node&, const Tensor&, const Tensor& g,
-                  const AdjointContext&) { return std::vector<Tensor>{allreduce(g.is_batched() ? batch_sum(g) : g)}; }};
+                  const AdjointContext&) { return std::vector<Tensor>{allreduce(g.is_batched() ? batch_sum(g) : g)}; },
+    .tangent = linear_tangent};
 
 // x / N per example, N the global batch of the slice shard() took last (every rank knows it without a message). Batched
 // in and out, so that under jit it runs with the examples (by chunks) and the gradient of global_mean never waits for a
@@ -302,6 +306,7 @@ const OpDef divide_by_global_batch_op{
     .forward = divide_by_global_batch_forward,
     .adjoint = [](const Node&, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{divide_by_global_batch(g)}; },
+    .tangent = linear_tangent,
     .in_place = true};
 
 Tensor divide_by_global_batch(const Tensor& x) { return apply(divide_by_global_batch_op, {x}); }

@@ -7,6 +7,7 @@
 #include "../core/graph.hpp"
 #include "elementwise.hpp"
 #include "reduce.hpp"
+#include "tangent.hpp"
 
 namespace vt {
 
@@ -48,6 +49,11 @@ const OpDef broadcast_to_batch_op{
         [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
           return std::vector<Tensor>{unpack_attrs<SpreadAttrs>(n.attrs).mean ? batch_mean(g) : batch_sum(g), Tensor()};
         },
+    // Linear in x; `like` only gives the batch.
+    .tangent =
+        [](const Node& n, const Tensor&, const std::vector<Tensor>& t) {
+          return t[0].defined() ? apply(*n.op, {t[0], n.inputs[1]}, n.attrs) : Tensor();
+        },
     .mixed_dtypes = true,
     .handle_inputs = 0b10,
     .integers = true};
@@ -58,6 +64,7 @@ const OpDef batch_sum_op{
     .forward = batch_reduce_forward<ReduceKind::sum, false>,
     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{broadcast_to_batch(g, n.inputs[0])}; },
+    .tangent = linear_tangent,
     .reduces_batch = true,
     .integers = true};
 
@@ -69,6 +76,7 @@ const OpDef batch_mean_op{
         [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
           return std::vector<Tensor>{apply(broadcast_to_batch_op, {g, n.inputs[0]}, pack_attrs(SpreadAttrs{true}))};
         },
+    .tangent = linear_tangent,
     .reduces_batch = true};
 
 const OpDef batch_max_op{.name = "batch_max",
@@ -80,6 +88,12 @@ const OpDef batch_max_op{.name = "batch_max",
                                const Tensor hit = equal(x, broadcast_to_batch(y, x));
                                return std::vector<Tensor>{broadcast_to_batch(g / batch_sum(hit), x) * hit};
                              },
+                         // The maximal examples' tangents, averaged where several tie.
+                         .tangent =
+                             [](const Node& n, const Tensor& y, const std::vector<Tensor>& t) {
+                               const Tensor hit = equal(n.inputs[0], broadcast_to_batch(y, n.inputs[0]));
+                               return batch_sum(t[0] * hit) / batch_sum(hit);
+                             },
                          .reduces_batch = true,
                          .batch_partials = ReduceKind::max,
                          .integers = true};
@@ -88,18 +102,20 @@ const OpDef batch_max_op{.name = "batch_max",
 // They are eager-only aliases, recorded (for gradients) without going through apply.
 Tensor realias(const Tensor& x, Shape shape, bool batched, std::int64_t batch, const OpDef& op);
 
-const OpDef as_batch_op{.name = "as_batch",
-                        .infer = nullptr,
-                        .forward = nullptr,
-                        .adjoint = [](const Node&, const Tensor&, const Tensor& g, const AdjointContext&) {
-                          return std::vector<Tensor>{unbatch(g)};
-                        }};
-const OpDef unbatch_op{.name = "unbatch",
-                       .infer = nullptr,
-                       .forward = nullptr,
-                       .adjoint = [](const Node&, const Tensor&, const Tensor& g, const AdjointContext&) {
-                         return std::vector<Tensor>{g.is_batched() ? g : as_batch(g)};
-                       }};
+const OpDef as_batch_op{
+    .name = "as_batch",
+    .infer = nullptr,
+    .forward = nullptr,
+    .adjoint = [](const Node&, const Tensor&, const Tensor& g,
+                  const AdjointContext&) { return std::vector<Tensor>{unbatch(g)}; },
+    .tangent = [](const Node&, const Tensor&, const std::vector<Tensor>& t) { return as_batch(t[0]); }};
+const OpDef unbatch_op{
+    .name = "unbatch",
+    .infer = nullptr,
+    .forward = nullptr,
+    .adjoint = [](const Node&, const Tensor&, const Tensor& g,
+                  const AdjointContext&) { return std::vector<Tensor>{g.is_batched() ? g : as_batch(g)}; },
+    .tangent = [](const Node&, const Tensor&, const std::vector<Tensor>& t) { return unbatch(t[0]); }};
 
 Tensor realias(const Tensor& x, Shape shape, bool batched, std::int64_t batch, const OpDef& op) {
   auto impl = std::make_shared<TensorImpl>(x.impl());
@@ -145,6 +161,7 @@ const OpDef traced_as_batch_op{
           const std::int64_t batch = unpack_attrs<FixedBatchAttrs>(n.attrs).batch;
           return std::vector<Tensor>{g.is_symbolic() && !g.impl().deferred ? traced_unbatch(g, batch) : unbatch(g)};
         },
+    .tangent = [](const Node&, const Tensor&, const std::vector<Tensor>& t) { return as_batch(t[0]); },
     .aliases_input = true};
 
 const OpDef traced_unbatch_op{
@@ -158,6 +175,8 @@ const OpDef traced_unbatch_op{
     .forward = nullptr,
     .adjoint = [](const Node&, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{g.is_batched() ? g : as_batch(g)}; },
+    .tangent = [](const Node& n, const Tensor&,
+                  const std::vector<Tensor>& t) { return detail::unbatch_like(t[0], n.inputs[0]); },
     .aliases_input = true};
 
 Tensor traced_as_batch(const Tensor& x) {

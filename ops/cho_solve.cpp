@@ -10,6 +10,7 @@
 #include "matrix_batch.hpp"
 #include "reduce.hpp"
 #include "stop_gradient.hpp"
+#include "tangent.hpp"
 
 namespace vt {
 
@@ -52,6 +53,18 @@ std::vector<Tensor> cho_solve_adjoint(const Node& node, const Tensor& x, const T
   return {a_bar, Tensor(), ctx.needs[2] ? sum_to(reshape(bm, x.shape()), b.shape()) : Tensor()};
 }
 
+// dx = A^-1 (db - dA x), dA symmetric as the adjoint assumes; the factor carries no tangent.
+Tensor cho_solve_tangent(const Node& node, const Tensor& x, const std::vector<Tensor>& tangents) {
+  const bool vector = node.inputs[2].ndim() == 1;  // as in the adjoint: b and x as columns
+  Tensor rhs = tangents[2].defined() && vector ? as_columns(tangents[2]) : tangents[2];
+  if (tangents[0].defined()) {
+    const Tensor product = matmul(symmetric_part(tangents[0]), vector ? as_columns(x) : x);
+    rhs = rhs.defined() ? rhs - product : neg(product);
+  }
+  if (!rhs.defined()) return Tensor();
+  return reshape(cho_solve_raw(node.inputs[0], node.inputs[1], rhs), x.shape());
+}
+
 }  // namespace
 const OpDef cho_solve_op{.name = "cho_solve",
                          .infer =
@@ -61,6 +74,7 @@ const OpDef cho_solve_op{.name = "cho_solve",
                              },
                          .forward = cho_solve_forward,
                          .adjoint = cho_solve_adjoint,
+                         .tangent = cho_solve_tangent,
                          .handle_inputs = 0b001,           // A: for the adjoint only
                          .lower_triangle_inputs = 0b010};  // L
 

@@ -13,6 +13,7 @@
 #include "matrix_batch.hpp"
 #include "reduce.hpp"
 #include "stop_gradient.hpp"
+#include "tangent.hpp"
 
 namespace vt {
 
@@ -90,6 +91,15 @@ std::vector<Tensor> cholesky_adjoint(const Node&, const Tensor& l, const Tensor&
   return {(a_bar + swapaxes(a_bar, -1, -2)) * 0.5};
 }
 
+// dL = L Phi(L^-1 dA L^-T) for the symmetric dA the adjoint assumes (Phi as above), by two
+// triangular solves and a product.
+Tensor cholesky_tangent(const Node&, const Tensor& l, const std::vector<Tensor>& tangents) {
+  const Tensor y = triangular_solve(l, symmetric_part(tangents[0]), /*lower=*/true, /*transpose=*/false);  // L^-1 dA
+  const Tensor z = triangular_solve(l, swapaxes(y, -1, -2), true, false);  // L^-1 (L^-1 dA)^T = L^-1 dA L^-T
+  const Tensor phi = tril(z) - z * eye(l.shape(-1), l.dtype(), l.device()) * 0.5;
+  return matmul(l, phi);
+}
+
 // The three factorizations differ in name and in what a failure does (`checked`: NaN rows, no
 // error). The factorization overwrites its copy of A, so it can run in A's own buffer.
 template <const char* Name, bool Checked>
@@ -98,6 +108,7 @@ constexpr OpDef factor_op() {
           .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, Name); },
           .forward = [](const KernelArgs& k) { factor_forward(k, Checked); },
           .adjoint = cholesky_adjoint,
+          .tangent = cholesky_tangent,
           .in_place = true,
           .lower_triangle_inputs = 0b1};
 }

@@ -15,6 +15,7 @@
 #include "matmul.hpp"
 #include "matrix_batch.hpp"
 #include "reduce.hpp"
+#include "tangent.hpp"
 
 namespace vt {
 
@@ -56,6 +57,20 @@ Eigh unpack(const Tensor& packed, const Shape& a) {
   return {reshape(slice(packed, -1, 0, n), w_shape), reshape(slice(packed, -1, n, packed_size(n)), v_shape)};
 }
 
+// F_ij = 1 / (w_j - w_i) for the pairs that the adjoint below keeps, else 0.
+Tensor gap_inverses(const Tensor& w, const Shape& a) {
+  const DType dtype = w.dtype();
+  const Device device = w.device();
+  Shape row = batch_axes(a);
+  row.insert(row.end(), {1, a.back()});
+  const Tensor gaps = reshape(w, row) - as_columns(w);  // w_j - w_i
+  const double eps =
+      dtype == DType::f32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
+  const Tensor tolerance = as_columns(max(abs(w), {-1}, true)) * std::sqrt(eps);
+  const Tensor kept = greater(abs(gaps), tolerance);
+  return kept / where(kept, gaps, ones({}, dtype, device));
+}
+
 // Abar = V (diag(wbar) + F o (V^T Vbar)) V^T, symmetrised, F_ij = 1 / (w_j - w_i) off the diagonal.
 // Symmetrising keeps F o (V^T Vbar)'s part F_ij ((V^T Vbar)_ij - (V^T Vbar)_ji) / 2, which vanishes
 // within a degenerate eigenspace for a function that does not depend on the basis chosen there:
@@ -70,21 +85,29 @@ std::vector<Tensor> eigh_adjoint(const Node& node, const Tensor& out, const Tens
   const Device device = out.device();
   if (n == 0) return {zeros(a, dtype, device)};  // nothing to differentiate (and max over an empty axis fails)
   const Eigh e = unpack(out, a), bar = unpack(g, a);
-  Shape row = batch_axes(a);
-  row.insert(row.end(), {1, n});
-  const Tensor gaps = reshape(e.eigenvalues, row) - as_columns(e.eigenvalues);  // w_j - w_i
-  const double eps =
-      dtype == DType::f32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
-  const Tensor tolerance = as_columns(max(abs(e.eigenvalues), {-1}, true)) * std::sqrt(eps);
-  const Tensor kept = greater(abs(gaps), tolerance);
-  const Tensor f = kept / where(kept, gaps, ones({}, dtype, device));
+  const Tensor f = gap_inverses(e.eigenvalues, a);
   const Tensor inner =
       as_columns(bar.eigenvalues) * eye(n, dtype, device) + f * matmul(e.eigenvectors.t(), bar.eigenvectors);
   const Tensor a_bar = matmul(matmul(e.eigenvectors, inner), e.eigenvectors.t());
   return {(a_bar + a_bar.t()) * 0.5};
 }
 
-const OpDef eigh_op{.name = "eigh", .infer = eigh_type, .forward = eigh_forward, .adjoint = eigh_adjoint};
+// With P = V^T dA V (dA symmetric, as the adjoint assumes): dw = diag(P), dV = V (F o P), the same F
+// and the same dropped pairs as the adjoint.
+Tensor eigh_tangent(const Node& node, const Tensor& out, const std::vector<Tensor>& tangents) {
+  const Shape& a = node.inputs[0].shape();
+  const std::int64_t n = a.back();
+  if (n == 0) return zeros(out.shape(), out.dtype(), out.device());
+  const Eigh e = unpack(out, a);
+  const Tensor p = matmul(matmul(e.eigenvectors.t(), symmetric_part(tangents[0])), e.eigenvectors);
+  const Tensor dv = matmul(e.eigenvectors, gap_inverses(e.eigenvalues, a) * p);
+  Shape flat = batch_axes(a);
+  flat.push_back(n * n);
+  return concatenate({diagonal(p), reshape(dv, flat)}, -1);
+}
+
+const OpDef eigh_op{
+    .name = "eigh", .infer = eigh_type, .forward = eigh_forward, .adjoint = eigh_adjoint, .tangent = eigh_tangent};
 
 }  // namespace
 

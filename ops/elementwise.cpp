@@ -8,6 +8,7 @@
 #include "creation.hpp"
 #include "reduce.hpp"
 #include "stop_gradient.hpp"
+#include "tangent.hpp"
 
 namespace vt {
 
@@ -36,6 +37,7 @@ void unary_forward(const KernelArgs& k) {
                         .infer = same_type,                        \
                         .forward = unary_forward<UnaryKind::KIND>, \
                         .adjoint = ADJOINT,                        \
+                        .tangent = self_adjoint_tangent,           \
                         .in_place = true,                          \
                         .integers = INTEGERS,                      \
                         .elementwise = true};                      \
@@ -141,42 +143,60 @@ constexpr char add_name[] = "add", sub_name[] = "sub", mul_name[] = "mul", div_n
                less_name[] = "less", greater_name[] = "greater", equal_name[] = "equal", where_name[] = "where";
 
 using Adjoint = std::vector<Tensor> (*)(const Node&, const Tensor&, const Tensor&, const AdjointContext&);
+using Tangent = Tensor (*)(const Node&, const Tensor&, const std::vector<Tensor>&);
 
 // A broadcasting binary map. Like the unary maps, the arithmetic ones run in place.
 // All but div and pow take integers too.
 template <BinaryKind Kind, const char* Name>
-constexpr OpDef binary_op(Adjoint adjoint, bool in_place = true) {
+constexpr OpDef binary_op(Adjoint adjoint, Tangent tangent, bool in_place = true) {
   return {.name = Name,
           .infer = broadcast_type<Name>,
           .forward = binary_forward<Kind>,
           .adjoint = adjoint,
+          .tangent = tangent,
           .in_place = in_place,
           .integers = Kind != BinaryKind::div && Kind != BinaryKind::pow && Kind != BinaryKind::pow_base_grad,
           .elementwise = true};
 }
 
+// Tangents of the broadcasting maps: each input's tangent times the map's partial derivative in
+// that input (the sweep broadcasts a tangent of an input's smaller shape to the output's).
+Tensor scaled(const Tensor& t, const Tensor& partial) { return t.defined() ? t * partial : Tensor(); }
+
 }  // namespace
-const OpDef add_op = binary_op<BinaryKind::add, add_name>([](const Node& n, const Tensor&, const Tensor& g,
-                                                             const AdjointContext& ctx) {
-  return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(), ctx.needs[1] ? to_input(n, 1, g) : Tensor()};
-});
+const OpDef add_op = binary_op<BinaryKind::add, add_name>(
+    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(),
+                                 ctx.needs[1] ? to_input(n, 1, g) : Tensor()};
+    },
+    [](const Node&, const Tensor&, const std::vector<Tensor>& t) { return add_tangents(t[0], t[1]); });
 namespace {
-const OpDef sub_op =
-    binary_op<BinaryKind::sub, sub_name>([](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+const OpDef sub_op = binary_op<BinaryKind::sub, sub_name>(
+    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, neg(g)) : Tensor()};
+    },
+    [](const Node&, const Tensor&, const std::vector<Tensor>& t) {
+      return t[0].defined() && t[1].defined() ? t[0] - t[1] : t[0].defined() ? t[0] : neg(t[1]);
     });
 }  // namespace
-const OpDef mul_op =
-    binary_op<BinaryKind::mul, mul_name>([](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+const OpDef mul_op = binary_op<BinaryKind::mul, mul_name>(
+    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * n.inputs[1]) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, g * n.inputs[0]) : Tensor()};
-    });
+    },
+    bilinear_tangent);
 const OpDef div_op = binary_op<BinaryKind::div, div_name>(
     [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
       const Tensor gb = g / n.inputs[1];
       return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, gb) : Tensor(),
                                  ctx.needs[1] ? to_input(n, 1, neg(gb * y)) : Tensor()};
+    },
+    // (da - y db) / b
+    [](const Node& n, const Tensor& y, const std::vector<Tensor>& t) {
+      const Tensor& b = n.inputs[1];
+      const Tensor top = t[1].defined() ? (t[0].defined() ? t[0] - y * t[1] : neg(y * t[1])) : t[0];
+      return top / b;
     });
 namespace {
 // pow_base_grad(a, b) = b a^(b-1), and 0 where b = 0: pow's derivative in a, one pass over the
@@ -188,54 +208,74 @@ Tensor zeros_to_one(const Tensor& a) {
   return where(equal(a, zeros({}, a.dtype(), a.device())), ones({}, a.dtype(), a.device()), a);
 }
 
+extern const OpDef pow_base_grad_op;
+
+// pow_base_grad's partial derivatives in a and in b.
+Tensor pow_base_grad_in_a(const Tensor& a, const Tensor& b) {
+  const Tensor zero = zeros({}, a.dtype(), a.device());
+  return where(equal(b, zero), zero, b * apply(pow_base_grad_op, {a, b - 1.0}, {}));
+}
+Tensor pow_base_grad_in_b(const Tensor& a, const Tensor& b) {
+  const Tensor zero = zeros({}, a.dtype(), a.device());
+  const Tensor a_or_one = zeros_to_one(a);
+  return where(equal(a, zero), zero, pow(a_or_one, b - 1.0) * (1.0 + b * log(a_or_one)));
+}
+
 const OpDef pow_base_grad_op = binary_op<BinaryKind::pow_base_grad, pow_base_grad_name>(
     [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
       const Tensor& a = n.inputs[0];
       const Tensor& b = n.inputs[1];
-      const Tensor zero = zeros({}, a.dtype(), a.device());
-      Tensor ga, gb;
-      if (ctx.needs[0])
-        ga = to_input(n, 0, g * where(equal(b, zero), zero, b * apply(pow_base_grad_op, {a, b - 1.0}, {})));
-      if (ctx.needs[1]) {
-        const Tensor a_or_one = zeros_to_one(a);
-        gb = to_input(n, 1, g * where(equal(a, zero), zero, pow(a_or_one, b - 1.0) * (1.0 + b * log(a_or_one))));
-      }
-      return std::vector<Tensor>{ga, gb};
+      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * pow_base_grad_in_a(a, b)) : Tensor(),
+                                 ctx.needs[1] ? to_input(n, 1, g * pow_base_grad_in_b(a, b)) : Tensor()};
+    },
+    [](const Node& n, const Tensor&, const std::vector<Tensor>& t) {
+      const Tensor& a = n.inputs[0];
+      const Tensor& b = n.inputs[1];
+      return add_tangents(t[0].defined() ? scaled(t[0], pow_base_grad_in_a(a, b)) : Tensor(),
+                          t[1].defined() ? scaled(t[1], pow_base_grad_in_b(a, b)) : Tensor());
     });
 
 // d/da = b a^(b-1) by pow_base_grad: one pass, which at a = 0 is b 0^(b - 1) (0 for b > 1 and for b = 0,
 // as JAX; 1 for b = 1; +-inf for the other b < 1), and where a^b overflows or underflows still b a^(b-1), finite
 // where that is. d/db = y log a reuses the output, with a = 0 replaced by 1 in the log: 0 there (the
 // limit of y log a for b > 0).
+Tensor pow_in_a(const Node& n) { return apply(pow_base_grad_op, {n.inputs[0], n.inputs[1]}, {}); }
+Tensor pow_in_b(const Node& n, const Tensor& y) { return y * log(zeros_to_one(n.inputs[0])); }
+
 const OpDef pow_op = binary_op<BinaryKind::pow, pow_name>(
     [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {
-      const Tensor& a = n.inputs[0];
-      const Tensor& b = n.inputs[1];
-      Tensor ga, gb;
-      if (ctx.needs[0]) ga = to_input(n, 0, g * apply(pow_base_grad_op, {a, b}, {}));
-      if (ctx.needs[1]) gb = to_input(n, 1, g * (y * log(zeros_to_one(a))));
-      return std::vector<Tensor>{ga, gb};
+      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * pow_in_a(n)) : Tensor(),
+                                 ctx.needs[1] ? to_input(n, 1, g * pow_in_b(n, y)) : Tensor()};
+    },
+    [](const Node& n, const Tensor& y, const std::vector<Tensor>& t) {
+      return add_tangents(t[0].defined() ? scaled(t[0], pow_in_a(n)) : Tensor(),
+                          t[1].defined() ? scaled(t[1], pow_in_b(n, y)) : Tensor());
     });
-const OpDef maximum_op = binary_op<BinaryKind::maximum, maximum_name>(
-    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
-      const Tensor& a = n.inputs[0];
-      const Tensor& b = n.inputs[1];
-      const Tensor share_a = greater(a, b) + equal(a, b) * 0.5;
-      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
-                                 ctx.needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
-    });
-const OpDef minimum_op = binary_op<BinaryKind::minimum, minimum_name>(
-    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
-      const Tensor& a = n.inputs[0];
-      const Tensor& b = n.inputs[1];
-      const Tensor share_a = less(a, b) + equal(a, b) * 0.5;
-      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
-                                 ctx.needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
-    });
+
+// maximum and minimum: a tie shares the derivative evenly. `Pick` is the comparison that selects a.
+template <Tensor (*Pick)(const Tensor&, const Tensor&)>
+Tensor share_of_a(const Node& n) {
+  return Pick(n.inputs[0], n.inputs[1]) + equal(n.inputs[0], n.inputs[1]) * 0.5;
+}
+template <Tensor (*Pick)(const Tensor&, const Tensor&)>
+std::vector<Tensor> extremum_adjoint(const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+  const Tensor share_a = share_of_a<Pick>(n);
+  return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * share_a) : Tensor(),
+                             ctx.needs[1] ? to_input(n, 1, g * (1.0 - share_a)) : Tensor()};
+}
+template <Tensor (*Pick)(const Tensor&, const Tensor&)>
+Tensor extremum_tangent(const Node& n, const Tensor&, const std::vector<Tensor>& t) {
+  const Tensor share_a = share_of_a<Pick>(n);
+  return add_tangents(scaled(t[0], share_a), t[1].defined() ? scaled(t[1], 1.0 - share_a) : Tensor());
+}
+
+const OpDef maximum_op =
+    binary_op<BinaryKind::maximum, maximum_name>(extremum_adjoint<greater>, extremum_tangent<greater>);
+const OpDef minimum_op = binary_op<BinaryKind::minimum, minimum_name>(extremum_adjoint<less>, extremum_tangent<less>);
 // Comparisons: no gradient flows through them; each writes a buffer of its own.
-const OpDef less_op = binary_op<BinaryKind::less, less_name>(nullptr, false);
-const OpDef greater_op = binary_op<BinaryKind::greater, greater_name>(nullptr, false);
-const OpDef equal_op = binary_op<BinaryKind::equal, equal_name>(nullptr, false);
+const OpDef less_op = binary_op<BinaryKind::less, less_name>(nullptr, nullptr, false);
+const OpDef greater_op = binary_op<BinaryKind::greater, greater_name>(nullptr, nullptr, false);
+const OpDef equal_op = binary_op<BinaryKind::equal, equal_name>(nullptr, nullptr, false);
 
 const OpDef where_op{
     .name = where_name,
@@ -251,6 +291,13 @@ const OpDef where_op{
           const Tensor& c = n.inputs[0];
           return std::vector<Tensor>{Tensor(), ctx.needs[1] ? to_input(n, 1, where(c, g, zero)) : Tensor(),
                                      ctx.needs[2] ? to_input(n, 2, where(c, zero, g)) : Tensor()};
+        },
+    // The condition's own tangent is ignored: the selection is piecewise constant in it.
+    .tangent =
+        [](const Node& n, const Tensor& y, const std::vector<Tensor>& t) {
+          if (!t[1].defined() && !t[2].defined()) return Tensor();
+          const Tensor zero = zeros({}, y.dtype(), y.device());
+          return where(n.inputs[0], t[1].defined() ? t[1] : zero, t[2].defined() ? t[2] : zero);
         },
     .in_place = true,
     .integers = true,
@@ -271,6 +318,7 @@ const OpDef astype_op{
     .forward = [](const KernelArgs& k) { k.backend.copy(k.in[0], k.out); },
     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{astype(g, n.inputs[0].dtype())}; },
+    .tangent = linear_tangent,
     .mixed_dtypes = true,
     .integers = true,
     .elementwise = true};

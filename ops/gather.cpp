@@ -3,6 +3,7 @@
 #include "gather.hpp"
 
 #include "../core/graph.hpp"
+#include "tangent.hpp"
 #include "creation.hpp"
 #include "elementwise.hpp"
 #include "gather_views.hpp"
@@ -59,6 +60,7 @@ const OpDef take_op{
           return std::vector<Tensor>{scatter_add(zeros(x.shape(), g.dtype(), g.device()), n.inputs[1], g, axis),
                                      Tensor()};
         },
+    .tangent = linear_tangent,
     .mixed_dtypes = true,
     .integers = true};
 
@@ -99,6 +101,7 @@ const OpDef scatter_add_op{
           return std::vector<Tensor>{ctx.needs[0] ? g : Tensor(), Tensor(),
                                      ctx.needs[2] ? take(g, n.inputs[1], axis) : Tensor()};
         },
+    .tangent = linear_tangent,
     .mixed_dtypes = true,
     .integers = true};
 
@@ -128,6 +131,7 @@ const OpDef scatter_set_op{
           if (ctx.needs[2]) gu = take(g, indices, axis) * kept_updates(n, g.dtype());
           return std::vector<Tensor>{gx, Tensor(), gu};
         },
+    .tangent = linear_tangent,
     .mixed_dtypes = true,
     .integers = true};
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "../core/graph.hpp"
+#include "tangent.hpp"
 #include "creation.hpp"
 #include "elementwise.hpp"
 #include "layout.hpp"
@@ -51,6 +52,7 @@ const OpDef slice_op{
     .forward = [](const KernelArgs& k) { k.backend.copy(unpack_attrs<Window>(k.attrs).of(k.in[0], k), k.out); },
     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{slice_scatter(g, n.attrs)}; },
+    .tangent = linear_tangent,
     .integers = true};
 
 // The adjoint of slice: zeros of the sliced tensor's shape with g written into the window.
@@ -73,6 +75,7 @@ const OpDef slice_scatter_op{.name = "slice_scatter",
                                        w.count == 0 ? w.start : w.start + w.step * (w.count - 1) + 1;
                                    return std::vector<Tensor>{slice(g, w.axis, w.start, stop, w.step)};
                                  },
+                             .tangent = linear_tangent,
                              .integers = true};
 
 Tensor slice_scatter(const Tensor& g, const Attrs& a) { return apply(slice_scatter_op, {g}, a); }
@@ -120,6 +123,7 @@ const OpDef concatenate_op{.name = "concatenate",
                                  }
                                  return out;
                                },
+                           .tangent = linear_tangent,
                            .integers = true};
 namespace {
 
@@ -138,6 +142,7 @@ const OpDef diagonal_op{.name = "diagonal",
                               const Shape& s = n.inputs[0].shape();
                               return std::vector<Tensor>{diag_embed(g, s[s.size() - 2], s.back())};
                             },
+                        .tangent = linear_tangent,
                         .integers = true};
 
 // Leading axes are kept; the last one becomes the diagonal of a [rows, cols] matrix.
@@ -162,6 +167,7 @@ const OpDef diag_embed_op{.name = "diag_embed",
                               },
                           .adjoint = [](const Node&, const Tensor&, const Tensor& g,
                                         const AdjointContext&) { return std::vector<Tensor>{diagonal(g)}; },
+                          .tangent = linear_tangent,
                           .integers = true};
 
 // 1 on and below (lower) or above (upper) the k-th diagonal, else 0.

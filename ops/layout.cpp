@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "../core/graph.hpp"
+#include "tangent.hpp"
 #include "reduce.hpp"
 
 namespace vt {
@@ -33,6 +34,7 @@ const OpDef reshape_op{
     .forward = nullptr,
     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{reshape(g, n.inputs[0].shape())}; },
+    .tangent = linear_tangent,
     .aliases_input = true,
     .integers = true};
 
@@ -70,6 +72,7 @@ const OpDef transpose_op{.name = "transpose",
                                  inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
                                return std::vector<Tensor>{transpose(g, inverse)};
                              },
+                         .tangent = linear_tangent,
                          .integers = true};
 
 }  // namespace
@@ -85,6 +88,7 @@ const OpDef broadcast_op{
     .forward = [](const KernelArgs& k) { k.backend.copy(expand_view(k.in[0], k.out, k.batched), k.out); },
     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{sum_to(g, n.inputs[0].shape())}; },
+    .tangent = linear_tangent,
     .integers = true};
 
 Tensor reshape(const Tensor& x, const Shape& shape) {

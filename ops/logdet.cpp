@@ -56,6 +56,14 @@ std::vector<Tensor> logdet_adjoint(const Node& node, const Tensor&, const Tensor
   return {sum_to(reshape(g, gs) * inverse, a.shape()), Tensor()};
 }
 
+// d log det A = tr(A^-1 dA) = sum(A^-1 o dA), A^-1 by solves against the identity.
+Tensor logdet_tangent(const Node& node, const Tensor&, const std::vector<Tensor>& tangents) {
+  if (!tangents[0].defined()) return Tensor();
+  const Tensor& a = node.inputs[0];
+  const Tensor inverse = cho_solve(CholeskyFactor{a, node.inputs[1]}, eye(a.shape(-1), a.dtype(), a.device()));
+  return sum(inverse * tangents[0], {-2, -1});
+}
+
 namespace {
 const OpDef logdet_op{.name = "logdet",
                       .infer =
@@ -65,6 +73,7 @@ const OpDef logdet_op{.name = "logdet",
                           },
                       .forward = logdet_forward,
                       .adjoint = logdet_adjoint,
+                      .tangent = logdet_tangent,
                       .handle_inputs = 0b01,           // A: for the adjoint only
                       .lower_triangle_inputs = 0b10};  // L: its diagonal
 

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "../core/graph.hpp"
+#include "tangent.hpp"
 #include "elementwise.hpp"
 #include "layout.hpp"
 #include "matrix_batch.hpp"
@@ -266,7 +267,11 @@ std::vector<Tensor> matmul_adjoint(const Node& node, const Tensor&, const Tensor
 
 }  // namespace
 
-const OpDef matmul_op{.name = "matmul", .infer = matmul_type, .forward = matmul_forward, .adjoint = matmul_adjoint};
+const OpDef matmul_op{.name = "matmul",
+                      .infer = matmul_type,
+                      .forward = matmul_forward,
+                      .adjoint = matmul_adjoint,
+                      .tangent = bilinear_tangent};
 const OpDef matmul_add_diagonal_op{.name = "matmul_add_diagonal",
                                    .infer = matmul_add_diagonal_type,
                                    .forward = matmul_add_diagonal_forward,
@@ -286,6 +291,7 @@ const OpDef matmul_batch_sum_op{
           per_example.sums_over_batch = false;
           return matmul_adjoint(node, out, g, per_example);
         },
+    .tangent = bilinear_tangent,
     .reduces_batch = true};
 
 Tensor matmul_batch_sum(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {

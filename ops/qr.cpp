@@ -90,7 +90,39 @@ std::vector<Tensor> qr_adjoint(const Node& node, const Tensor& out, const Tensor
   return {concatenate({x_bar, matmul(f.q, v_bar)}, -1)};
 }
 
-const OpDef qr_op{.name = "qr", .infer = qr_type, .forward = qr_forward, .adjoint = qr_adjoint};
+// The packed form of Q's and R's tangents.
+Tensor pack(const Tensor& q, const Tensor& r) {
+  const auto flat = [](const Tensor& x) {
+    Shape s = batch_axes(x.shape());
+    s.push_back(x.shape(-2) * x.shape(-1));
+    return reshape(x, s);
+  };
+  return concatenate({flat(q), flat(r)}, -1);
+}
+
+// For m >= n, with the same B = Q^T dA R^-1 as above (Q^T dQ = skew, dR R^-1 upper triangular):
+// Omega = tril(B, -1) - tril(B, -1)^T is Q^T dQ, dR = (B - Omega) R, dQ = dA R^-1 - Q (B - Omega).
+// For m < n, A = [X | Y]: X = Q U is the square case, and V = Q^T Y gives dV = dQ^T Y + Q^T dY.
+Tensor qr_tangent(const Node& node, const Tensor& out, const std::vector<Tensor>& tangents) {
+  const Tensor& a = node.inputs[0];
+  const QrSizes s = qr_sizes(a.shape());
+  const QR f = unpack(out, a.shape());
+  const bool wide = s.m < s.n;
+  const Tensor u = wide ? slice(f.r, -1, 0, s.m) : f.r;
+  const Tensor da = tangents[0], dx = wide ? slice(da, -1, 0, s.m) : da;
+  const Tensor d = triangular_solve(u, dx, /*lower=*/false, /*transpose=*/false, /*left=*/false);  // dX U^-1
+  const Tensor b = matmul(f.q.t(), d);
+  const Tensor below = tril(b, -1);
+  const Tensor upper = b - below + below.t();  // B - Omega
+  const Tensor dq = d - matmul(f.q, upper);
+  const Tensor du = matmul(upper, u);
+  if (!wide) return pack(dq, du);
+  const Tensor y = slice(a, -1, s.m, s.n);
+  const Tensor dv = matmul(dq.t(), y) + matmul(f.q.t(), slice(da, -1, s.m, s.n));
+  return pack(dq, concatenate({du, dv}, -1));
+}
+
+const OpDef qr_op{.name = "qr", .infer = qr_type, .forward = qr_forward, .adjoint = qr_adjoint, .tangent = qr_tangent};
 
 }  // namespace
 

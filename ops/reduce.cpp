@@ -2,6 +2,7 @@
 #include "reduce.hpp"
 
 #include "../core/graph.hpp"
+#include "tangent.hpp"
 #include <cmath>
 
 #include "batch.hpp"
@@ -60,6 +61,7 @@ const OpDef sum_op{.name = "sum",
                    .forward = reduce_forward<ReduceKind::sum>,
                    .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
                                  const AdjointContext&) { return std::vector<Tensor>{spread(n, g)}; },
+                   .tangent = linear_tangent,
                    .integers = true};
 namespace {
 const OpDef max_op{.name = "max",
@@ -72,6 +74,12 @@ const OpDef max_op{.name = "max",
                          const Tensor hit = equal(x, spread(n, y));
                          const Tensor count = spread(n, sum(hit, a.axes, a.keepdims));
                          return std::vector<Tensor>{spread(n, g) * hit / count};
+                       },
+                   // The maximal elements' tangents, averaged where several tie (as the adjoint shares).
+                   .tangent =
+                       [](const Node& n, const Tensor& y, const std::vector<Tensor>& t) {
+                         const Tensor hit = equal(n.inputs[0], spread(n, y));
+                         return apply(sum_op, {t[0] * hit}, n.attrs) / apply(sum_op, {hit}, n.attrs);
                        },
                    .integers = true};
 
@@ -98,7 +106,8 @@ const OpDef cumsum_op{.name = "cumsum",
                           [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
                             const CumsumAttrs a = unpack_attrs<CumsumAttrs>(n.attrs);
                             return std::vector<Tensor>{scan(g, a.axis, !a.reverse)};
-                          }};
+                          },
+                      .tangent = linear_tangent};
 
 Tensor scan(const Tensor& x, std::int64_t axis, bool reverse) {
   return apply(cumsum_op, {x}, pack_attrs(CumsumAttrs{axis, reverse}));

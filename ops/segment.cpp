@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "../core/graph.hpp"
+#include "tangent.hpp"
 #include "creation.hpp"
 #include "elementwise.hpp"
 #include "gather.hpp"
@@ -57,6 +58,7 @@ const OpDef segment_sum_op{
         [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
           return std::vector<Tensor>{ctx.needs[0] ? take(g, n.inputs[1], 0) : Tensor(), Tensor()};
         },
+    .tangent = linear_tangent,
     .mixed_dtypes = true,
     .integers = true};
 
@@ -76,6 +78,14 @@ const OpDef segment_max_op{
           const Tensor hit = equal(data, take(y, ids, 0));
           const Tensor count = segment_sum(hit, ids, segments_of(n));
           return std::vector<Tensor>{take(g, ids, 0) * hit / take(count, ids, 0), Tensor()};
+        },
+    // As max's: the maximal elements' tangents, averaged over ties; 0 for an empty segment.
+    .tangent =
+        [](const Node& n, const Tensor& y, const std::vector<Tensor>& t) {
+          const Tensor &data = n.inputs[0], &ids = n.inputs[1];
+          const Tensor hit = equal(data, take(y, ids, 0));
+          const Tensor count = segment_sum(hit, ids, segments_of(n));
+          return segment_sum(t[0] * hit, ids, segments_of(n)) / maximum(count, ones({}, y.dtype(), y.device()));
         },
     .mixed_dtypes = true,
     .integers = true};

@@ -3,6 +3,7 @@
 #include "transfer.hpp"
 
 #include "../core/graph.hpp"
+#include "tangent.hpp"
 
 namespace vt {
 
@@ -24,6 +25,7 @@ const OpDef to_device_op{
     .forward = transfer_forward,
     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{to_device(g, n.inputs[0].device())}; },
+    .tangent = linear_tangent,
     .output_device = [](const Attrs& a) { return unpack_attrs<TransferAttrs>(a).to; },
     .integers = true};
 

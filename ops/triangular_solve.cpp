@@ -54,11 +54,26 @@ std::vector<Tensor> triangular_solve_adjoint(const Node& node, const Tensor& x, 
   return {t_bar, ctx.needs[1] ? sum_to(reshape(bm, x.shape()), b.shape()) : Tensor()};
 }
 
+// dX = op(T)^-1 (dB - op(dT) X), dT restricted to T's triangle (the only one the solve reads).
+Tensor triangular_solve_tangent(const Node& node, const Tensor& x, const std::vector<Tensor>& tangents) {
+  const Tensor& t = node.inputs[0];
+  const auto [lower, transpose] = unpack_attrs<TriangleAttrs>(node.attrs);
+  const bool vector = node.inputs[1].ndim() == 1;  // as in the adjoint: b and X as columns
+  Tensor rhs = tangents[1].defined() && vector ? as_columns(tangents[1]) : tangents[1];
+  if (tangents[0].defined()) {
+    const Tensor dt = lower ? tril(tangents[0]) : triu(tangents[0]);
+    const Tensor product = matmul(dt, vector ? as_columns(x) : x, transpose, false);
+    rhs = rhs.defined() ? rhs - product : neg(product);
+  }
+  return reshape(triangular_solve(t, rhs, lower, transpose), x.shape());
+}
+
 const OpDef triangular_solve_op{.name = "triangular_solve",
                                 .infer = [](const std::vector<ExampleType>& in,
                                             const Attrs&) { return solve_type("triangular_solve", in[0], in[1]); },
                                 .forward = triangular_solve_forward,
-                                .adjoint = triangular_solve_adjoint};
+                                .adjoint = triangular_solve_adjoint,
+                                .tangent = triangular_solve_tangent};
 
 }  // namespace
 

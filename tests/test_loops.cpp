@@ -205,6 +205,14 @@ TEST_CASE("fori_loop, while_loop and cond", "[loops]") {
   require_close(roots, {1.0, 2.0, 1000.0, 0.1}, 1e-10);
   const std::string no_grad = error_of([&] { grad([&](const Tensor& a) { return newton(a); })(Tensor::scalar(2.0)); });
   CHECK_THAT(no_grad, Catch::Matchers::Contains("while_loop: cannot be differentiated"));
+  // Forward mode needs no stored carries: the tangent iterates with the estimate, to d sqrt(a) / da.
+  const auto [root, slope] = jvp(newton, {Tensor::scalar(2.0)}, {Tensor::scalar(1.0)});
+  require_close(root, {std::sqrt(2.0)}, 1e-12);
+  require_close(slope, {0.5 / std::sqrt(2.0)}, 1e-10);
+  // (At a = 1 the loop takes no step: the result is a itself, of slope 1.)
+  const Tensor slopes =
+      unbatch(jit(vmap([&](const Tensor& a) { return jvp(newton, {a}, {ones({})}).second; }))(as_batch(targets)));
+  require_close(slopes, {1.0, 0.25, 0.0005, 5.0}, 1e-9);
 
   // cond: one branch for a concrete predicate, a selection for a traced or batched one.
   auto branchy = [](const Tensor& v) {
