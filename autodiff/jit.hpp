@@ -190,8 +190,9 @@ struct Replay;
 // nothing is allocated per call (execute.cpp).
 class RepeatedCall {
  public:
-  // Null where the backend would not record the plan for arguments of these types: then it runs by run_plan.
-  static std::unique_ptr<RepeatedCall> make(std::shared_ptr<const Plan> plan, const std::vector<Tensor>& like);
+  // The plan recorded for these arguments, which its buffers then hold. Null where the backend would not
+  // record the plan for arguments of these types: then it runs by run_plan.
+  static std::unique_ptr<RepeatedCall> make(std::shared_ptr<const Plan> plan, const std::vector<Tensor>& args);
   ~RepeatedCall();
   // Argument i's buffer (contiguous, over the call's batch when it is batched; null where the plan reads no
   // argument i) and result i's (read only).

@@ -162,16 +162,7 @@ class BodyRunner {
   std::unique_ptr<RepeatedCall> repeated(const std::vector<Tensor>& args) {
     plan_for(args);
     if (entry_->runs_eagerly) return nullptr;
-    std::unique_ptr<RepeatedCall> call = RepeatedCall::make(entry_->plan, args);
-    if (!call) return nullptr;
-    for (std::size_t i = 0; i < args.size(); ++i)
-      if (void* to = call->argument(i)) {
-        const Tensor& a = args[i];
-        const Shape all{a.numel() * (a.is_batched() ? a.batch_size() : 1)};
-        backend_for(a.device())
-            .copy(View{a.dtype(), const_cast<void*>(a.raw_data()), all, {1}}, View{a.dtype(), to, all, {1}});
-      }
-    return call;
+    return RepeatedCall::make(entry_->plan, args);
   }
 
  private:

@@ -277,6 +277,18 @@ View flat(DType dtype, void* data, std::size_t bytes) {
   return View{dtype, data, {count}, {1}};
 }
 
+// The call's arguments into the replay's buffers.
+void copy_arguments(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Backend& be,
+                    const Replay& replay) {
+  for (const PlanValue& pv : plan.values)
+    if (pv.kind == PlanValue::Kind::input) {
+      const Tensor& t = inputs[static_cast<std::size_t>(pv.input)];
+      const std::size_t bytes = bytes_at(pv, batch);
+      be.copy(flat(pv.dtype, const_cast<void*>(t.raw_data()), bytes),
+              flat(pv.dtype, replay.arguments[static_cast<std::size_t>(pv.input)]->data, bytes));
+    }
+}
+
 // Records the call's steps over the replay's buffers; false when the backend could not.
 bool record(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Backend& be, Replay& replay) {
   replay.arguments.resize(inputs.size());
@@ -346,13 +358,7 @@ std::optional<std::vector<Tensor>> run_recorded(const Plan& plan, const std::vec
   ++plan.replayed;
   std::vector<Tensor> results;
   try {
-    for (const PlanValue& pv : plan.values)
-      if (pv.kind == PlanValue::Kind::input) {
-        const Tensor& t = inputs[static_cast<std::size_t>(pv.input)];
-        const std::size_t bytes = bytes_at(pv, batch);
-        be.copy(flat(pv.dtype, const_cast<void*>(t.raw_data()), bytes),
-                flat(pv.dtype, replay->arguments[static_cast<std::size_t>(pv.input)]->data, bytes));
-      }
+    copy_arguments(plan, inputs, batch, be, *replay);
     replay->recording->replay();
     std::map<int, std::shared_ptr<Storage>> copied;  // by root: outputs sharing a buffer share the copy
     results = collect(plan, inputs, batch, [&](int root) {
@@ -659,29 +665,38 @@ std::int64_t call_bytes(const Plan& plan, const std::vector<Tensor>& inputs, std
   return bytes;
 }
 
+namespace {
+
+// Whether a call of `plan` on these inputs is recorded and replayed: the backend records calls of its
+// size, and the plan neither holds a step that must run directly nor runs by forced chunks
+// (JitChunkExamples, on a backend that runs by chunks).
+bool recorded_call(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Backend& be) {
+  const bool chunks_forced = forced_chunk_examples > 0 && be.chunk_cache_bytes() > 0;
+  return !plan.unrecordable && !chunks_forced && be.records(call_bytes(plan, inputs, batch));
+}
+
+}  // namespace
+
 std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs) {
   const std::int64_t batch = batch_of(plan, inputs);
   run_folds(plan);
   Backend& be = backend_for(plan.device);
-  // Chunks forced on a backend that runs by chunks (JitChunkExamples) run as forced.
-  const bool chunks_forced = forced_chunk_examples > 0 && be.chunk_cache_bytes() > 0;
-  if (!plan.unrecordable && !chunks_forced && be.records(call_bytes(plan, inputs, batch)))
+  if (recorded_call(plan, inputs, batch, be))
     if (std::optional<std::vector<Tensor>> results = run_recorded(plan, inputs, batch, be)) return std::move(*results);
   if (const std::int64_t chunk = examples_per_chunk(plan, batch, be))
     return run_chunked(plan, inputs, batch, chunk, be);
   return run_directly(plan, inputs, batch, be);
 }
 
-std::unique_ptr<RepeatedCall> RepeatedCall::make(std::shared_ptr<const Plan> plan, const std::vector<Tensor>& like) {
-  const std::int64_t batch = batch_of(*plan, like);
+std::unique_ptr<RepeatedCall> RepeatedCall::make(std::shared_ptr<const Plan> plan, const std::vector<Tensor>& args) {
+  const std::int64_t batch = batch_of(*plan, args);
   run_folds(*plan);
   Backend& be = backend_for(plan->device);
-  if (plan->unrecordable || (forced_chunk_examples > 0 && be.chunk_cache_bytes() > 0) ||
-      !be.records(call_bytes(*plan, like, batch)))
-    return nullptr;
+  if (!recorded_call(*plan, args, batch, be)) return nullptr;
   std::unique_ptr<RepeatedCall> call(new RepeatedCall());
   call->replay_ = std::make_shared<Replay>();
-  if (!record(*plan, like, batch, be, *call->replay_)) return nullptr;
+  if (!record(*plan, args, batch, be, *call->replay_)) return nullptr;
+  copy_arguments(*plan, args, batch, be, *call->replay_);
   call->plan_ = std::move(plan);
   return call;
 }
