@@ -344,10 +344,19 @@ std::vector<Tensor> scan_adjoint(const Node& node, const Tensor& out, const Tens
       if (offsets[i] >= 0) wrt.push_back(fwd_args.back());
     }
     const auto [carry, y] = fwd->call(fwd_args);
-    std::vector<Tensor> outs{carry}, cts{g_carry + ct_carry};
+    // The seeds are this body's arguments, recorded unbatched but per example when a step runs
+    // (batched or not). backward() would spread one seeding a batched output over the batch with
+    // broadcast_to_batch, whose adjoint sums over the batch (right for a value every example shares,
+    // wrong here): reverse over reverse would add up the examples' cotangents. Adding a batched zero
+    // makes the seed batched with a per-example adjoint (needed only if this pullback is differentiated).
+    const auto per_example = [differentiable](const Tensor& ct, const Tensor& out) {
+      if (!differentiable || ct.is_batched() || !out.is_batched()) return ct;
+      return ct + broadcast_to_batch(zeros(ct.shape(), ct.dtype(), ct.device()), stop_gradient(out));
+    };
+    std::vector<Tensor> outs{carry}, cts{per_example(g_carry + ct_carry, carry)};
     if (Cy > 0) {
       outs.push_back(y);
-      cts.push_back(g_y);
+      cts.push_back(per_example(g_y, y));
     }
     const std::vector<Tensor> grads = backward(outs, cts, wrt, differentiable);
     std::vector<Tensor> next{grads[0]};

@@ -108,6 +108,52 @@ TEST_CASE("scan's second derivatives: a Hessian through the loop equals the unro
   require_close(hj, u, 1e-11);
 }
 
+TEST_CASE("reverse over reverse through loops whose body captures a batched value", "[loops]") {
+  // Per element: fori_loop from x of c -> c x twice is x^3, whose second derivative is 6x; from 1,
+  // x^2 (2). The scan's carry c -> c a x_t (xs 1, 2, 0.5) ends at a^3 with ys a, 2a^2, a^3, so the
+  // carry's sum plus the ys' is a + 2a^2 + 2a^3 per element, whose second derivative is 4 + 12a.
+  auto cube = [](const Tensor& x) {
+    return fori_loop(
+        0, 2, [x](const Tensor&, const Tensor& c) { return c * x; }, x);
+  };
+  auto square = [](const Tensor& x) {
+    return fori_loop(
+        0, 2, [x](const Tensor&, const Tensor& c) { return c * x; }, ones({2}));
+  };
+  const Tensor xs = Tensor::from_vector({1.0, 2.0, 0.5}, {3, 1});
+  auto scanned = [xs](const Tensor& a) {
+    auto [carry, ys] = scan(
+        [a](const Tensor& c, const Tensor& x) {
+          const Tensor next = c * a * x;
+          return std::pair{next, next};
+        },
+        ones({2}), xs);
+    return sum(carry) + sum(ys);
+  };
+  auto second = [](auto f) {
+    return grad([f](const Tensor& y) { return sum(grad([f](const Tensor& z) { return sum(f(z)); })(y)); });
+  };
+  const Tensor X = Tensor::from_vector({1.0, 2.0, 3.0, 4.0, 5.0, 6.0}, {3, 2});  // B = 3 examples of 2
+  const Tensor cubes = unbatch(second(cube)(as_batch(X)));
+  require_close(cubes, X * 6.0, 1e-12);
+  require_close(unbatch(vmap(second(cube))(X)), X * 6.0, 1e-12);
+  require_close(unbatch(second(scanned)(as_batch(X))), X * 12.0 + 4.0, 1e-12);
+  auto square_sum = [&](const Tensor& z) { return sum(square(z)); };
+  const Tensor h_square = unbatch(vmap(hessian(square_sum))(X));
+  const Tensor h_scan = unbatch(vmap(hessian(scanned))(X));
+  require_close(unbatch(jit(vmap(hessian(scanned)))(as_batch(X))), h_scan, 1e-12);
+  for (std::int64_t b = 0; b < 3; ++b) {
+    const Tensor x = reshape(slice(X, 0, b, b + 1), {2});
+    const auto example = [b](const Tensor& t, const Shape& shape) { return reshape(slice(t, 0, b, b + 1), shape); };
+    require_close(example(h_square, {2, 2}), eye(2) * 2.0, 1e-12);
+    require_close(example(h_scan, {2, 2}), diag(x * 12.0 + 4.0), 1e-12);
+    // The same as one unbatched call per example.
+    require_close(example(cubes, {2}), second(cube)(x), 1e-12);
+    require_close(example(h_square, {2, 2}), hessian(square_sum)(x), 1e-12);
+    require_close(example(h_scan, {2, 2}), hessian(scanned)(x), 1e-12);
+  }
+}
+
 TEST_CASE("scan: structures, the index form, reverse, and a scan inside a scan", "[loops]") {
   const Tensor a = Tensor::from_vector({1.0, 2.0, 3.0}, {3}), m = randn({4, 2, 2}, 17);
   // Carry {vector, matrix}; xs {[4, 2, 2], [4]}; ys {[4, 2], scalar per step}.
