@@ -526,6 +526,60 @@ Tensor scan_flat(FlatBody fn, const Tensor& init, const Tensor& xs, std::int64_t
   return apply(scan_op, std::move(inputs), std::move(attrs));
 }
 
+std::pair<Tensor, Tensor> scan_checkpointed(const FlatBody& body, const Tensor& init, const Tensor& xs,
+                                            std::int64_t length, std::int64_t first_index, bool reverse,
+                                            std::int64_t every, const char* name) {
+  if (every <= 0) fail("{}: checkpoint_every is {}; it must be positive (or 0: no checkpoints)", name, every);
+  const std::int64_t segments = length / every, rest = length - segments * every, Cc = init.numel();
+  const std::int64_t Cx = xs.defined() ? xs.shape(1) : 0;
+  if (length > 0 && xs.defined() && (xs.ndim() != 2 || xs.shape(0) != length))
+    fail("{}: xs of shape {} for a loop of {} steps", name, to_string(xs.shape()), length);
+  // `count` steps from `carry`, the body seeing the step index shifted by `offset` (an int64 scalar).
+  const auto steps = [body, first_index, reverse, name](const Tensor& carry, const Tensor& part_xs, std::int64_t count,
+                                                        const Tensor& offset) {
+    FlatBody shifted = [body, offset](const std::vector<Tensor>& args) {
+      std::vector<Tensor> moved = args;
+      moved[0] = args[0] + offset;
+      return body(moved);
+    };
+    return scan_flat(std::move(shifted), carry, part_xs, count, first_index, reverse, name);
+  };
+  // The final carry of a part's rows [count, Cc + Cy] (its last step's row: the first when reversed).
+  const auto final_carry = [reverse, Cc](const Tensor& rows) {
+    const std::int64_t last = reverse ? 0 : rows.shape(0) - 1;
+    return reshape(slice(slice(rows, 0, last, last + 1), 1, 0, Cc), {Cc});
+  };
+  const auto index = [&](std::int64_t i) { return Tensor::from_ints({i}, {}, DType::i64, init.device()); };
+  const auto run_segments = [&](const Tensor& from) {
+    FlatBody segment = [steps, final_carry, every, Cc, Cx, has_x = xs.defined()](const std::vector<Tensor>& args) {
+      const Tensor rows = steps(args[1], has_x ? reshape(args[2], {every, Cx}) : Tensor(), every, args[0] * every);
+      const Tensor ys = slice(rows, 1, Cc, rows.shape(1));
+      return std::pair<Tensor, Tensor>{final_carry(rows), reshape(ys, {ys.numel()})};
+    };
+    const Tensor segment_xs =
+        xs.defined() ? reshape(slice(xs, 0, 0, segments * every), {segments, every * Cx}) : Tensor();
+    const Tensor rows = scan_flat(std::move(segment), from, segment_xs, segments, 0, reverse, name);
+    const Tensor ys = slice(rows, 1, Cc, rows.shape(1));
+    return std::pair<Tensor, Tensor>{final_carry(rows), reshape(ys, {segments * every, ys.shape(1) / every})};
+  };
+  const auto run_rest = [&](const Tensor& from) {
+    const Tensor rows =
+        steps(from, xs.defined() ? slice(xs, 0, segments * every, length) : Tensor(), rest, index(segments * every));
+    return std::pair<Tensor, Tensor>{final_carry(rows), slice(rows, 1, Cc, rows.shape(1))};
+  };
+  if (segments == 0) return run_rest(init);
+  if (rest == 0) return run_segments(init);
+  // The steps left are the last ones: run after the segments, or first when reversed.
+  if (!reverse) {
+    const auto [carry, ys] = run_segments(init);
+    const auto [last, ys_rest] = run_rest(carry);
+    return {last, concatenate({ys, ys_rest}, 0)};
+  }
+  const auto [carry, ys_rest] = run_rest(init);
+  const auto [last, ys] = run_segments(carry);
+  return {last, concatenate({ys, ys_rest}, 0)};
+}
+
 Tensor while_flat(FlatBody step, const Tensor& init) {
   const std::shared_ptr<LoopBody> body = record(step, {symbolic(DType::i64, {}, init.device()), init});
   std::vector<Tensor> inputs{init};

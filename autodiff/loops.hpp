@@ -47,6 +47,12 @@ using FlatBody = std::function<std::pair<Tensor, Tensor>(const std::vector<Tenso
 // `xs` [T, Cx] or undefined (then the body gets no x). Steps run from last to first when reversed.
 Tensor scan_flat(FlatBody body, const Tensor& init, const Tensor& xs, std::int64_t length, std::int64_t first_index,
                  bool reverse, const char* name);
+// The same steps by segments of `every` (checkpointing): a scan over the segments whose body scans
+// one segment, then a scan over the steps left. Reverse mode then stores the carry before each
+// segment only and recomputes one segment's carries at a time. Returns {final carry, ys [length, Cy]}.
+std::pair<Tensor, Tensor> scan_checkpointed(const FlatBody& body, const Tensor& init, const Tensor& xs,
+                                            std::int64_t length, std::int64_t first_index, bool reverse,
+                                            std::int64_t every, const char* name);
 // while cond(c): c = body(c), on a flat carry; `step` returns {where(cond(c), body(c), c), cond(c)}.
 Tensor while_flat(FlatBody step, const Tensor& init);
 
@@ -78,7 +84,8 @@ struct YLayout {
 // scan over structures. x_of(flat args) is the body's x: xs' row (rebuilt) or the step index.
 template <class C, class XArg, class F>
 auto scan_structured(F f, const C& init, const std::vector<Tensor>& xs_leaves, const XArg& x_like, bool index_x,
-                     std::int64_t length, std::int64_t first_index, bool reverse, const char* name) {
+                     std::int64_t length, std::int64_t first_index, bool reverse, const char* name,
+                     std::int64_t checkpoint_every = 0) {
   using R = decltype(f(init, x_like));
   using Y = std::decay_t<decltype(std::declval<R>().second)>;
   const std::vector<Tensor> init_leaves = flatten(init);
@@ -107,31 +114,56 @@ auto scan_structured(F f, const C& init, const std::vector<Tensor>& xs_leaves, c
   };
   const Tensor flat_init = pack(init_leaves, dtype, init_leaves[0].device(), name, "carry");
   const Tensor flat_xs = index_x ? Tensor() : pack_rows(xs_leaves, length, dtype, name);
-  const Tensor out = scan_flat(std::move(body), flat_init, flat_xs, length, first_index, reverse, name);
-  const std::int64_t last = reverse ? 0 : length - 1, Cc = flat_init.numel();
-  const Tensor final_row = reshape(slice(out, 0, last, last + 1), {out.shape(1)});
-  C carry = rebuild(unpack(slice(final_row, 0, 0, Cc), carry_shapes), init);
-  Y ys = rebuild(unpack(slice(out, 1, Cc, out.shape(1)), y_layout->shapes, length), y_layout->like);
+  Tensor final_carry, flat_ys;
+  if (checkpoint_every != 0) {
+    std::tie(final_carry, flat_ys) =
+        scan_checkpointed(body, flat_init, flat_xs, length, first_index, reverse, checkpoint_every, name);
+  } else {
+    const Tensor out = scan_flat(std::move(body), flat_init, flat_xs, length, first_index, reverse, name);
+    const std::int64_t last = reverse ? 0 : length - 1, Cc = flat_init.numel();
+    final_carry = reshape(slice(slice(out, 0, last, last + 1), 1, 0, Cc), {Cc});
+    flat_ys = slice(out, 1, Cc, out.shape(1));
+  }
+  C carry = rebuild(unpack(final_carry, carry_shapes), init);
+  Y ys = rebuild(unpack(flat_ys, y_layout->shapes, length), y_layout->like);
   return std::pair<C, Y>{std::move(carry), std::move(ys)};
 }
 
 }  // namespace detail
 
+/// How a scan runs. `reverse` runs from the last step to the first (ys stay in xs' order).
+/// `checkpoint_every` = k > 0: reverse mode stores the carry before every k-th step only and
+/// recomputes the k steps after it, one segment at a time, when the gradient needs them: about
+/// T / k + k carries held instead of T, for about one more forward pass. (The body's own
+/// intermediates are never stored: each step's pullback replays the body from its carry.)
+struct ScanOptions {
+  bool reverse = false;
+  std::int64_t checkpoint_every = 0;
+};
+
 /// scan(f, init, xs) -> {final carry, ys}: `f(carry, x)` returns {carry, y} (a std::pair); x is
-/// one row of xs (each of xs' tensors indexed along its leading axis). `reverse` runs from the last
-/// row to the first (ys stay in xs' order).
+/// one row of xs (each of xs' tensors indexed along its leading axis).
+template <class F, class C, class X>
+requires(!std::is_integral_v<X>) auto scan(F f, const C& init, const X& xs, ScanOptions options) {
+  const std::vector<Tensor> leaves = detail::flatten(xs);
+  return detail::scan_structured(std::move(f), init, leaves, xs, false, detail::loop_length(leaves, "scan"), 0,
+                                 options.reverse, "scan", options.checkpoint_every);
+}
 template <class F, class C, class X>
 requires(!std::is_integral_v<X>) auto scan(F f, const C& init, const X& xs, bool reverse = false) {
-  const std::vector<Tensor> leaves = detail::flatten(xs);
-  return detail::scan_structured(std::move(f), init, leaves, xs, false, detail::loop_length(leaves, "scan"), 0, reverse,
-                                 "scan");
+  return scan(std::move(f), init, xs, ScanOptions{.reverse = reverse});
 }
 
 /// scan(f, init, length): as above with the step index (an int64 scalar tensor, 0 to length - 1)
 /// as x.
 template <class F, class C>
+auto scan(F f, const C& init, std::int64_t length, ScanOptions options) {
+  return detail::scan_structured(std::move(f), init, {}, Tensor(), true, length, 0, options.reverse, "scan",
+                                 options.checkpoint_every);
+}
+template <class F, class C>
 auto scan(F f, const C& init, std::int64_t length, bool reverse = false) {
-  return detail::scan_structured(std::move(f), init, {}, Tensor(), true, length, 0, reverse, "scan");
+  return scan(std::move(f), init, length, ScanOptions{.reverse = reverse});
 }
 
 /// fori_loop(lo, hi, body, init): val = body(i, val) for i = lo, ..., hi - 1 (i an int64 scalar

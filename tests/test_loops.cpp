@@ -2,6 +2,7 @@
 // the same ops, gradients against central finite differences and against the unrolled loop's
 // gradient, under jit (one trace for every batch size) and vmap (against loops over examples), and
 // the errors.
+#include <functional>
 #include <string>
 
 #include "gradcheck.hpp"
@@ -152,6 +153,50 @@ TEST_CASE("reverse over reverse through loops whose body captures a batched valu
     require_close(example(h_square, {2, 2}), hessian(square_sum)(x), 1e-12);
     require_close(example(h_scan, {2, 2}), hessian(scanned)(x), 1e-12);
   }
+}
+
+TEST_CASE("scan with checkpoints equals the plain scan, in values and first and second derivatives", "[loops]") {
+  const Tensor theta = Tensor::from_vector({0.9, 0.4}, {2}), init = Tensor::from_vector({0.3, -0.2}, {2});
+  const Tensor xs = randn({7, 1}, 14);
+  using Loss = std::function<Tensor(const Tensor&)>;
+  auto loss = [&](ScanOptions options) -> Loss {
+    return [&, options](const Tensor& th) {
+      auto [carry, ys] = scan([&](const Tensor& c, const Tensor& x) { return step(th, c, x); }, init, xs, options);
+      return sum(carry * carry) + sum(ys * ys) * 0.1;
+    };
+  };
+  // The index form: each step reads its own index, so a segment's shifted indices are checked too.
+  auto indexed = [&](ScanOptions options) -> Loss {
+    return [&, options](const Tensor& th) {
+      auto [carry, ys] = scan(
+          [&](const Tensor& c, const Tensor& i) {
+            const Tensor next = tanh(c * th + astype(i, DType::f64) * 0.1);
+            return std::pair{next, sum(next) * astype(i, DType::f64)};
+          },
+          init, 7, options);
+      return sum(carry) + sum(ys * ys);
+    };
+  };
+  for (const bool reverse : {false, true})
+    for (const std::int64_t every : {1, 2, 3, 7, 10}) {  // 3: two segments and one step left
+      INFO("reverse " << reverse << ", checkpoint_every " << every);
+      const ScanOptions plain{.reverse = reverse}, checkpointed{.reverse = reverse, .checkpoint_every = every};
+      for (auto [f, g] :
+           {std::pair{loss(plain), loss(checkpointed)}, std::pair{indexed(plain), indexed(checkpointed)}}) {
+        require_close(g(theta), f(theta), 1e-14);
+        require_close(grad(g)(theta), grad(f)(theta), 1e-13);
+        require_close(hessian(g)(theta), hessian(f)(theta), 1e-11);
+      }
+    }
+  // Under jit and vmap: one trace, and each example's gradient equals the plain scan's.
+  const Tensor thetas = randn({4, 2}, 15) * 0.3 + 0.7;
+  auto step_fn = jit(vmap(value_and_grad(loss({.checkpoint_every = 3}))));
+  const auto [values, grads] = step_fn(as_batch(thetas));
+  const auto [plain_values, plain_grads] = vmap(value_and_grad(loss({})))(thetas);
+  require_close(values, plain_values, 1e-13);
+  require_close(grads, plain_grads, 1e-12);
+  CHECK_THAT(error_of([&] { loss({.checkpoint_every = -2})(theta); }),
+             Catch::Matchers::Contains("scan: checkpoint_every is -2; it must be positive"));
 }
 
 TEST_CASE("scan: structures, the index form, reverse, and a scan inside a scan", "[loops]") {
