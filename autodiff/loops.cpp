@@ -526,14 +526,21 @@ Tensor scan_flat(FlatBody fn, const Tensor& init, const Tensor& xs, std::int64_t
   return apply(scan_op, std::move(inputs), std::move(attrs));
 }
 
-std::pair<Tensor, Tensor> scan_checkpointed(const FlatBody& body, const Tensor& init, const Tensor& xs,
-                                            std::int64_t length, std::int64_t first_index, bool reverse,
-                                            std::int64_t every, const char* name) {
-  if (every <= 0) fail("{}: checkpoint_every is {}; it must be positive (or 0: no checkpoints)", name, every);
-  const std::int64_t segments = length / every, rest = length - segments * every, Cc = init.numel();
+std::pair<Tensor, Tensor> scan_results(const FlatBody& body, const Tensor& init, const Tensor& xs, std::int64_t length,
+                                       std::int64_t first_index, bool reverse, std::int64_t every, const char* name) {
+  if (every < 0) fail("{}: checkpoint_every is {}; it must be positive (or 0: no checkpoints)", name, every);
+  const std::int64_t Cc = init.numel();
+  // The final carry of a part's rows [count, Cc + Cy] (its last step's row: the first when reversed).
+  const auto final_carry = [reverse, Cc](const Tensor& rows) {
+    const std::int64_t last = reverse ? 0 : rows.shape(0) - 1;
+    return reshape(slice(slice(rows, 0, last, last + 1), 1, 0, Cc), {Cc});
+  };
+  if (every == 0) {
+    const Tensor rows = scan_flat(body, init, xs, length, first_index, reverse, name);
+    return {final_carry(rows), slice(rows, 1, Cc, rows.shape(1))};
+  }
+  const std::int64_t segments = length / every, rest = length - segments * every;
   const std::int64_t Cx = xs.defined() ? xs.shape(1) : 0;
-  if (length > 0 && xs.defined() && (xs.ndim() != 2 || xs.shape(0) != length))
-    fail("{}: xs of shape {} for a loop of {} steps", name, to_string(xs.shape()), length);
   // `count` steps from `carry`, the body seeing the step index shifted by `offset` (an int64 scalar).
   const auto steps = [body, first_index, reverse, name](const Tensor& carry, const Tensor& part_xs, std::int64_t count,
                                                         const Tensor& offset) {
@@ -543,11 +550,6 @@ std::pair<Tensor, Tensor> scan_checkpointed(const FlatBody& body, const Tensor& 
       return body(moved);
     };
     return scan_flat(std::move(shifted), carry, part_xs, count, first_index, reverse, name);
-  };
-  // The final carry of a part's rows [count, Cc + Cy] (its last step's row: the first when reversed).
-  const auto final_carry = [reverse, Cc](const Tensor& rows) {
-    const std::int64_t last = reverse ? 0 : rows.shape(0) - 1;
-    return reshape(slice(slice(rows, 0, last, last + 1), 1, 0, Cc), {Cc});
   };
   const auto index = [&](std::int64_t i) { return Tensor::from_ints({i}, {}, DType::i64, init.device()); };
   const auto run_segments = [&](const Tensor& from) {

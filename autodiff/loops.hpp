@@ -47,12 +47,12 @@ using FlatBody = std::function<std::pair<Tensor, Tensor>(const std::vector<Tenso
 // `xs` [T, Cx] or undefined (then the body gets no x). Steps run from last to first when reversed.
 Tensor scan_flat(FlatBody body, const Tensor& init, const Tensor& xs, std::int64_t length, std::int64_t first_index,
                  bool reverse, const char* name);
-// The same steps by segments of `every` (checkpointing): a scan over the segments whose body scans
-// one segment, then a scan over the steps left. Reverse mode then stores the carry before each
-// segment only and recomputes one segment's carries at a time. Returns {final carry, ys [length, Cy]}.
-std::pair<Tensor, Tensor> scan_checkpointed(const FlatBody& body, const Tensor& init, const Tensor& xs,
-                                            std::int64_t length, std::int64_t first_index, bool reverse,
-                                            std::int64_t every, const char* name);
+// scan_flat's final carry and ys [length, Cy]. With `every` > 0 (checkpointing), the same steps by
+// segments of `every`: a scan over the segments whose body scans one segment, then a scan over the
+// steps left, so reverse mode stores the carry before each segment only and recomputes one segment's
+// carries at a time.
+std::pair<Tensor, Tensor> scan_results(const FlatBody& body, const Tensor& init, const Tensor& xs, std::int64_t length,
+                                       std::int64_t first_index, bool reverse, std::int64_t every, const char* name);
 // while cond(c): c = body(c), on a flat carry; `step` returns {where(cond(c), body(c), c), cond(c)}.
 Tensor while_flat(FlatBody step, const Tensor& init);
 
@@ -114,16 +114,8 @@ auto scan_structured(F f, const C& init, const std::vector<Tensor>& xs_leaves, c
   };
   const Tensor flat_init = pack(init_leaves, dtype, init_leaves[0].device(), name, "carry");
   const Tensor flat_xs = index_x ? Tensor() : pack_rows(xs_leaves, length, dtype, name);
-  Tensor final_carry, flat_ys;
-  if (checkpoint_every != 0) {
-    std::tie(final_carry, flat_ys) =
-        scan_checkpointed(body, flat_init, flat_xs, length, first_index, reverse, checkpoint_every, name);
-  } else {
-    const Tensor out = scan_flat(std::move(body), flat_init, flat_xs, length, first_index, reverse, name);
-    const std::int64_t last = reverse ? 0 : length - 1, Cc = flat_init.numel();
-    final_carry = reshape(slice(slice(out, 0, last, last + 1), 1, 0, Cc), {Cc});
-    flat_ys = slice(out, 1, Cc, out.shape(1));
-  }
+  const auto [final_carry, flat_ys] =
+      scan_results(body, flat_init, flat_xs, length, first_index, reverse, checkpoint_every, name);
   C carry = rebuild(unpack(final_carry, carry_shapes), init);
   Y ys = rebuild(unpack(flat_ys, y_layout->shapes, length), y_layout->like);
   return std::pair<C, Y>{std::move(carry), std::move(ys)};
