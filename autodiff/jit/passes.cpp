@@ -383,10 +383,18 @@ bool same_constant_values(const Plan& plan, int x, int y, bool transposed, std::
     if (!transposed) return std::equal(hx, hx + count, hy);
     const std::int64_t rows = vx.shape[r - 2], cols = vx.shape[r - 1];
     const std::int64_t matrices = rows * cols == 0 ? 0 : numel(vx.shape) / (rows * cols);
+    // Tile by tile, so that the transposed reads stay in cache, their differences or-ed so that a tile's loop has
+    // no branch; a matrix against its own transpose reads the tiles on and above the diagonal only.
+    constexpr std::int64_t tile = 16;
     for (std::int64_t m = 0; m < matrices; ++m)
-      for (std::int64_t i = 0; i < rows; ++i)
-        for (std::int64_t j = 0; j < cols; ++j)
-          if (hx[(m * rows + i) * cols + j] != hy[(m * cols + j) * rows + i]) return false;
+      for (std::int64_t i0 = 0; i0 < rows; i0 += tile)
+        for (std::int64_t j0 = x == y ? i0 : 0; j0 < cols; j0 += tile) {
+          Word differ = 0;
+          for (std::int64_t i = i0; i < std::min(i0 + tile, rows); ++i)
+            for (std::int64_t j = j0; j < std::min(j0 + tile, cols); ++j)
+              differ |= hx[(m * rows + i) * cols + j] ^ hy[(m * cols + j) * rows + i];
+          if (differ != 0) return false;
+        }
     return true;
   };
   return size_of(vx.dtype) == 8 ? equal_as(std::uint64_t{}) : equal_as(std::uint32_t{});
@@ -871,10 +879,14 @@ bool Symmetry::operator()(int v) {
   signed char& known = memo_[static_cast<std::size_t>(v)];
   if (known >= 0) return known != 0;
   known = 0;
-  const PlanValue& pv = plan_.values[static_cast<std::size_t>(v)];
+  PlanValue& pv = plan_.values[static_cast<std::size_t>(v)];
   if (pv.shape.size() != 2 || pv.shape[0] != pv.shape[1] || pv.shape[0] < 2) return false;
   // At most 2^20 elements (8 MiB of float64, about a millisecond): beyond, compile time would grow with the constants.
-  if (pv.kind == PlanValue::Kind::constant) return (known = same_constant_values(plan_, v, v, true, 1 << 20)) != 0;
+  if (pv.kind == PlanValue::Kind::constant) {
+    // Read once per plan: every pass's Symmetry shares the answer.
+    if (pv.symmetric_constant < 0) pv.symmetric_constant = same_constant_values(plan_, v, v, true, 1 << 20) ? 1 : 0;
+    return (known = pv.symmetric_constant) != 0;
+  }
   const PlanStep* step = nullptr;
   if (pv.kind == PlanValue::Kind::computed) step = &plan_.steps[static_cast<std::size_t>(pv.producer)];
   if (pv.kind == PlanValue::Kind::folded) step = &plan_.folds[static_cast<std::size_t>(pv.producer)];

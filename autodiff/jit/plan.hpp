@@ -34,6 +34,8 @@ struct PlanValue {
   // In the sub-chunk arena: a batched value that only the steps of one segment run by sub-chunks make and read
   // (Plan::segments), so that a sub-chunk's values stay in cache, reused by the next sub-chunk.
   bool local = false;
+  // Kind::constant: whether it equals its transpose bit for bit, once Symmetry has read it (-1: not read yet).
+  signed char symmetric_constant = -1;
   std::int64_t bytes() const { return numel(shape) * static_cast<std::int64_t>(size_of(dtype)); }
   // The value as an operand with no data yet, for the shape rules and the kernel views.
   Operand operand() const { return {dtype, shape, batched, nullptr}; }
@@ -226,11 +228,11 @@ constexpr std::int64_t min_lower_triangle_order = 128;
 // a pass that rewrites steps may keep asking only where a rewrite cannot change an answer (moving a scaling does not).
 class Symmetry {
  public:
-  explicit Symmetry(const Plan& plan) : plan_(plan) {}
+  explicit Symmetry(Plan& plan) : plan_(plan) {}
   bool operator()(int v);
 
  private:
-  const Plan& plan_;
+  Plan& plan_;
   std::vector<signed char> memo_;  // by value: -1 not known yet
 };
 
