@@ -123,7 +123,7 @@ struct PlanSummary {
   std::int64_t folded = 0;        ///< steps on constants only: run on the plan's first call, then kept
   std::int64_t merged = 0;        ///< common subexpressions removed: equal steps, and captured numbers of equal bits
   std::int64_t reassociated = 0;  ///< matmul chains reordered
-  std::int64_t transposes_folded = 0;  ///< x.t() read by a matmul as a GEMM flag
+  std::int64_t transposes_folded = 0;  ///< x.t() read by a matmul as a GEMM flag, or (CPU) as x, x symmetric
   std::int64_t broadcasts_folded = 0;  ///< broadcast_to(x) read by an elementwise step as x, broadcast by the step
   std::int64_t scalings_moved = 0;     ///< scalings by one number moved out of sums over symmetric matrices (CPU)
   std::int64_t row_sums_contracted =

@@ -5,7 +5,8 @@
 ///
 /// Adjoints: `cholesky` has the Cholesky adjoint (triangular solves, no explicit inverse).
 /// `cho_solve`, `logdet` and `solve` are differentiated at the level of the SPD matrix A:
-/// Abar = -sym(bbar x^T) and gbar A^-1, reusing the factor. A factor that feeds only these ops
+/// Abar = -sym(bbar x^T) and gbar A^-1, reusing the factor (A^-1 from it, as potri does, and
+/// differentiated again by products, -A^-1 dA A^-1, for Hessians). A factor that feeds only these ops
 /// therefore never runs the Cholesky adjoint. All gradients with respect to a symmetric input are
 /// symmetric.
 ///

@@ -56,8 +56,8 @@ struct Rule {
 // Where an op broadcasts, its operands' shapes differ. Ops that only adjoints make (slice_scatter,
 // pow_base_grad, matmul_batch_sum, ...) are reached through a gradient inside f; as_batch and unbatch
 // of a traced tensor by the jit test below. Not here: trigamma and while_loop, whose adjoints raise
-// (no tangent through the transposed VJP); sign, the comparisons, cholesky_backward,
-// cholesky_inverse and matmul_add_diagonal, which have no adjoint; the MPI layer's collectives.
+// (no tangent through the transposed VJP); sign, the comparisons, cholesky_backward and
+// matmul_add_diagonal, which have no adjoint; the MPI layer's collectives.
 std::vector<Rule> rules() {
   const Tensor m23 = randn({2, 3}, 8), m34 = randn({3, 4}, 9), m32 = randn({3, 2}, 10), m62 = randn({6, 2}, 16);
   const Tensor v6 = randn({6}, 6), m44 = randn({4, 4}, 13) * 0.5, s233 = randn({2, 3, 3}, 17);
@@ -194,6 +194,8 @@ std::vector<Rule> rules() {
                              logdet(c), logdet(a * 2.0), flat(solve(a * 1.5, rhs + b32)), flat(solve(a0, rhs))});
        },
        s233},
+      {"cholesky_inverse (A^-1 in logdet's gradient, a stack [2, 3, 3])",
+       [](const Tensor& x) { return grad([](const Tensor& a) { return sum(logdet(a)); })(spd(x)); }, s233},
       {"cholesky_checked (its factor; info has no tangent)",
        [](const Tensor& x) {
          const CheckedCholesky c = cholesky_checked(spd(x));
@@ -530,6 +532,9 @@ TEST_CASE("jvp is a forward sweep of tangent rules, and hvp and hessian are forw
     CHECK(counter.adjoint("cho_solve") == 1);
     CHECK(counter.adjoint("logdet") == 1);
     CHECK(counter.tangent("cho_solve") >= 2);  // the forward pass's solve and the adjoint's
+    // logdet's adjoint A^-1 is the factor's inverse, differentiated by products: nothing is solved against I.
+    CHECK(counter.forward("cholesky_inverse") >= 1);
+    CHECK(counter.tangent("cholesky_inverse") == 1);
   }
   {
     // jacfwd runs f once and sweeps once per column: the forward ops of f are not repeated.

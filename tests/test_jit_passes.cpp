@@ -3,6 +3,7 @@
 // it is not, and the results agree; on a program where its identity does not hold it changes
 // nothing. The table itself: names unique, documented in docs/ARCHITECTURE.md, bad selections refused.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
@@ -65,6 +66,9 @@ std::pair<PlanSummary, std::vector<Tensor>> run(const Program& p, const std::vec
 }
 
 std::vector<Case> cases() {
+  // split_into_segments pays where the shared matrix is large against the cache: of order 2 sqrt(cache / 8) and more.
+  const auto cache = static_cast<double>(backend_for(Device::cpu()).chunk_cache_bytes());
+  const auto shared_order = std::clamp<std::int64_t>(static_cast<std::int64_t>(2 * std::sqrt(cache / 8)), 600, 2048);
   const Tensor x53 = randn({5, 3}, 1), y54 = randn({5, 4}, 2), x35 = randn({3, 5}, 3);
   const Tensor p = randn({50, 2}, 4), q = randn({2, 50}, 5), y = randn({50, 50}, 6);
   const Tensor f = randn({6, 4}, 7), ft = f.t(), q4 = randn({4}, 8);
@@ -161,9 +165,9 @@ std::vector<Case> cases() {
        {big}},
       {"split_into_segments",
        [](const V& a) { return V{batch_sum(exp(matmul(exp(a[0]), a[1])))}; },
-       {as_batch(randn({4, 600}, 26)), randn({600, 600}, 27) * 0.01},
+       {as_batch(randn({4, shared_order}, 26)), randn({shared_order, shared_order}, 27) * 0.01},
        [](const V& a) { return V{batch_sum(exp(matmul(exp(a[0]), a[1])))}; },
-       {as_batch(randn({4, 600}, 26)), randn({600, 4}, 28) * 0.01}},
+       {as_batch(randn({4, shared_order}, 26)), randn({shared_order, 4}, 28) * 0.01}},
       {"fuse_elementwise",
        [](const V& a) { return V{exp(a[0] * 2.0 + 1.0) * a[0]}; },
        {big},

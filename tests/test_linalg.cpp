@@ -582,9 +582,16 @@ TEST_CASE("logdet's gradient is A^-1 from the factor's inverse, eager, jitted an
     CHECK(unbatch(jit(vmap(grad(loss)))(as_batch(empty))).shape() == Shape{0, n, n});
   }
   {
-    OpCounter ops;  // differentiated: solves against I, so that second derivatives exist
-    grad([](const Tensor& x) { return sum(grad([](const Tensor& y) { return logdet(y); })(x)); })(spd({}, 5, 501));
-    CHECK(ops.forward("cholesky_inverse") == 0);
+    // Differentiated: the same inverse kernel, its adjoint -X sym(Xbar) X by products, no solves against I. The
+    // gradient of sum(A^-1) is -(X 1)(X 1)^T.
+    const Tensor u = randn({1, n}, 502) * 0.2;
+    const Tensor a = identity_plus_outer(u).reshape({n, n}), x = identity_plus_outer_inverse(u).reshape({n, n});
+    OpCounter ops;
+    const Tensor g = grad([](const Tensor& m) { return sum(grad([](const Tensor& y) { return logdet(y); })(m)); })(a);
+    CHECK(ops.forward("cholesky_inverse") == 1);
+    CHECK(ops.forward("cho_solve") == 0);
+    const Tensor w = matmul(x, ones({n}));
+    require_close(g, -matmul(w.reshape({n, 1}), w.reshape({1, n})), 1e-12);
   }
 }
 

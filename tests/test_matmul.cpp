@@ -604,6 +604,47 @@ TEST_CASE("jit marks exactly the products it can prove symmetric, X D X^T, with 
   }
 }
 
+TEST_CASE("jit marks X (S X) and (X S) X symmetric for symmetric X and S, and no other sandwich", "[matmul][jit]") {
+  GemmCounter device(counted);
+  const std::int64_t n = 6;
+  const Tensor a = randn({n, n}, 56), b = randn({n, n}, 57);
+  // Captured and exactly symmetric (a_ij + a_ji is a_ji + a_ij), and a matrix that is not.
+  const Tensor x = (a + a.t()).to(counted), c = (b + b.t()).to(counted), other = randn({n, n}, 58).to(counted);
+  struct Case {
+    std::string name;
+    std::function<Tensor(const Tensor& s)> f;  // s: one number, S = exp(s c) is symmetric
+    bool symmetric;
+  };
+  const std::vector<Case> cases = {
+      {"X (S X)", [&](auto& s) { return matmul(x, matmul(exp(s * c), x)); }, true},
+      {"(X S) X", [&](auto& s) { return matmul(matmul(x, exp(s * c)), x); }, true},
+      {"X (S X), S read by a flag", [&](auto& s) { return matmul(x, matmul(exp(s * c).t(), x)); }, true},
+      {"X (S X)^T = X X S", [&](auto& s) { return matmul(x, matmul(exp(s * c), x), false, true); }, false},
+      {"(S X) X", [&](auto& s) { return matmul(matmul(exp(s * c), x), x); }, false},
+      {"X (S Y)", [&](auto& s) { return matmul(x, matmul(exp(s * c), c)); }, false},
+      {"X (N X), N not symmetric", [&](auto& s) { return matmul(x, matmul(s * other, x)); }, false},
+      {"N (S N), N not symmetric", [&](auto& s) { return matmul(other, matmul(exp(s * c), other)); }, false},
+  };
+  const Tensor s = full({}, 0.3).to(counted);
+  for (const Case& k : cases) {
+    INFO(k.name);
+    auto j = jit(k.f);
+    device.gemms.clear();
+    const Tensor out = j(s);
+    REQUIRE(device.gemms.size() == 2);
+    CHECK_FALSE(device.gemms[0].symmetric);  // the inner product
+    CHECK(device.gemms[1].symmetric == k.symmetric);
+    CHECK(max_relative_error(out, k.f(s)) <= 1e-13);
+  }
+  // On the CPU the marked product is mirrored: exactly symmetric.
+  auto sandwich = jit([&](const Tensor& t) {
+    const Tensor xc = x.to(Device::cpu());
+    return matmul(xc, matmul(exp(t * c.to(Device::cpu())), xc));
+  });
+  const Tensor out = sandwich(full({}, 0.3));
+  CHECK(out.to_vector<double>() == out.t().to_vector<double>());
+}
+
 TEST_CASE("jit's symmetric products over a batch: scales per example with a shared x, and per-example x",
           "[matmul][jit]") {
   GemmCounter device(counted);

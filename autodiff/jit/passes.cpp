@@ -75,8 +75,23 @@ struct Factor {
 }  // namespace
 
 // matmul(x.t(), y) -> matmul(x, y) with x's transpose flag flipped (and so on for y): the GEMM
-// reads x transposed, and the transposed copy, when nothing else reads it, is a dead step.
+// reads x transposed, and the transposed copy, when nothing else reads it, is a dead step. On the CPU
+// also op(..., x.t(), ...) -> op(..., x, ...) for any step, where x is exactly symmetric (Symmetry):
+// the same bits, not copied (the symmetric part (dA + dA^T) / 2 that tangent rules take of a
+// symmetric dA).
 void fold_transposes_into_matmuls(Plan& plan) {
+  if (plan.device == Device::cpu()) {
+    Symmetry symmetric(plan);
+    for (PlanStep& s : plan.steps)
+      for (int& v : s.in) {
+        const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
+        if (pv.kind != PlanValue::Kind::computed) continue;
+        const PlanStep& producer = plan.steps[static_cast<std::size_t>(pv.producer)];
+        if (!is_matrix_transpose(*producer.op, producer.attrs) || !symmetric(producer.in[0])) continue;
+        v = producer.in[0];
+        ++plan.summary.transposes_folded;
+      }
+  }
   for (PlanStep& s : plan.steps) {
     if (s.op != &matmul_op) continue;
     MatmulTransposes t = matmul_transposes(s.attrs);
@@ -459,16 +474,33 @@ bool swapped_pair_product(const Plan& plan, int a, int b) {
   return x == q2 && y == q1 && (c == d || (c >= 0 && d >= 0 && same_constant_values(plan, c, d, false, 1)));
 }
 
+// op(a) op(b) = X (S X) or (X S) X with X and S symmetric matrices (Symmetry), the inner product read
+// untransposed (its op(S) op(X) is S X whatever its own flags): X S X, symmetric. The derivative of an
+// inverse, -X dA X.
+bool symmetric_sandwich(const Plan& plan, Symmetry& symmetric, int a, int b, MatmulTransposes t) {
+  for (const bool inner_on_right : {true, false}) {
+    const int x = inner_on_right ? a : b, inner = inner_on_right ? b : a;
+    const PlanValue& pv = plan.values[static_cast<std::size_t>(inner)];
+    if ((inner_on_right ? t.b : t.a) || pv.kind != PlanValue::Kind::computed) continue;
+    const PlanStep& s = plan.steps[static_cast<std::size_t>(pv.producer)];
+    if (s.op != &matmul_op || s.in.size() != 2) continue;
+    const int shared = inner_on_right ? s.in[1] : s.in[0], other = inner_on_right ? s.in[0] : s.in[1];
+    if (shared == x && symmetric(x) && symmetric(other)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
-// matmul(a, b) whose op(a) op(b) is X D1 D2 X^T (D1, D2 diagonal or absent), or X c Y^T + Y c X^T
-// (swapped_pair_product), is marked symmetric:
+// matmul(a, b) whose op(a) op(b) is X D1 D2 X^T (D1, D2 diagonal or absent), X c Y^T + Y c X^T
+// (swapped_pair_product), or X S X (symmetric_sandwich) is marked symmetric:
 // the backend may compute one triangle, about half the flops, and mirror it. By
 // diagonal_scale_bases, op(a) = op(X) D1 and op(b) = D2 op(Y); the product is symmetric when
 // op(Y) = op(X)^T: Y is X read with the opposite flag, or a captured constant holding those values.
 // Runs after the passes that rebuild matmuls' attributes (fold_transposes_into_matmuls,
 // reassociate_matmuls).
 void mark_symmetric_products(Plan& plan) {
+  Symmetry symmetric_value(plan);  // marks below only turn answers to true: one left false is safe
   std::vector<int> left, right;
   for (PlanStep& s : plan.steps) {
     if (s.op != &matmul_op || matmul_symmetric(s.attrs)) continue;
@@ -486,6 +518,7 @@ void mark_symmetric_products(Plan& plan) {
         // Constants of at most 2^18 elements (2 MiB of float64, ~0.1 ms) are compared; larger ones stay full GEMMs.
         symmetric = symmetric || (x == y ? t.a != t.b : same_constant_values(plan, x, y, t.a == t.b, 1 << 18));
     if (!symmetric && !t.a && t.b) symmetric = swapped_pair_product(plan, s.in[0], s.in[1]);
+    if (!symmetric) symmetric = symmetric_sandwich(plan, symmetric_value, s.in[0], s.in[1], t);
     if (symmetric) s.attrs = matmul_attrs(t, true);
   }
 }
@@ -895,6 +928,11 @@ bool Symmetry::operator()(int v) {
       !matmul_lower_only(step->attrs))
     return (known = 1) != 0;
   if (step->op == &cholesky_inverse_op) return (known = 1) != 0;
+  if (is_matrix_transpose(*step->op, step->attrs)) {
+    const bool transposed_symmetric = (*this)(step->in[0]);  // the same bits, read across
+    memo_[static_cast<std::size_t>(v)] = transposed_symmetric ? 1 : 0;
+    return transposed_symmetric;
+  }
   if (!step->op->elementwise) return false;
   for (int u : step->in)
     if (numel(plan_.values[static_cast<std::size_t>(u)].shape) != 1 && !(*this)(u)) return false;

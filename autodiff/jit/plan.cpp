@@ -196,7 +196,7 @@ void run_passes(Plan& plan, const std::string& selection) {
 const std::vector<Pass>& plan_passes() {
   static const std::vector<Pass> passes{
       {"fold_transposes_into_matmuls", fold_transposes_into_matmuls, false, true, true,
-       "a matmul reads x.t() through its GEMM flag"},
+       "a matmul reads x.t() through its GEMM flag; on the CPU any step reads a symmetric x's x.t() as x"},
       {"fold_broadcasts_into_elementwise", fold_broadcasts_into_elementwise, false, true, true,
        "an elementwise step reads broadcast_to's input and broadcasts it itself"},
       {"take_indicator_products", take_indicator_products, true, true, true,
@@ -204,7 +204,7 @@ const std::vector<Pass>& plan_passes() {
       {"reassociate_matmuls", reassociate_matmuls, false, true, true,
        "(P Q) Y = P (Q Y): a chain in the order of fewer flops"},
       {"mark_symmetric_products", mark_symmetric_products, false, true, true,
-       "X D X^T is symmetric: computed over one triangle"},
+       "X D X^T and X S X are symmetric: computed over one triangle"},
       {"fold_diagonal_adds", fold_diagonal_adds, false, true, true,
        "A B + D, D a captured diagonal: added inside the product"},
       {"scale_repeated_solves", scale_repeated_solves, false, true, true,

@@ -223,9 +223,10 @@ constexpr std::int64_t min_lower_triangle_order = 128;
 
 // Which values are, example by example, exactly symmetric square matrices on the CPU backend: captured matrices that
 // equal their transpose bit for bit (compared once, up to 2^20 elements); the results of elementwise steps (folded or
-// not) on such matrices and on one number per example; products marked symmetric and not lower_only, and
-// cholesky_inverse's (L L^T)^-1, which the CPU backend mirrors. Memoised: a value's answer is computed once, on demand;
-// a pass that rewrites steps may keep asking only where a rewrite cannot change an answer (moving a scaling does not).
+// not) on such matrices and on one number per example; matrix transposes of such values; products marked symmetric
+// and not lower_only, and cholesky_inverse's (L L^T)^-1, which the CPU backend mirrors. Memoised: a value's answer is
+// computed once, on demand; a pass that rewrites steps may keep asking only where a rewrite cannot change an answer
+// (moving a scaling does not).
 class Symmetry {
  public:
   explicit Symmetry(Plan& plan) : plan_(plan) {}
