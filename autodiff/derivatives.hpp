@@ -29,37 +29,16 @@
 namespace vt {
 
 namespace detail {
-// J v for `out` computed from the variables `wrt` (watched), with tangents `tangents` (one per
-// variable; an undefined one counts as zero); raises unless `out` is floating-point.
-Tensor tangent_of(const Tensor& out, const std::vector<Tensor>& wrt, const std::vector<Tensor>& tangents);
 // Raises unless `tangent` can be primal `i`'s tangent: the same shape and dtype (a batch of
 // tangents for an unbatched primal is a batch of directions, one J v per example).
 void check_tangent(const Tensor& primal, const Tensor& tangent, std::size_t i, const char* transform);
-// The unit tensor e_i of `like`'s per-example shape and dtype (batched like `like`): a one-hot of
-// numel(like) entries, never an identity matrix.
-Tensor unit_like(const Tensor& like, std::int64_t i);
-// The Jacobian from its pieces: rows (each of x's shape) into out + x, or columns (each of out's
-// shape) into out + x; zeros of that shape where there are none (an empty out or x).
-Tensor stack_rows(const std::vector<Tensor>& rows, const Tensor& out, const Tensor& x);
-Tensor stack_columns(const std::vector<Tensor>& columns, const Tensor& out, const Tensor& x);
-
-template <class F, std::size_t N>
-std::pair<Tensor, Tensor> jvp_impl(F& f, std::array<Tensor, N> in, const std::array<Tensor, N>& tangents) {
-  TransformScope scope;
-  bool outer = scope.nested;
-  std::vector<Tensor> wrt, used;
-  for (std::size_t i = 0; i < N; ++i) {
-    check_tangent(in[i], tangents[i], i, "jvp");
-    outer |= in[i].impl().tracked || (tangents[i].defined() && tangents[i].impl().tracked);
-    if (!is_floating(in[i].dtype())) continue;  // an integer primal has no tangent
-    in[i] = watch(in[i]);
-    wrt.push_back(in[i]);
-    used.push_back(tangents[i]);
-  }
-  const Tensor out = std::apply(f, in);
-  const Tensor tangent = tangent_of(out, wrt, used);
-  return {release(out, outer), release(tangent, outer)};
-}
+// The Jacobian of f's one result with respect to argument `argnum`: by one forward sweep per element of the argument
+// (f runs once), or by one pullback per element of the result.
+Tensor jacfwd_flat(const FlatFunction& f, std::vector<Tensor> in, int argnum);
+Tensor jacrev_flat(const FlatFunction& f, const std::vector<Tensor>& in, int argnum);
+// f's results and their tangents along `tangents` (one per argument; an integer argument's is ignored).
+std::pair<std::vector<Tensor>, std::vector<Tensor>> jvp_flat(const FlatFunction& f, std::vector<Tensor> in,
+                                                             const std::vector<Tensor>& tangents);
 }  // namespace detail
 
 /// jvp(f, {primals...}, {tangents...}) -> {f(primals...), J v}: f's value and its directional
@@ -67,12 +46,9 @@ std::pair<Tensor, Tensor> jvp_impl(F& f, std::array<Tensor, N> in, const std::ar
 /// unbatched primal give one J v per example). f returns one tensor. As JAX's jax.jvp.
 template <class F, std::size_t N>
 std::pair<Tensor, Tensor> jvp(F f, const Tensor (&primals)[N], const Tensor (&tangents)[N]) {
-  std::array<Tensor, N> in, t;
-  for (std::size_t i = 0; i < N; ++i) {
-    in[i] = primals[i];
-    t[i] = tangents[i];
-  }
-  return detail::jvp_impl(f, in, t);
+  auto [out, tangent] = detail::jvp_flat(detail::flat_call<N>(f), std::vector<Tensor>(primals, primals + N),
+                                         std::vector<Tensor>(tangents, tangents + N));
+  return {out[0], tangent[0]};
 }
 
 /// jacrev(f, argnum)(args...): the Jacobian of f's result (shape S) with respect to argument
@@ -80,13 +56,7 @@ std::pair<Tensor, Tensor> jvp(F f, const Tensor (&primals)[N], const Tensor (&ta
 template <class F>
 auto jacrev(F f, int argnum = 0) {
   return [f = std::move(f), argnum](const auto&... args) {
-    const auto k = static_cast<std::size_t>(detail::check_argnums({argnum}, sizeof...(args), "jacrev")[0]);
-    const std::array<Tensor, sizeof...(args)> in{Tensor(args)...};
-    detail::check_differentiable(in[k], argnum, "jacrev");
-    auto [out, pullback] = vjp(f, args...);
-    std::vector<Tensor> rows;
-    for (std::int64_t i = 0; i < numel(out.shape()); ++i) rows.push_back(pullback(detail::unit_like(out, i))[k]);
-    return detail::stack_rows(rows, out, in[k]);
+    return detail::jacrev_flat(detail::flat_call<sizeof...(args)>(f), {Tensor(args)...}, argnum);
   };
 }
 
@@ -95,19 +65,7 @@ auto jacrev(F f, int argnum = 0) {
 template <class F>
 auto jacfwd(F f, int argnum = 0) {
   return [f = std::move(f), argnum](const auto&... args) {
-    const auto k = static_cast<std::size_t>(detail::check_argnums({argnum}, sizeof...(args), "jacfwd")[0]);
-    std::array<Tensor, sizeof...(args)> in{Tensor(args)...};
-    detail::check_differentiable(in[k], argnum, "jacfwd");
-    detail::TransformScope scope;
-    const bool outer = scope.nested || in[k].impl().tracked;
-    const Tensor x = in[k];
-    in[k] = detail::watch(x);
-    F g = f;
-    const Tensor out = std::apply(g, in);
-    std::vector<Tensor> columns;
-    for (std::int64_t j = 0; j < numel(x.shape()); ++j)
-      columns.push_back(detail::tangent_of(out, {in[k]}, {detail::unit_like(x, j)}));
-    return detail::release(detail::stack_columns(columns, out, x), outer);
+    return detail::jacfwd_flat(detail::flat_call<sizeof...(args)>(f), {Tensor(args)...}, argnum);
   };
 }
 

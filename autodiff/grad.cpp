@@ -248,5 +248,50 @@ std::vector<int> check_argnums(const std::vector<int>& argnums, std::size_t arit
   return argnums;
 }
 
+std::pair<Tensor, std::vector<Tensor>> value_and_grad_flat(const FlatFunction& f, std::vector<Tensor> in,
+                                                           const std::vector<int>& argnums) {
+  const std::vector<int> nums = check_argnums(argnums, in.size(), "value_and_grad");
+  std::vector<Tensor> wrt;
+  TransformScope scope;
+  bool outer = scope.nested;
+  for (int i : nums) {
+    check_differentiable(in[i], i, "grad");
+    outer |= in[i].impl().tracked;
+    in[i] = watch(in[i]);
+    wrt.push_back(in[i]);
+  }
+  const std::vector<Tensor> results = f(in);
+  if (results.size() != 1) fail("grad: the function returns {} results; it must return one scalar", results.size());
+  const Tensor out = scalar_output(results[0], "grad");
+  std::vector<Tensor> grads = backward({out}, {}, wrt, outer);
+  for (Tensor& g : grads) g = release(g, outer);
+  return {release(out, outer), std::move(grads)};
+}
+
+std::pair<std::vector<Tensor>, FlatPullback> vjp_flat(const FlatFunction& f, std::vector<Tensor> in) {
+  TransformScope scope;
+  bool outer = scope.nested;
+  for (Tensor& x : in) {
+    outer |= x.impl().tracked;
+    if (is_floating(x.dtype())) x = watch(x);  // an integer primal gets a zero cotangent
+  }
+  const std::vector<Tensor> out = f(in);
+  FlatPullback pullback = [out, wrt = in, outer](const std::vector<Tensor>& cotangents) {
+    if (cotangents.size() != out.size())
+      fail("vjp: the pullback takes one cotangent per result of the function: {} for {}", cotangents.size(),
+           out.size());
+    TransformScope pull;
+    bool keep = outer || pull.nested;
+    for (std::size_t i = 0; i < cotangents.size(); ++i) {
+      if (!cotangents[i].defined()) fail("vjp: cotangent {} is empty", i);
+      keep = keep || cotangents[i].impl().tracked;
+    }
+    std::vector<Tensor> grads = backward(out, cotangents, wrt, keep);
+    for (Tensor& g : grads) g = release(g, keep);
+    return grads;
+  };
+  return {out, std::move(pullback)};
+}
+
 }  // namespace detail
 }  // namespace vt

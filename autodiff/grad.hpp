@@ -67,6 +67,26 @@ Tensor scalar_output(const Tensor& out, const char* transform);
 // Raises unless argument `argnum` can be differentiated (it is floating-point).
 void check_differentiable(const Tensor& x, int argnum, const char* transform);
 std::vector<int> check_argnums(const std::vector<int>& argnums, std::size_t arity, const char* transform);
+
+// The transforms over flat lists of tensors, which the templates here and front ends without C++ types (the Python
+// module) share: a function of a list of arguments returning a list of results.
+using FlatFunction = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+// f's one result (a scalar) and its gradients with respect to the arguments `argnums`.
+std::pair<Tensor, std::vector<Tensor>> value_and_grad_flat(const FlatFunction& f, std::vector<Tensor> in,
+                                                           const std::vector<int>& argnums);
+// f's results and a pullback: one cotangent per result (each of its result's shape) in, one cotangent per argument
+// out (zeros for an integer argument).
+using FlatPullback = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+std::pair<std::vector<Tensor>, FlatPullback> vjp_flat(const FlatFunction& f, std::vector<Tensor> in);
+// f, a function of N tensors returning one, as a FlatFunction (that refers to f: used while f lives).
+template <std::size_t N, class F>
+FlatFunction flat_call(F& f) {
+  return [&f](const std::vector<Tensor>& args) {
+    std::array<Tensor, N> a;
+    std::copy(args.begin(), args.end(), a.begin());
+    return std::vector<Tensor>{Tensor(std::apply(f, a))};
+  };
+}
 }  // namespace detail
 
 /// value_and_grad(f, argnums)(args...) -> {f(args...), [d f / d args[i] for i in argnums]}; f must
@@ -74,21 +94,7 @@ std::vector<int> check_argnums(const std::vector<int>& argnums, std::size_t arit
 template <class F>
 auto value_and_grad(F f, std::vector<int> argnums) {
   return [f = std::move(f), argnums = std::move(argnums)](const auto&... args) {
-    std::array<Tensor, sizeof...(args)> in{Tensor(args)...};
-    const std::vector<int> nums = detail::check_argnums(argnums, in.size(), "value_and_grad");
-    std::vector<Tensor> wrt;
-    detail::TransformScope scope;
-    bool outer = scope.nested;
-    for (int i : nums) {
-      detail::check_differentiable(in[i], i, "grad");
-      outer |= in[i].impl().tracked;
-      in[i] = detail::watch(in[i]);
-      wrt.push_back(in[i]);
-    }
-    const Tensor out = detail::scalar_output(std::apply(f, in), "grad");
-    std::vector<Tensor> grads = backward({out}, {}, wrt, outer);
-    for (Tensor& g : grads) g = detail::release(g, outer);
-    return std::pair<Tensor, std::vector<Tensor>>{detail::release(out, outer), std::move(grads)};
+    return detail::value_and_grad_flat(detail::flat_call<sizeof...(args)>(f), {Tensor(args)...}, argnums);
   };
 }
 
@@ -118,23 +124,11 @@ auto grad(F f, std::vector<int> argnums) {
 /// cotangent.
 template <class F, class... Args>
 auto vjp(F f, const Args&... primals) {
-  std::array<Tensor, sizeof...(Args)> in{Tensor(primals)...};
-  detail::TransformScope scope;
-  bool outer = scope.nested;
-  for (Tensor& x : in) {
-    outer |= x.impl().tracked;
-    if (is_floating(x.dtype())) x = detail::watch(x);  // an integer primal gets a zero cotangent
-  }
-  const Tensor out = std::apply(f, in);
-  std::vector<Tensor> wrt(in.begin(), in.end());
-  std::function<std::vector<Tensor>(const Tensor&)> pullback = [out, wrt, outer](const Tensor& cotangent) {
-    detail::TransformScope pull;
-    const bool keep = outer || pull.nested || cotangent.impl().tracked;
-    std::vector<Tensor> grads = backward({out}, {cotangent}, wrt, keep);
-    for (Tensor& g : grads) g = detail::release(g, keep);
-    return grads;
+  auto [out, pull] = detail::vjp_flat(detail::flat_call<sizeof...(Args)>(f), {Tensor(primals)...});
+  std::function<std::vector<Tensor>(const Tensor&)> pullback = [pull](const Tensor& cotangent) {
+    return pull({cotangent});
   };
-  return std::pair{detail::release(out, true), pullback};
+  return std::pair{out[0], pullback};
 }
 
 }  // namespace vt

@@ -52,6 +52,10 @@ Tensor map_result(const Tensor& r, const Tensor& like, std::int64_t out_axis) {
   return transpose(plain, perm);
 }
 
+namespace {
+
+// Nested vmap's pieces: the size of argument `arg`'s mapped per-example axis (checked against `size`, -1 before the
+// first), index i of that axis, and the results of each index stacked at out_axis.
 std::int64_t nested_axis_size(const Tensor& x, std::int64_t axis, std::size_t arg, std::int64_t size) {
   if (x.ndim() == 0) fail("vmap: argument {} is a scalar (per example) and has no axis {} to map over", arg, axis);
   const int a = normalize_axis(axis, x.ndim(), "vmap");
@@ -71,6 +75,64 @@ Tensor nested_index(const Tensor& x, std::int64_t axis, std::int64_t i) {
 Tensor nested_stack(const std::vector<Tensor>& results, std::int64_t out_axis) {
   const int a = normalize_axis(out_axis, results[0].ndim() + 1, "vmap out_axes");
   return stack(results, a);
+}
+
+std::optional<std::int64_t> axis_of(const InAxes& in_axes, std::size_t i) {
+  return in_axes.empty() ? std::optional<std::int64_t>(0) : in_axes[i];
+}
+
+// vmap inside a vmap body: a loop over the mapped per-example axis (see vmap).
+std::vector<Tensor> vmap_by_loop(const FlatFunction& f, const std::vector<Tensor>& in, const InAxes& in_axes,
+                                 std::int64_t out_axes) {
+  std::int64_t size = -1;
+  for (std::size_t i = 0; i < in.size(); ++i)
+    if (const auto axis = axis_of(in_axes, i)) size = nested_axis_size(in[i], *axis, i, size);
+  if (size < 0) fail("vmap: no argument is mapped");
+  if (size == 0) fail("vmap: a vmap inside a vmap body maps an axis of size 0, which gives no result to stack");
+  std::vector<std::vector<Tensor>> results;
+  for (std::int64_t k = 0; k < size; ++k) {
+    std::vector<Tensor> args = in;
+    for (std::size_t i = 0; i < in.size(); ++i)
+      if (const auto axis = axis_of(in_axes, i)) args[i] = nested_index(in[i], *axis, k);
+    results.push_back(f(args));
+    if (results.back().size() != results[0].size())
+      fail("vmap: the function returns {} results at index {} of the mapped axis and {} at index 0",
+           results.back().size(), k, results[0].size());
+  }
+  std::vector<Tensor> stacked;
+  for (std::size_t j = 0; j < results[0].size(); ++j) {
+    std::vector<Tensor> column;
+    for (const auto& r : results) column.push_back(r[j]);
+    stacked.push_back(nested_stack(column, out_axes == batched_out ? 0 : out_axes));
+  }
+  return stacked;
+}
+
+}  // namespace
+
+std::vector<Tensor> vmap_flat(const FlatFunction& f, std::vector<Tensor> in, const InAxes& in_axes,
+                              std::int64_t out_axes) {
+  if (!in_axes.empty() && in_axes.size() != in.size())
+    fail("vmap: {} in_axes for a function of {} arguments", in_axes.size(), in.size());
+  if (in_vmap_body()) return vmap_by_loop(f, in, in_axes, out_axes);
+  Tensor like;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const auto axis = axis_of(in_axes, i);
+    if (!axis) continue;
+    in[i] = map_axis(in[i], *axis, i);
+    const auto size = known_batch_size(in[i]), earlier = like.defined() ? known_batch_size(like) : size;
+    if (size && earlier && *size != *earlier)
+      fail("vmap: mapped axes have different sizes ({} for an earlier argument, {} for argument {})", *earlier, *size,
+           i);
+    if (!like.defined()) like = in[i];
+  }
+  if (!like.defined()) fail("vmap: no argument is mapped");
+  std::vector<Tensor> results = [&] {
+    VmapBody body;
+    return f(in);
+  }();
+  for (Tensor& r : results) r = map_result(r, like, out_axes);
+  return results;
 }
 
 }  // namespace vt::detail
