@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# `pip install .` from the source tree into a fresh virtual environment, then a gradient and a jitted call through
+# the installed package: what a user does after the README's set-up. The build requirements (scikit-build-core,
+# nanobind) and numpy come from the Python that runs the test (tools/setup.sh --docs installs them), so the test
+# needs no network: --no-build-isolation, and a venv that sees the base's packages.
+#   python/tests/pip_install.sh SOURCE_DIR PYTHON
+set -euo pipefail
+src=$1
+python=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$python" -m venv --system-site-packages "$work/venv"
+"$work/venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
+  -Cbuild-dir="$work/build" "$src"
+cd "$work"
+"$work/venv/bin/python" - "$work/venv" <<'PY'
+import sys
+
+import numpy as np
+
+import vtape as vt
+
+assert vt.__file__.startswith(sys.argv[1]), vt.__file__  # the installed package, not a build tree's
+g = vt.grad(lambda x: vt.sum(vt.exp(x) * x))(np.array([0.5, -1.0]))
+np.testing.assert_allclose(np.asarray(g), np.exp([0.5, -1.0]) * (1 + np.array([0.5, -1.0])), rtol=1e-14)
+f = vt.jit(vt.vmap(lambda a: vt.logdet(a)))
+np.testing.assert_allclose(np.asarray(f(np.stack([np.eye(3) * 2] * 4))), [3 * np.log(2)] * 4, rtol=1e-14)
+print("pip install ok:", vt.__version__, vt.__file__)
+PY

@@ -1,0 +1,173 @@
+"""The transforms from Python: against finite differences, closed forms and loops; jit's traces; threads."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import vtape as vt
+
+rng = np.random.default_rng(11)
+X = np.linspace(0, 5, 30)
+Y = np.sin(X) + 0.1 * rng.standard_normal(30)
+D2 = (X[:, None] - X[None, :]) ** 2
+
+
+def nll(params):
+    """A GP's negative log marginal likelihood in a dict of log-hyperparameters."""
+    k = vt.exp(params["log_amp"] * 2) * vt.exp(-0.5 * D2 / vt.exp(params["log_len"] * 2))
+    k = k + vt.eye(30) * vt.exp(params["log_noise"] * 2)
+    c = vt.cho_factor(k)
+    return 0.5 * vt.sum(Y * vt.cho_solve(c, Y)) + 0.5 * vt.logdet(c)
+
+
+P = {"log_amp": np.array(0.2), "log_len": np.array(-0.3), "log_noise": np.array(-1.5)}
+
+
+def flat_fd(f, x, h=1e-6):
+    """Central differences of scalar f over the entries of array x."""
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[i] = h
+        g[i] = (float(f(x + e)) - float(f(x - e))) / (2 * h)
+    return g
+
+
+def test_grad_of_a_pytree_against_central_differences():
+    g = vt.grad(nll)(P)
+    assert set(g) == set(P)
+    for k in P:
+        fd = flat_fd(lambda v: nll({**P, k: v}), P[k])
+        np.testing.assert_allclose(np.asarray(g[k]), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_value_and_grad_argnums_and_aux():
+    f = lambda a, b: (vt.sum(a * b * b), {"twice": a * 2})  # noqa: E731
+    a, b = rng.standard_normal(3), rng.standard_normal(3)
+    (value, aux), (ga, gb) = vt.value_and_grad(f, argnums=(0, 1), has_aux=True)(a, b)
+    np.testing.assert_allclose(float(value), np.sum(a * b * b), rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(aux["twice"]), 2 * a, rtol=0)
+    np.testing.assert_allclose(np.asarray(ga), b * b, rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(gb), 2 * a * b, rtol=1e-14)
+    with pytest.raises(vt.Error):
+        vt.grad(lambda a: a * 2)(a)  # not a scalar
+
+
+def test_vjp_and_jvp_are_transposes_and_match_differences():
+    f = lambda x, w: vt.tanh(vt.matmul(w, x)) * x[0]  # noqa: E731
+    x, w = rng.standard_normal(4), rng.standard_normal((3, 4))
+    u, v = rng.standard_normal(3), rng.standard_normal(4)
+    out, pullback = vt.vjp(f, x, w)
+    gx, gw = pullback(u)
+    assert gw.shape == (3, 4)
+    _, jv = vt.jvp(f, (x, w), (v, np.zeros((3, 4))))
+    np.testing.assert_allclose(float(np.dot(np.asarray(jv), u)), float(np.dot(v, np.asarray(gx))), rtol=1e-12)
+    h = 1e-6
+    fd = (np.asarray(f(x + h * v, w)) - np.asarray(f(x - h * v, w))) / (2 * h)
+    np.testing.assert_allclose(np.asarray(jv), fd, rtol=1e-6, atol=1e-9)
+
+
+def test_jacobians_hessian_and_hvp():
+    f = lambda x: vt.sum(vt.exp(x) * x) + vt.logdet(vt.eye(3) + vt.matmul(x.reshape(3, 1), x.reshape(1, 3)))  # noqa
+    x = rng.standard_normal(3) * 0.5
+    g = lambda v: np.asarray(vt.grad(f)(v))  # noqa: E731
+    fd_h = np.stack([(g(x + 1e-6 * e) - g(x - 1e-6 * e)) / 2e-6 for e in np.eye(3)], axis=1)
+    H = vt.hessian(f)(x)
+    np.testing.assert_allclose(np.asarray(H), fd_h, rtol=1e-6, atol=1e-8)
+    v = rng.standard_normal(3)
+    np.testing.assert_allclose(np.asarray(vt.hvp(f)(x, v)), np.asarray(H) @ v, rtol=1e-12)
+    m = lambda x: vt.sin(x) * vt.sum(x * x)  # noqa: E731
+    np.testing.assert_allclose(np.asarray(vt.jacfwd(m)(x)), np.asarray(vt.jacrev(m)(x)), rtol=1e-13)
+
+
+def test_vmap_equals_a_loop_with_in_axes_and_out_axes():
+    f = lambda a, w: vt.sum(vt.exp(a) * w, axis=0)  # noqa: E731
+    A, w = rng.standard_normal((5, 3, 2)), rng.standard_normal((3, 2))
+    loop = np.stack([np.asarray(f(a, w)) for a in A])
+    np.testing.assert_allclose(np.asarray(vt.vmap(f, in_axes=(0, None))(A, w)), loop, rtol=1e-14)
+    At = np.moveaxis(A, 0, 2)  # the batch as axis 2
+    np.testing.assert_allclose(np.asarray(vt.vmap(f, in_axes=(2, None))(At, w)), loop, rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(vt.vmap(f, (0, None), out_axes=1)(A, w)), loop.T, rtol=1e-14)
+    kept = vt.vmap(f, (0, None), out_axes=vt.batched)(A, w)
+    assert kept.is_batched and kept.batch_size == 5 and kept.shape == (2,)
+    # per-example gradients of a pytree
+    batch = {k: np.stack([v, v + 0.1]) for k, v in P.items()}
+    per = vt.vmap(vt.grad(nll))(batch)
+    # in_axes as a pytree of the argument's structure: the noise shared, the others mapped
+    shared = {**batch, "log_noise": P["log_noise"]}
+    axes = {"log_amp": 0, "log_len": 0, "log_noise": None}
+    mixed = vt.vmap(vt.grad(nll), in_axes=(axes,))(shared)
+    np.testing.assert_allclose(np.asarray(mixed["log_len"])[0], np.asarray(per["log_len"])[0], rtol=1e-12)
+    with pytest.raises(ValueError, match="structure"):
+        vt.vmap(vt.grad(nll), in_axes=({"log_amp": 0},))(batch)
+    for i in range(2):
+        one = vt.grad(nll)({k: v[i] for k, v in batch.items()})
+        for k in P:
+            np.testing.assert_allclose(np.asarray(per[k])[i], np.asarray(one[k]), rtol=1e-12)
+
+
+def test_jit_equals_eager_and_traces_once_for_every_batch_size():
+    step = vt.jit(vt.vmap(vt.value_and_grad(nll)))
+    for b in (1, 4, 9):
+        batch = {k: v + 0.05 * rng.standard_normal(b) for k, v in P.items()}
+        values, grads = step(batch)
+        assert values.shape == (b,) and not values.is_batched
+        for i in range(b):
+            v, g = vt.value_and_grad(nll)({k: x[i] for k, x in batch.items()})
+            np.testing.assert_allclose(np.asarray(values)[i], float(v), rtol=1e-12)
+            np.testing.assert_allclose(np.asarray(grads["log_len"])[i], float(g["log_len"]), rtol=1e-10)
+    c = step.counters()
+    assert c["traces"] == 1 and c["calls"] == 3
+    # a plain jit traces again for a new shape
+    total = vt.jit(lambda x: vt.sum(x * x))
+    for n in (2, 3, 3):
+        assert float(total(np.ones(n))) == n
+    assert total.counters()["traces"] == 2
+    assert "steps" in total.compile(np.ones(5)) and "cho_factor" in step.explain(
+        {k: np.full(2, float(v)) for k, v in P.items()})
+
+
+def test_jit_inside_grad_runs_op_by_op_and_differentiates():
+    inner = vt.jit(lambda x: vt.sum(vt.sin(x) * x))
+    x = rng.standard_normal(4)
+    np.testing.assert_allclose(np.asarray(vt.grad(inner)(x)), np.cos(x) * x + np.sin(x), rtol=1e-14)
+
+
+def test_errors_inside_a_jitted_batch_name_the_example():
+    mats = np.stack([np.eye(3), np.eye(3), -np.eye(3)])
+    f = vt.jit(vt.vmap(lambda a: vt.logdet(a)))
+    with pytest.raises(vt.NotPositiveDefinite) as e:
+        f(mats)
+    assert e.value.batch_index == 2
+    np.testing.assert_allclose(np.asarray(f(mats[:2])), [0.0, 0.0], atol=1e-15)
+
+
+def test_python_errors_in_the_traced_function_propagate():
+    def bad(x):
+        raise KeyError("from the model")
+
+    with pytest.raises(KeyError):
+        vt.jit(bad)(np.ones(2))
+    with pytest.raises(KeyError):
+        vt.grad(bad)(np.ones(2))
+
+
+def test_threads_call_one_jitted_function_with_the_gil_released():
+    step = vt.jit(vt.vmap(vt.value_and_grad(nll)))
+    batches = [{k: v + 0.01 * i * np.ones(6) for k, v in P.items()} for i in range(4)]
+    want = [np.asarray(step(b)[0]) for b in batches]
+    got = [None] * 4
+
+    def work(i):
+        for _ in range(5):
+            got[i] = np.asarray(step(batches[i])[0])
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert step.counters()["traces"] == 1

@@ -1,0 +1,181 @@
+"""vtape.Tensor's Python side: numpy conversions, operators, indexing, and asarray.
+
+Tensors are immutable. numpy arrays come in without a copy where they are row-major and of a supported dtype
+(float32, float64, int32, int64): the tensor then reads the array's memory, so the array must not be written while
+the tensor (or a jitted function that captured it) is in use. Going out, np.asarray(t) is a read-only view of the
+tensor's memory where its layout allows.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import _vtape
+from ._vtape import Tensor
+
+_SUPPORTED = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.int64)}
+
+
+def asarray(x, dtype=None) -> Tensor:
+    """x as a Tensor: a Tensor as it is (converted when `dtype` is given), a numpy array or anything with the buffer
+    protocol or DLPack without a copy where its layout allows, Python numbers and sequences through numpy (floats as
+    float64, ints as int64, bools as float64, as vtape's masks are)."""
+    if isinstance(x, Tensor):
+        return x if dtype is None or np.dtype(dtype) == x.dtype else x.astype(np.dtype(dtype).name)
+    if isinstance(x, np.ndarray) and dtype is None and x.dtype in _SUPPORTED:
+        return _vtape._from_array(x)
+    a = np.asarray(x, dtype=dtype)
+    if a.dtype == np.bool_:
+        a = a.astype(np.float64)
+    if a.dtype not in _SUPPORTED:
+        kind = a.dtype.kind
+        a = a.astype(np.float64 if kind in "fc" else np.int64 if kind in "iu" else a.dtype)
+        if a.dtype not in _SUPPORTED:
+            raise TypeError(f"vtape.asarray: cannot make a tensor of {x!r} (dtype {a.dtype})")
+    return _vtape._from_array(a)
+
+
+def from_dlpack(x) -> Tensor:
+    """A tensor reading the memory of any object with __dlpack__ (numpy, PyTorch and JAX CPU arrays) without a
+    copy."""
+    return _vtape._from_array(x)
+
+
+def _coerce_arguments(args) -> list:
+    """An op's arguments with numpy arrays (and numpy scalars that are not Python floats) made tensors, also inside
+    lists (concatenate, stack); Python numbers, shapes, strings and tensors stay as they are."""
+    out = []
+    for a in args:
+        if isinstance(a, (np.ndarray, np.generic)) and not isinstance(a, (float, int)):
+            a = asarray(a)
+        elif isinstance(a, list) and any(isinstance(x, (Tensor, np.ndarray)) for x in a):
+            a = [asarray(x) for x in a]
+        out.append(a)
+    return out
+
+
+def _numpy(t: Tensor) -> np.ndarray:
+    return np.asarray(t.__array_view__())
+
+
+def _array(t: Tensor, dtype=None, copy=None):
+    a = _numpy(t)
+    if dtype is not None:
+        a = a.astype(dtype, copy=False)
+    return a.copy() if copy else a
+
+
+def _operand(x):
+    """A binary operator's other operand: a Python number as it is (a weak scalar), anything else as a tensor."""
+    if isinstance(x, (Tensor, numbers.Number)) and not isinstance(x, bool):
+        return x
+    return asarray(x)
+
+
+def _binary(name: str, reflected: bool = False):
+    f = getattr(_vtape, name)
+    if reflected:
+        return lambda self, other: f(_operand(other), self)
+    return lambda self, other: f(self, _operand(other))
+
+
+def _normalize_index(index, ndim: int):
+    if not isinstance(index, tuple):
+        index = (index,)
+    if any(i is Ellipsis for i in index):
+        at = next(k for k, i in enumerate(index) if i is Ellipsis)
+        used = sum(1 for i in index if i is not None and i is not Ellipsis)
+        index = index[:at] + (slice(None),) * (ndim - used) + index[at + 1 :]
+    return index
+
+
+def _getitem(t: Tensor, index) -> Tensor:
+    """Basic indexing: ints, slices (any step), None (a new axis) and Ellipsis; an integer tensor or array along one
+    axis takes those rows (vtape.take)."""
+    if isinstance(index, (Tensor, np.ndarray, list)):
+        return _vtape.take(t, asarray(index), 0)
+    index = _normalize_index(index, t.ndim)
+    if sum(1 for i in index if i is not None) > t.ndim:
+        raise IndexError(f"too many indices for a tensor of shape {t.shape}")
+    out, axis, shape = t, 0, []
+    for i in index:
+        if i is None:
+            shape.append(1)
+            continue
+        n = out.shape[axis]
+        if isinstance(i, slice):
+            start, stop, step = i.indices(n)
+            if step < 0:
+                raise IndexError("vtape: negative slice steps are not supported")
+            out = _vtape.slice(out, axis, start, max(start, stop), step)
+            shape.append(out.shape[axis])
+            axis += 1
+        elif isinstance(i, (numbers.Integral, np.integer)):
+            k = int(i)
+            if not -n <= k < n:
+                raise IndexError(f"index {k} is out of range for axis {axis} of size {n}")
+            k %= n
+            out = _vtape.slice(out, axis, k, k + 1)
+            axis += 1
+        else:
+            raise IndexError(f"vtape: unsupported index {i!r}: use ints, slices, None, ... or an integer array")
+    shape.extend(out.shape[axis:])
+    return _vtape.reshape(out, tuple(shape)) if tuple(shape) != out.shape else out
+
+
+def _install() -> None:
+    T = Tensor
+    T.dtype = property(lambda t: np.dtype(t.dtype_name), doc="The element type, as a numpy dtype.")
+    T.__array__ = _array
+    T.numpy = lambda t: _numpy(t)
+    T.item = lambda t: _numpy(t).item()
+    T.tolist = lambda t: _numpy(t).tolist()
+    T.__float__ = lambda t: float(_numpy(t))
+    T.__int__ = lambda t: int(_numpy(t))
+
+    def __index__(t):
+        if t.dtype.kind != "i" or t.size != 1:
+            raise TypeError("only an integer tensor of one element can be used as an index")
+        return int(_numpy(t))
+
+    T.__index__ = __index__
+
+    def __bool__(t):
+        if t.size != 1:
+            raise ValueError("the truth value of a tensor with more than one element is ambiguous")
+        return bool(_numpy(t))
+
+    T.__bool__ = __bool__
+
+    def __len__(t):
+        if t.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return t.shape[0]
+
+    T.__len__ = __len__
+    T.__iter__ = lambda t: (t[i] for i in range(len(t)))
+    T.__hash__ = None  # == is elementwise
+    T.__array_ufunc__ = None  # numpy_array + tensor: numpy defers to the tensor's reflected operator
+    for op, name in [("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"), ("pow", "pow"),
+                     ("matmul", "matmul")]:
+        setattr(T, f"__{op}__", _binary(name))
+        setattr(T, f"__r{op}__", _binary(name, reflected=True))
+    T.__lt__ = _binary("less")
+    T.__gt__ = _binary("greater")
+    T.__eq__ = _binary("equal")
+    T.__neg__ = lambda t: _vtape.neg(t)
+    T.__pos__ = lambda t: t
+    T.__abs__ = lambda t: _vtape.abs(t)
+    T.__getitem__ = _getitem
+    T.T = property(lambda t: _vtape.transpose(t, list(reversed(range(t.ndim)))), doc="The axes reversed.")
+    T.mT = property(lambda t: _vtape.swapaxes(t, -1, -2), doc="The last two axes swapped.")
+    T.reshape = lambda t, *shape: _vtape.reshape(t, shape[0] if len(shape) == 1 else shape)
+    for name in ("sum", "mean", "max", "logsumexp"):
+        setattr(T, name, (lambda f: lambda t, axis=None, keepdims=False: f(t, axis, keepdims))(getattr(_vtape, name)))
+    T.__dlpack__ = lambda t, **kw: t.__array_view__().__dlpack__(**kw)
+    T.__dlpack_device__ = lambda t: (1, 0)
+
+
+_install()

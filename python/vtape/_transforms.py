@@ -1,0 +1,297 @@
+"""The transforms, in JAX's shape: grad, value_and_grad, vjp, jvp, jacfwd, jacrev, hessian, hvp, vmap and jit, taking
+Python callables of pytrees (tuples, lists, dicts) of tensors. Each flattens its arguments and results and calls the
+C++ transform over flat lists of tensors (vtape._vtape), so the semantics are the C++ library's (docs/guide.md).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+from . import _vtape
+from ._tensor import asarray
+from ._tree import tree_flatten, tree_unflatten
+from ._vtape import Tensor
+
+#: out_axes value that keeps vmap's results batched (the batch a first-class dimension, vtape.as_batch's).
+batched = _vtape.batched_out
+
+
+def _tensor_leaves(leaves: list) -> list[Tensor]:
+    return [asarray(x) for x in leaves]
+
+
+def _flatten_args(args: Sequence[Any]):
+    """The leaves of each argument, as tensors, and what rebuilds the arguments from a flat list."""
+    flat, defs, starts = [], [], []
+    for a in args:
+        leaves, d = tree_flatten(a)
+        starts.append(len(flat))
+        flat.extend(_tensor_leaves(leaves))
+        defs.append(d)
+
+    def rebuild(xs: list) -> list:
+        return [tree_unflatten(d, xs[s : s + d.num_leaves]) for d, s in zip(defs, starts)]
+
+    return flat, defs, starts, rebuild
+
+
+def _argnums(argnums, n: int, name: str) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for i in nums:
+        if not -n <= i < n:
+            raise ValueError(f"{name}: argnum {i} is out of range for a function of {n} arguments")
+    return tuple(i % n for i in nums)
+
+
+def value_and_grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """value_and_grad(f, argnums)(*args) -> (f(*args), gradient): the gradient with respect to argument `argnums`
+    (a pytree of its shape), or a tuple of them for a tuple of argnums. f returns a scalar, or (scalar, aux) with
+    has_aux, when the result is ((scalar, aux), gradient)."""
+
+    @functools.wraps(f)
+    def run(*args):
+        nums = _argnums(argnums, len(args), "grad")
+        flat, defs, starts, rebuild = _flatten_args(args)
+        wrt = [k for i in nums for k in range(starts[i], starts[i] + defs[i].num_leaves)]
+        aux = []
+
+        def flat_f(xs):
+            out = f(*rebuild(xs))
+            if has_aux:
+                if not isinstance(out, tuple) or len(out) != 2:
+                    raise TypeError("grad with has_aux: the function must return a pair (scalar, aux)")
+                out, extra = out
+                aux.append(extra)
+            return [asarray(out)]
+
+        value, grads = _vtape.value_and_grad_flat(flat_f, flat, wrt)
+        trees, k = [], 0
+        for i in nums:
+            trees.append(tree_unflatten(defs[i], grads[k : k + defs[i].num_leaves]))
+            k += defs[i].num_leaves
+        gradient = trees[0] if isinstance(argnums, int) else tuple(trees)
+        return ((value, aux[0]) if has_aux else value), gradient
+
+    return run
+
+
+def grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """The gradient of scalar f with respect to argument `argnums` (see value_and_grad)."""
+    vg = value_and_grad(f, argnums, has_aux)
+
+    @functools.wraps(f)
+    def run(*args):
+        value, g = vg(*args)
+        return (g, value[1]) if has_aux else g
+
+    return run
+
+
+def vjp(f: Callable, *primals, has_aux: bool = False):
+    """vjp(f, *primals) -> (f(*primals), pullback): pullback(cotangent) returns one cotangent per primal (a tuple),
+    the cotangent a pytree of f's result's structure. With has_aux f returns (result, aux) and vjp returns
+    (result, pullback, aux)."""
+    flat, defs, starts, rebuild = _flatten_args(primals)
+    out_def = []
+    aux = []
+
+    def flat_f(xs):
+        out = f(*rebuild(xs))
+        if has_aux:
+            out, extra = out
+            aux.append(extra)
+        leaves, d = tree_flatten(out)
+        out_def.append(d)
+        return _tensor_leaves(leaves)
+
+    outs, pull = _vtape.vjp_flat(flat_f, flat)
+    result = tree_unflatten(out_def[0], outs)
+
+    def pullback(cotangent):
+        leaves, d = tree_flatten(cotangent)
+        if d != out_def[0]:
+            raise ValueError(f"vjp: the cotangent's structure {d!r} is not the result's {out_def[0]!r}")
+        cots = pull(_tensor_leaves(leaves))
+        return tuple(rebuild(cots))
+
+    return (result, pullback, aux[0]) if has_aux else (result, pullback)
+
+
+def jvp(f: Callable, primals: Sequence, tangents: Sequence):
+    """jvp(f, primals, tangents) -> (f(*primals), J tangents): the tangents a sequence of pytrees of the primals'
+    structures (each leaf of its primal's shape and dtype)."""
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise ValueError(f"jvp: {len(tangents)} tangents for {len(primals)} primals")
+    flat, defs, starts, rebuild = _flatten_args(primals)
+    flat_t, defs_t, _, _ = _flatten_args(tangents)
+    if defs != defs_t:
+        raise ValueError("jvp: the tangents' structures differ from the primals'")
+    out_def = []
+
+    def flat_f(xs):
+        leaves, d = tree_flatten(f(*rebuild(xs)))
+        out_def.append(d)
+        return _tensor_leaves(leaves)
+
+    outs, touts = _vtape.jvp_flat(flat_f, flat, flat_t)
+    return tree_unflatten(out_def[0], outs), tree_unflatten(out_def[0], touts)
+
+
+def _jacobian(flat_transform, name: str, f: Callable, argnums: int) -> Callable:
+    def run(*args):
+        k = _argnums(argnums, len(args), name)[0]
+        flat, defs, starts, rebuild = _flatten_args(args)
+        if defs[k].kind != "leaf":
+            raise TypeError(f"{name}: argument {k} must be one tensor")
+
+        def flat_f(xs):
+            return [asarray(f(*rebuild(xs)))]
+
+        return flat_transform(flat_f, flat, starts[k])
+
+    return functools.wraps(f)(run)
+
+
+def jacfwd(f: Callable, argnums: int = 0) -> Callable:
+    """The Jacobian of f's result (one tensor, shape S) with respect to tensor argument `argnums` (shape X), of shape
+    S + X, by one forward sweep per element of X (f runs once)."""
+    return _jacobian(_vtape.jacfwd_flat, "jacfwd", f, argnums)
+
+
+def jacrev(f: Callable, argnums: int = 0) -> Callable:
+    """The same Jacobian, by one pullback per element of f's result."""
+    return _jacobian(_vtape.jacrev_flat, "jacrev", f, argnums)
+
+
+def hessian(f: Callable, argnums: int = 0) -> Callable:
+    """The matrix of second derivatives of scalar f with respect to tensor argument `argnums`: jacfwd of grad
+    (forward over reverse), shape X + X."""
+    return jacfwd(grad(f, argnums), argnums)
+
+
+def hvp(f: Callable) -> Callable:
+    """hvp(f)(x, v): the Hessian of scalar f at x times v, without forming the Hessian (forward over reverse)."""
+    return lambda x, v: jvp(grad(f), (x,), (v,))[1]
+
+
+class _Vmapped:
+    """vmap(f): a callable that jit recognises, so that jit(vmap(f)) never traces again for a new batch size."""
+
+    def __init__(self, f: Callable, in_axes, out_axes):
+        functools.update_wrapper(self, f, updated=())  # the name and docstring, not f's attributes
+        self.f, self.in_axes, self.out_axes = f, in_axes, out_axes
+
+    def leaf_axes(self, args, defs) -> list:
+        """One axis (or None) per leaf: in_axes is an int or None for every argument, or one entry per argument,
+        each an int or None for all its leaves or a pytree of its structure (JAX's prefix rule)."""
+        axes = self.in_axes
+        if isinstance(axes, (int, type(None))):
+            axes = [axes] * len(args)
+        if len(axes) != len(args):
+            raise ValueError(f"vmap: {len(axes)} in_axes for a function of {len(args)} arguments")
+        out = []
+        for i, (a, d) in enumerate(zip(axes, defs)):
+            if isinstance(a, (int, type(None))):
+                out.extend([a] * d.num_leaves)
+                continue
+            leaves, ad = tree_flatten(a, is_leaf=lambda x: x is None)
+            if ad != d:
+                raise ValueError(f"vmap: in_axes {a!r} for argument {i} does not have the argument's structure {d!r}")
+            out.extend(leaves)
+        return out
+
+    def __call__(self, *args, out_axes=None):
+        flat, defs, starts, rebuild = _flatten_args(args)
+        out_def = []
+
+        def flat_f(xs):
+            leaves, d = tree_flatten(self.f(*rebuild(xs)))
+            out_def.append(d)
+            return _tensor_leaves(leaves)
+
+        axes = self.out_axes if out_axes is None else out_axes
+        outs = _vtape.vmap_flat(flat_f, flat, self.leaf_axes(args, defs), axes)
+        return tree_unflatten(out_def[0], outs)
+
+
+def vmap(f: Callable, in_axes=0, out_axes=0) -> Callable:
+    """vmap(f, in_axes, out_axes)(*args): f mapped over an axis of its arguments, as one batched call of every op.
+    in_axes: an int or None (not mapped) for every argument, or one per argument. out_axes: where the batch goes in
+    the results (0: plain [B, ...] arrays, as JAX), or vtape.batched to keep them batched tensors."""
+    return _Vmapped(f, in_axes, out_axes)
+
+
+class Jitted:
+    """jit(f): f traced once per argument structure, shapes and dtypes, then run as a plan with the GIL released.
+    jit(vmap(f)) maps its mapped arguments as batches, so a new batch size never traces again."""
+
+    def __init__(self, f: Callable, passes: str = ""):
+        functools.update_wrapper(self, f, updated=())  # the name and docstring, not f's attributes
+        self.f = f
+        self.passes = passes
+        self._plans: dict = {}  # by the arguments' structure: one plan cache each
+
+    def _prepare(self, args):
+        f = self.f
+        flat, defs, starts, rebuild = _flatten_args(args)
+        unbatch = False
+        if isinstance(f, _Vmapped) and f.out_axes == 0:
+            # The mapped arguments as batches, the results kept batched and unbatched after the plan: the batch size
+            # never enters the trace.
+            axes = f.leaf_axes(args, defs)
+            if all(a in (0, None) for a in axes) and any(a == 0 for a in axes):
+                flat = [x if a is None or x.is_batched else _vtape.as_batch(x) for x, a in zip(flat, axes)]
+                inner, unbatch = f, True
+                f = lambda *a: inner(*a, out_axes=batched)  # noqa: E731
+        key = tuple(defs)
+        cache = self._plans.get(key)
+        if cache is None:
+            cache = self._plans[key] = _vtape.Jitted(self.passes)
+
+        def tracer(xs):
+            leaves, d = tree_flatten(f(*rebuild(xs)))
+            return _tensor_leaves(leaves), d
+
+        return f, flat, rebuild, cache, tracer, unbatch
+
+    def __call__(self, *args):
+        f, flat, rebuild, cache, tracer, unbatch = self._prepare(args)
+        done = cache.call(flat, tracer)
+        if done is None:  # inside a trace or a transform: op by op
+            return f(*rebuild(flat)) if not unbatch else _unbatch_tree(f(*rebuild(flat)))
+        outs, d = done
+        if unbatch:
+            outs = [_vtape.unbatch(o) if o.is_batched else o for o in outs]
+        return tree_unflatten(d, outs)
+
+    def compile(self, *args) -> dict:
+        """Traces and plans for these arguments without running: the plan's summary."""
+        _, flat, _, cache, tracer, _ = self._prepare(args)
+        return cache.compile(flat, tracer)
+
+    def explain(self, *args) -> str:
+        """The plan these arguments run, one line per step (as the C++ Jitted::explain)."""
+        _, flat, _, cache, tracer, _ = self._prepare(args)
+        return cache.explain(flat, tracer)
+
+    def counters(self) -> dict:
+        """Calls, traces, cache hits and trace and plan times, summed over the argument structures seen."""
+        total: dict = {}
+        for cache in self._plans.values():
+            for k, v in cache.counters().items():
+                total[k] = total.get(k, 0) + v
+        return total
+
+
+def _unbatch_tree(tree):
+    leaves, d = tree_flatten(tree)
+    return tree_unflatten(d, [_vtape.unbatch(x) if isinstance(x, Tensor) and x.is_batched else x for x in leaves])
+
+
+def jit(f: Callable | None = None, *, passes: str = ""):
+    """jit(f) or @jit: see Jitted. `passes` turns plan passes off ("-name") or on ("+name"), as JitOptions."""
+    if f is None:
+        return lambda g: Jitted(g, passes)
+    return Jitted(f, passes)
