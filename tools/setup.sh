@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages vtape builds with, when missing, configures build/ (showing CMake's
-# summary: the build type, whether the CUDA module, the MPI layer and the Python package are built) and builds.
+# summary: the build type, whether the CUDA module, the MPI layer and the Python package are
+# built) and builds.
 #   tools/setup.sh [--docs] [cmake --build arguments...]
-# --docs also installs doxygen, for the API reference, clang-format, for the layout check
-# among the tests, and from PyPI what the Python package builds and tests with (nanobind, numpy,
-# pytest, scikit-build-core). Run by tools/run-example and tools/run-tests; safe to run again (builds are incremental). VTAPE_BUILD_DIR picks the build
-# folder (build/), VTAPE_CMAKE_ARGS adds arguments to its configure (e.g. -DVTAPE_CUDA=ON), which
-# runs the first time and again after packages were installed.
+# --docs also installs doxygen, for the API reference, clang-format, for the layout check among
+# the tests, and from PyPI what the Python package builds and tests with (nanobind, numpy, pytest,
+# scikit-build-core, scipy). Run by tools/run-example and tools/run-tests; safe to run again
+# (builds are incremental). VTAPE_BUILD_DIR picks the build folder (build/), VTAPE_CMAKE_ARGS adds
+# arguments to its configure (e.g. -DVTAPE_CUDA=ON), which runs the first time and again after
+# packages were installed.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 packages=(cmake g++ ninja-build libeigen3-dev catch2 libfmt-dev liblbfgsb-dev libcli11-dev libopenmpi-dev openmpi-bin)
@@ -33,8 +35,8 @@ if ((${#missing[@]})); then
 fi
 # With --docs (the test set-up): the Python package's build and test dependencies, from PyPI into the python3 on PATH,
 # when missing (a Python that Debian manages takes them only with --break-system-packages).
-python_packages=(nanobind numpy pytest scikit-build-core)
-if ((docs)) && command -v python3 >/dev/null && ! python3 -c "import nanobind, numpy, pytest, scikit_build_core" 2>/dev/null; then
+python_packages=(nanobind numpy pytest scikit-build-core scipy)
+if ((docs)) && command -v python3 >/dev/null && ! python3 -c "import nanobind, numpy, pytest, scikit_build_core, scipy" 2>/dev/null; then
   echo "vtape: installing ${python_packages[*]} for $(command -v python3) (pip)" >&2
   python3 -m pip install -q --disable-pip-version-check "${python_packages[@]}" 2>/dev/null ||
     python3 -m pip install -q --disable-pip-version-check --break-system-packages "${python_packages[@]}"

@@ -171,3 +171,20 @@ def test_threads_call_one_jitted_function_with_the_gil_released():
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)
     assert step.counters()["traces"] == 1
+
+
+def test_batches_in_give_batches_out_and_one_trace_for_a_loss_over_the_batch():
+    # The C++ idiom: the batch a first-class dimension, reduced by batch_mean; one trace for every batch size.
+    func = lambda p: vt.mean(vt.exp(p) * p)  # noqa: E731
+    step = vt.jit(vt.value_and_grad(lambda P: vt.batch_mean(vt.vmap(func)(P))))
+    for b in (2, 5, 7):
+        P = rng.standard_normal((b, 3))
+        value, g = step(vt.as_batch(P))
+        np.testing.assert_allclose(float(value), np.mean(np.mean(np.exp(P) * P, axis=1)), rtol=1e-13)
+        assert g.is_batched and g.batch_size == b
+        np.testing.assert_allclose(np.asarray(g), (np.exp(P) * (1 + P)) / (3 * b), rtol=1e-13)
+    assert step.counters()["traces"] == 1
+    mapped = vt.vmap(func)(vt.as_batch(rng.standard_normal((4, 3))))
+    assert mapped.is_batched and mapped.batch_size == 4
+    kept = vt.jit(vt.vmap(func))(vt.as_batch(rng.standard_normal((4, 3))))
+    assert kept.is_batched

@@ -211,15 +211,26 @@ class _Vmapped:
             out_def.append(d)
             return _tensor_leaves(leaves)
 
+        in_axes = self.leaf_axes(args, defs)
         axes = self.out_axes if out_axes is None else out_axes
-        outs = _vtape.vmap_flat(flat_f, flat, self.leaf_axes(args, defs), axes)
+        if axes is _PLAIN_UNLESS_BATCHED:
+            # Arguments that are batches already (vtape.as_batch) give batches: under jit their size is not known
+            # while tracing, so plain [B, ...] results could not be made there.
+            mapped_batches = any(a is not None and x.is_batched for a, x in zip(in_axes, flat))
+            axes = batched if mapped_batches else 0
+        outs = _vtape.vmap_flat(flat_f, flat, in_axes, axes)
         return tree_unflatten(out_def[0], outs)
 
 
-def vmap(f: Callable, in_axes=0, out_axes=0) -> Callable:
+_PLAIN_UNLESS_BATCHED = object()
+
+
+def vmap(f: Callable, in_axes=0, out_axes=_PLAIN_UNLESS_BATCHED) -> Callable:
     """vmap(f, in_axes, out_axes)(*args): f mapped over an axis of its arguments, as one batched call of every op.
-    in_axes: an int or None (not mapped) for every argument, or one per argument. out_axes: where the batch goes in
-    the results (0: plain [B, ...] arrays, as JAX), or vtape.batched to keep them batched tensors."""
+    in_axes: an int or None (not mapped) for every argument, or one per argument (an int, None or a pytree of the
+    argument's structure). out_axes: where the batch goes in the results: by default at axis 0 as plain [B, ...]
+    arrays (JAX's default), or kept batched when a mapped argument is a batch already (vtape.as_batch); an int puts
+    it there, vtape.batched keeps the results batched."""
     return _Vmapped(f, in_axes, out_axes)
 
 
@@ -237,12 +248,13 @@ class Jitted:
         f = self.f
         flat, defs, starts, rebuild = _flatten_args(args)
         unbatch = False
-        if isinstance(f, _Vmapped) and f.out_axes == 0:
+        if isinstance(f, _Vmapped) and (f.out_axes is _PLAIN_UNLESS_BATCHED or f.out_axes == 0):
             # The mapped arguments as batches, the results kept batched and unbatched after the plan: the batch size
             # never enters the trace.
             axes = f.leaf_axes(args, defs)
-            if all(a in (0, None) for a in axes) and any(a == 0 for a in axes):
-                flat = [x if a is None or x.is_batched else _vtape.as_batch(x) for x, a in zip(flat, axes)]
+            already = any(a == 0 and x.is_batched for x, a in zip(flat, axes))  # batches in: batches out
+            if all(a in (0, None) for a in axes) and any(a == 0 for a in axes) and not already:
+                flat = [x if a is None else _vtape.as_batch(x) for x, a in zip(flat, axes)]
                 inner, unbatch = f, True
                 f = lambda *a: inner(*a, out_axes=batched)  # noqa: E731
         key = tuple(defs)
