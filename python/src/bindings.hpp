@@ -27,5 +27,6 @@ vt::DType parse_dtype(nb::handle dtype);
 void bind_tensor(nb::module_& m);
 void bind_ops(nb::module_& m);
 void bind_transforms(nb::module_& m);
+void bind_loops(nb::module_& m);
 
 }  // namespace vtape_python

@@ -23,4 +23,5 @@ NB_MODULE(_vtape, m) {
   vtape_python::bind_tensor(m);
   vtape_python::bind_ops(m);
   vtape_python::bind_transforms(m);
+  vtape_python::bind_loops(m);
 }

@@ -97,6 +97,7 @@ from ._vtape import (  # noqa: F401
     where,
     zeros,
 )
+from ._loops import cond, fori_loop, scan, while_loop  # noqa: F401
 from ._tensor import asarray, from_dlpack, _coerce_arguments  # noqa: F401
 from ._transforms import (  # noqa: F401
     Jitted,

@@ -1,0 +1,121 @@
+"""Loops and branches in the shape of JAX's lax: scan, fori_loop, while_loop, cond, over pytrees.
+
+Each is the C++ loop op (autodiff/loops.hpp): the body is traced once and run once per step, never unrolled, eagerly
+as under jit; scan and fori_loop are differentiable (the carries stored, or every k-th with checkpoint_every=k),
+while_loop is forward only; all of them vmap. The carry's and y's tensors share one floating-point dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from . import _vtape
+from ._tensor import asarray
+from ._tree import TreeDef, tree_flatten, tree_unflatten
+
+
+def _leaves(tree) -> tuple[list, TreeDef]:
+    leaves, d = tree_flatten(tree)
+    return [asarray(x) for x in leaves], d
+
+
+def _loop(f: Callable, init: Any, xs_leaves: list, x_def, index_x: bool, length: int, first_index: int,
+          reverse: bool, checkpoint_every: int, name: str):
+    init_leaves, init_def = _leaves(init)
+    carry_shapes = _vtape._leaf_shapes(init_leaves, False)
+    x_shapes = _vtape._leaf_shapes(xs_leaves, True)
+    y_layout: dict = {}
+
+    def body(a):  # a: [step index, flat carry, flat x when there are xs]
+        carry = tree_unflatten(init_def, _vtape._unpack(a[1], carry_shapes, -1))
+        if index_x:
+            x = a[0]
+        elif x_def is None:
+            x = None
+        else:
+            x = tree_unflatten(x_def, _vtape._unpack(a[2], x_shapes, -1))
+        out = f(carry, x)
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise TypeError(f"{name}: the body must return a pair (carry, y)")
+        nxt, next_def = _leaves(out[0])
+        if next_def != init_def:
+            raise TypeError(f"{name}: the body returns a carry of structure {next_def!r}, not init's {init_def!r}")
+        _vtape._check_leaves(nxt, carry_shapes, name, "carry")
+        ys, y_def = _leaves(out[1])
+        if not y_layout:
+            y_layout.update(shapes=_vtape._leaf_shapes(ys, False), tree=y_def)
+        elif y_def != y_layout["tree"]:
+            raise TypeError(f"{name}: the body's y changed structure from {y_layout['tree']!r} to {y_def!r}")
+        _vtape._check_leaves(ys, y_layout["shapes"], name, "y")
+        return _vtape._pack(nxt, a[1], name, "carry"), _vtape._pack(ys, a[1], name, "y")
+
+    flat_init = _vtape._pack_init(init_leaves, name)
+    flat_xs = _vtape._pack_rows(xs_leaves, length, flat_init, name) if xs_leaves else None
+    final, flat_ys = _vtape._scan_results(body, flat_init, flat_xs, length, first_index, reverse, checkpoint_every,
+                                          name)
+    carry = tree_unflatten(init_def, _vtape._unpack(final, carry_shapes, -1))
+    ys = tree_unflatten(y_layout["tree"], _vtape._unpack(flat_ys, y_layout["shapes"], length))
+    return carry, ys
+
+
+def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
+         checkpoint_every: int = 0):
+    """scan(f, init, xs) -> (final carry, ys): `carry, y = f(carry, x)` for each x along the leading axis of xs (a
+    pytree of arrays of one length), ys stacking every y along a new leading axis. With xs None, `length` steps and
+    x None (as JAX). `reverse` runs from the last step to the first; `checkpoint_every` = k > 0 stores every k-th
+    carry for reverse mode and recomputes the rest."""
+    if xs is None:
+        if length is None:
+            raise ValueError("scan: give xs or length")
+        return _loop(f, init, [], None, False, int(length), 0, reverse, checkpoint_every, "scan")
+    xs_leaves, x_def = _leaves(xs)
+    n = _vtape._loop_length(xs_leaves, "scan")
+    if length is not None and int(length) != n:
+        raise ValueError(f"scan: length {length} but xs have {n} rows")
+    return _loop(f, init, xs_leaves, x_def, False, n, 0, reverse, checkpoint_every, "scan")
+
+
+def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
+    """val = body_fun(i, val) for i = lower, ..., upper - 1 (i an int64 scalar tensor); init_val when upper <= lower.
+    Differentiable, as a scan."""
+    if upper <= lower:
+        return init_val
+    step = lambda carry, i: (body_fun(i, carry), None)  # noqa: E731
+    return _loop(step, init_val, [], None, True, upper - lower, lower, False, 0, "fori_loop")[0]
+
+
+def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any):
+    """val = body_fun(val) while cond_fun(val) (a scalar, nonzero meaning true). Forward only; batched, it runs until
+    every example is done, and a finished example keeps its value."""
+    init_leaves, init_def = _leaves(init_val)
+    shapes = _vtape._leaf_shapes(init_leaves, False)
+
+    def step(a):
+        carry = tree_unflatten(init_def, _vtape._unpack(a[1], shapes, -1))
+        pred = asarray(cond_fun(carry))
+        _vtape._check_predicate(pred, "while_loop")
+        nxt, next_def = _leaves(body_fun(carry))
+        if next_def != init_def:
+            raise TypeError(f"while_loop: the body returns structure {next_def!r}, not init_val's {init_def!r}")
+        _vtape._check_leaves(nxt, shapes, "while_loop", "carry")
+        moved = _vtape._pack(nxt, a[1], "while_loop", "carry")
+        return _vtape.where(pred, moved, a[1]), pred
+
+    out = _vtape._while_flat(step, _vtape._pack_init(init_leaves, "while_loop"))
+    return tree_unflatten(init_def, _vtape._unpack(out, shapes, -1))
+
+
+def cond(pred, true_fun: Callable, false_fun: Callable, *operands):
+    """true_fun(*operands) where pred (a scalar) is nonzero, else false_fun(*operands); the branches return the same
+    structure and shapes. A concrete pred runs one branch; a traced (jit) or batched (vmap) one runs both and
+    selects (the branch not taken gets no gradient)."""
+    pred = asarray(pred)
+    _vtape._check_predicate(pred, "cond")
+    value = _vtape._concrete_predicate(pred)
+    if value is not None:
+        return true_fun(*operands) if value else false_fun(*operands)
+    a, a_def = _leaves(true_fun(*operands))
+    b, b_def = _leaves(false_fun(*operands))
+    if a_def != b_def:
+        raise TypeError(f"cond: the branches return structures {a_def!r} and {b_def!r}")
+    return tree_unflatten(a_def, [_vtape._select_branch(pred, x, y) for x, y in zip(a, b)])
