@@ -147,8 +147,8 @@ inline float lgamma_of(float v) {
 // element outside the plain case (an input or a result that is zero, subnormal, infinite or NaN, or
 // a negative base outside the integer path), so pow's special values are exactly the C library's.
 // Accuracy: x^k for |k| <= 8 by repeated squaring (at most 4 roundings, ~2 ulps); v = 0.5 is sqrt
-// (correctly rounded), v = -0.5 is 1 / sqrt (~1 ulp); any other v is exp(v log x) with Eigen's
-// vectorised log and exp in double, whose error grows with |v log x|: about |v log x| + 2 ulps in
+// (correctly rounded), v = -0.5 is 1 / sqrt (~1 ulp); any other v is exp(v log x) with vector_math.hpp's
+// log and exp in double, whose error grows with |v log x|: about |v log x| + 2 ulps in
 // float64 (float32 rows are computed in double: within an ulp of float32). Rows whose exponent
 // varies take the same path element by element, so a value never depends on how it was laid out.
 namespace powrow {
@@ -217,7 +217,23 @@ inline T value(T u, double v, const Plan& plan, double e) {
   return fallback();
 }
 
-using Packet = Eigen::Map<Eigen::Array<double, chunk, 1>, Eigen::Aligned64>;
+static_assert(chunk == vmath::block);
+
+// buf[i] = exp(v(i) log buf[i]) over a chunk: vector_math.hpp's loops (exp and log within an ulp), or Eigen's packets
+// where the target does not vectorise those.
+template <class Exponent>
+inline void exp_times_log(double* buf, Exponent v) {
+  if constexpr (vmath::vectorised) {
+    vmath::log_block(buf);
+    for (int i = 0; i < chunk; ++i) buf[i] *= v(i);
+    vmath::exp_block(buf);
+  } else {
+    Eigen::Map<Eigen::Array<double, chunk, 1>, Eigen::Aligned64> a(buf);
+    Eigen::Array<double, chunk, 1> b;
+    for (int i = 0; i < chunk; ++i) b[i] = v(i);
+    a = (a.log() * b).exp();
+  }
+}
 
 // A row whose exponent is one value v: the path is chosen once, exp and log run only where needed.
 template <class T>
@@ -228,14 +244,13 @@ void run(const T* x, std::int64_t xs, double v, T* y, std::int64_t ys, std::int6
     return;
   }
   alignas(64) double buf[chunk];
-  Packet a(buf);
   for (std::int64_t start = 0; start < len; start += chunk) {
     const std::int64_t count = std::min<std::int64_t>(chunk, len - start);
     const T* xc = x + start * xs;
     T* yc = y + start * ys;
     for (std::int64_t i = 0; i < count; ++i) buf[i] = static_cast<double>(xc[i * xs]);
     for (std::int64_t i = count; i < chunk; ++i) buf[i] = 1.0;
-    a = (a.log() * v).exp();
+    exp_times_log(buf, [v](int) { return v; });
     for (std::int64_t i = 0; i < count; ++i) yc[i * ys] = value(xc[i * xs], v, plan, buf[i]);
   }
 }
@@ -244,7 +259,6 @@ void run(const T* x, std::int64_t xs, double v, T* y, std::int64_t ys, std::int6
 template <class T>
 void run_varying(const T* x, std::int64_t xs, const T* z, std::int64_t zs, T* y, std::int64_t ys, std::int64_t len) {
   alignas(64) double bx[chunk], bz[chunk];
-  Packet a(bx), b(bz);
   for (std::int64_t start = 0; start < len; start += chunk) {
     const std::int64_t count = std::min<std::int64_t>(chunk, len - start);
     const T* xc = x + start * xs;
@@ -255,7 +269,7 @@ void run_varying(const T* x, std::int64_t xs, const T* z, std::int64_t zs, T* y,
       bz[i] = static_cast<double>(zc[i * zs]);
     }
     for (std::int64_t i = count; i < chunk; ++i) bx[i] = bz[i] = 1.0;
-    a = (a.log() * b).exp();
+    exp_times_log(bx, [&bz](int i) { return bz[i]; });
     for (std::int64_t i = 0; i < count; ++i) {
       const double v = static_cast<double>(zc[i * zs]);
       yc[i * ys] = value(xc[i * xs], v, plan_for(v), bx[i]);
