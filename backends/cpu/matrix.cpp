@@ -1,7 +1,8 @@
 // Batched matrix kernels on Eigen: Map views over slices of the batched buffer (no copies),
 // in-place factorization, parallel across the batch. A single product is split across the threads
-// by columns (CpuBackend::gemm); Eigen's own threading is used only for other single matrices:
-// inside the batch-parallel region it runs single-threaded, so the cores are not oversubscribed.
+// by columns (CpuBackend::gemm), a single large factorization or inverse by fixed blocks
+// (split_single); Eigen's own threading is used only for other single matrices: inside the
+// batch-parallel region it runs single-threaded, so the cores are not oversubscribed.
 #include "../../core/eigen.hpp"
 #include <Eigen/Cholesky>
 #include <omp.h>
@@ -272,6 +273,72 @@ Eigen::Index cholesky_upper(M& a) {
   return -1;
 }
 
+// A single matrix of at least this order, with more than one thread and outside a parallel region, is
+// factored or inverted by fixed blocks of split_block rows or columns spread over the threads
+// (cholesky_upper_split, invert_and_multiply_split): a batch already fills the threads one matrix
+// each, and these forms are slower on one thread than the kernels above. The blocks do not depend on
+// the thread count, so neither do the bits from two threads on.
+constexpr Eigen::Index split_block = 64, split_min_order = 256;
+// Cholesky's panels are factored on one thread between regions: below this order the split form gains nothing.
+constexpr Eigen::Index cholesky_split_min_order = 384;
+
+bool split_single(std::int64_t count, std::int64_t n) {
+  // Level 0: a region inside an inactive one (an `if` clause that is false) would make a new team each time.
+  return count == 1 && n >= split_min_order && omp_get_max_threads() > 1 && omp_get_level() == 0;
+}
+
+// Blocks of split_block over [0, n), the last one shorter.
+Eigen::Index split_blocks(Eigen::Index n) { return (n + split_block - 1) / split_block; }
+
+// cholesky_upper with each panel's solve split by rows of the panel and the trailing update by
+// columns of the trailing block (a product above the diagonal block, a rank update on it), each
+// block a task. The update's later blocks are larger, so they are handed out first.
+template <class M>
+Eigen::Index cholesky_upper_split(M& a) {
+  using T = typename M::Scalar;
+  const Eigen::Index n = a.rows(), panel = cholesky_panel(n);
+  // The calling thread's workspaces, by reference: inside the region a thread_local names each thread's own.
+  thread_local ColMat<T> d_workspace, w_workspace;
+  ColMat<T>&d = d_workspace, &w = w_workspace;
+  for (Eigen::Index k = 0; k < n; k += panel) {
+    const Eigen::Index b = std::min(panel, n - k), rest = n - k - b;
+    auto a11 = a.block(k, k, b, b);
+    d.resize(b, b);
+    d.template triangularView<Eigen::Lower>() = a11.transpose();
+    const Eigen::Index failed = Eigen::internal::llt_inplace<T, Eigen::Lower>::unblocked(d);
+    a11.template triangularView<Eigen::Upper>() = d.transpose();
+    if (failed >= 0) return k + failed;
+    if (rest == 0) continue;
+    auto a12 = a.block(k, k + b, b, rest);
+    auto a22 = a.block(k + b, k + b, rest, rest);
+    w.resize(rest, b);
+    const Eigen::Index blocks = split_blocks(rest);
+    FirstFailure failure;
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+      for (Eigen::Index i = 0; i < blocks; ++i)
+        failure.run(i, [&] {
+          const Eigen::Index r = i * split_block, rows = std::min(split_block, rest - r);
+          auto part = w.middleRows(r, rows);
+          part = a12.middleCols(r, rows).transpose();
+          d.template triangularView<Eigen::Lower>().adjoint().template solveInPlace<Eigen::OnTheRight>(part);
+          a12.middleCols(r, rows) = part.transpose();
+        });
+#pragma omp for schedule(dynamic)
+      for (Eigen::Index i = 0; i < blocks; ++i)
+        failure.run(blocks + i, [&] {
+          const Eigen::Index c = (blocks - 1 - i) * split_block, cols = std::min(split_block, rest - c);
+          auto right = w.middleRows(c, cols);
+          if (c > 0) a22.block(0, c, c, cols).noalias() -= w.topRows(c) * right.transpose();
+          a22.block(c, c, cols, cols).template selfadjointView<Eigen::Upper>().rankUpdate(right, T(-1));
+        });
+    }
+    failure.rethrow();
+  }
+  return -1;
+}
+
 }  // namespace
 
 void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a,
@@ -280,30 +347,32 @@ void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const
   std::vector<std::int32_t> info(static_cast<std::size_t>(count), 0);
   visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
-    FirstFailure error;  // a workspace that cannot grow, not a matrix that is not positive definite
+    const bool split = split_single(count, n) && n >= cholesky_split_min_order;
+    const auto factor = [&](std::int64_t i) {
+      const T* src = static_cast<const T*>(a) + i * stride_a;
+      T* dst = static_cast<T*>(l) + i * stride_l;
+      if (src != dst) std::copy(src, src + n * n, dst);
+      Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> c(dst, n, n);  // = A^T
+      Eigen::Index failed = split ? cholesky_upper_split(c) : cholesky_upper(c);
+      // NaN passes the positivity test: report the first non-finite pivot the same way, or the
+      // failure, whichever comes first.
+      for (Eigen::Index j = 0; j < (failed < 0 ? n : failed); ++j)
+        if (!std::isfinite(c(j, j))) {
+          failed = j;
+          break;
+        }
+      // A's strict upper triangle, cache lines the factorization never touches: zeroing them costs
+      // a tenth of its time at order 256, so a caller that reads only the lower triangle skips it.
+      if (!lower_only) c.template triangularView<Eigen::StrictlyLower>().setZero();
+      if (failed < 0) return;
+      info[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(failed + 1);
+      if (!failure.raise)  // rows failed.. of the row-major factor are columns failed.. of c
+        c.rightCols(n - failed).setConstant(std::numeric_limits<T>::quiet_NaN());
+    };
+    if (split) return factor(0);  // its own parallel regions
+    FirstFailure error;           // a workspace that cannot grow, not a matrix that is not positive definite
 #pragma omp parallel for schedule(dynamic) if (count > 1)
-    for (std::int64_t i = 0; i < count; ++i)
-      error.run(i, [&] {
-        const T* src = static_cast<const T*>(a) + i * stride_a;
-        T* dst = static_cast<T*>(l) + i * stride_l;
-        if (src != dst) std::copy(src, src + n * n, dst);
-        Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> c(dst, n, n);  // = A^T
-        Eigen::Index failed = cholesky_upper(c);
-        // NaN passes the positivity test: report the first non-finite pivot the same way, or the
-        // failure, whichever comes first.
-        for (Eigen::Index j = 0; j < (failed < 0 ? n : failed); ++j)
-          if (!std::isfinite(c(j, j))) {
-            failed = j;
-            break;
-          }
-        // A's strict upper triangle, cache lines the factorization never touches: zeroing them costs
-        // a tenth of its time at order 256, so a caller that reads only the lower triangle skips it.
-        if (!lower_only) c.template triangularView<Eigen::StrictlyLower>().setZero();
-        if (failed < 0) return;
-        info[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(failed + 1);
-        if (!failure.raise)  // rows failed.. of the row-major factor are columns failed.. of c
-          c.rightCols(n - failed).setConstant(std::numeric_limits<T>::quiet_NaN());
-      });
+    for (std::int64_t i = 0; i < count; ++i) error.run(i, [&] { factor(i); });
     error.rethrow();
   });
   if (!failure.raise) return;
@@ -414,6 +483,51 @@ void upper_times_transpose(const M& w, O& out) {
   out.template triangularView<Eigen::StrictlyLower>() = out.transpose();
 }
 
+// out = U^-1 U^-T for an upper triangular column-major U (out may be U's storage) by blocks of
+// split_block columns, each a task: first V = U^-1's columns c0.. c1 by a triangular solve of
+// U's leading c1 x c1 block against the identity's columns (back substitution that starts at row
+// c1: the flops of invert_upper), then out's columns c0.. c1 above and on the diagonal, V's rows
+// times V's rows c0.. c1 from column c0 on (V is upper triangular; the flops of
+// upper_times_transpose), each block mirrored below the diagonal by the task that wrote it.
+template <class M, class O>
+void invert_and_multiply_split(const M& u, O& out) {
+  using T = typename M::Scalar;
+  const Eigen::Index n = u.rows(), blocks = split_blocks(n);
+  thread_local ColMat<T> workspace;
+  ColMat<T>& v = workspace;  // the calling thread's: inside the region a thread_local names each thread's own
+  v.resize(n, n);
+  FirstFailure failure;
+#pragma omp parallel
+  {
+#pragma omp for schedule(dynamic)
+    for (Eigen::Index i = 0; i < blocks; ++i)
+      failure.run(i, [&] {
+        const Eigen::Index c0 = (blocks - 1 - i) * split_block, c1 = std::min(c0 + split_block, n);
+        auto x = v.middleCols(c0, c1 - c0);
+        x.setZero();
+        x.middleRows(c0, c1 - c0).setIdentity();
+        auto top = x.topRows(c1);
+        u.topLeftCorner(c1, c1).template triangularView<Eigen::Upper>().solveInPlace(top);
+      });
+#pragma omp for schedule(dynamic)
+    for (Eigen::Index i = 0; i < blocks; ++i)
+      failure.run(blocks + i, [&] {
+        const Eigen::Index c0 = i * split_block, b = std::min(split_block, n - c0);
+        const auto rows = v.block(c0, c0, b, n - c0);
+        if (c0 > 0) {
+          auto above = out.block(0, c0, c0, b);
+          above.noalias() = v.block(0, c0, c0, n - c0) * rows.transpose();
+          out.block(c0, 0, b, c0) = above.transpose();
+        }
+        auto diagonal = out.block(c0, c0, b, b);
+        diagonal.setZero();
+        diagonal.template selfadjointView<Eigen::Upper>().rankUpdate(rows, T(1));
+        diagonal.template triangularView<Eigen::StrictlyLower>() = diagonal.transpose();
+      });
+  }
+  failure.rethrow();
+}
+
 }  // namespace
 
 void CpuBackend::cholesky_inverse(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
@@ -421,6 +535,12 @@ void CpuBackend::cholesky_inverse(DType dtype, std::int64_t count, std::int64_t 
   if (recording()) return keep([=, this] { cholesky_inverse(dtype, count, n, l, stride_l, out, stride_out); });
   visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
+    if (split_single(count, n)) {
+      // The row-major L seen column-major is U = L^T, and (L L^T)^-1 = U^-1 U^-T.
+      const Eigen::Map<const ColMat<T>> u(static_cast<const T*>(l), n, n);
+      Eigen::Map<ColMat<T>> o(static_cast<T*>(out), n, n);
+      return invert_and_multiply_split(u, o);
+    }
     FirstFailure failure;  // the workspace
 #pragma omp parallel for schedule(dynamic) if (count > 1)
     for (std::int64_t i = 0; i < count; ++i)
