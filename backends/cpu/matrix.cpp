@@ -243,6 +243,18 @@ using ColMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
 // unblocked factorization of the diagonal blocks is the slow part at small n.
 Eigen::Index cholesky_panel(Eigen::Index n) { return std::clamp<Eigen::Index>(n / 8 / 16 * 16, 16, 128); }
 
+// Factors the diagonal block a[k:k+b, k:k+b] in place into U11, through d as its transpose L11 in
+// Eigen's column-major lower form. Returns the failing column of a, or -1; d keeps L11 for the panel solve.
+template <class M, class T = typename M::Scalar>
+Eigen::Index factor_diagonal_block(M& a, Eigen::Index k, Eigen::Index b, ColMat<T>& d) {
+  auto a11 = a.block(k, k, b, b);
+  d.resize(b, b);
+  d.template triangularView<Eigen::Lower>() = a11.transpose();
+  const Eigen::Index failed = Eigen::internal::llt_inplace<T, Eigen::Lower>::unblocked(d);
+  a11.template triangularView<Eigen::Upper>() = d.transpose();
+  return failed >= 0 ? k + failed : -1;
+}
+
 // A = U^T U on column-major storage, right-looking in panels: a row-major buffer seen column-major
 // holds A^T, whose upper triangle is A's lower one and whose U is A's L. Eigen's fast kernels are
 // those of its own column-major lower LLT, so each panel is worked on in that form, transposed
@@ -256,12 +268,7 @@ Eigen::Index cholesky_upper(M& a) {
   thread_local ColMat<T> d, w;  // workspaces, allocated once per thread, not per matrix
   for (Eigen::Index k = 0; k < n; k += panel) {
     const Eigen::Index b = std::min(panel, n - k), rest = n - k - b;
-    auto a11 = a.block(k, k, b, b);
-    d.resize(b, b);
-    d.template triangularView<Eigen::Lower>() = a11.transpose();
-    const Eigen::Index failed = Eigen::internal::llt_inplace<T, Eigen::Lower>::unblocked(d);
-    a11.template triangularView<Eigen::Upper>() = d.transpose();
-    if (failed >= 0) return k + failed;
+    if (const Eigen::Index failed = factor_diagonal_block(a, k, b, d); failed >= 0) return failed;
     if (rest == 0) continue;
     auto a12 = a.block(k, k + b, b, rest);
     w.resize(rest, b);
@@ -302,12 +309,7 @@ Eigen::Index cholesky_upper_split(M& a) {
   ColMat<T>&d = d_workspace, &w = w_workspace;
   for (Eigen::Index k = 0; k < n; k += panel) {
     const Eigen::Index b = std::min(panel, n - k), rest = n - k - b;
-    auto a11 = a.block(k, k, b, b);
-    d.resize(b, b);
-    d.template triangularView<Eigen::Lower>() = a11.transpose();
-    const Eigen::Index failed = Eigen::internal::llt_inplace<T, Eigen::Lower>::unblocked(d);
-    a11.template triangularView<Eigen::Upper>() = d.transpose();
-    if (failed >= 0) return k + failed;
+    if (const Eigen::Index failed = factor_diagonal_block(a, k, b, d); failed >= 0) return failed;
     if (rest == 0) continue;
     auto a12 = a.block(k, k + b, b, rest);
     auto a22 = a.block(k + b, k + b, rest, rest);
