@@ -12,19 +12,26 @@ namespace vt::detail {
 
 namespace {
 
-// J v for each of `outs` computed from the variables `wrt` (watched), with tangents `tangents` (one per variable;
-// an undefined one counts as zero), in one sweep; raises unless every output is floating-point.
-std::vector<Tensor> tangents_of(const std::vector<Tensor>& outs, const std::vector<Tensor>& wrt,
-                                const std::vector<Tensor>& tangents) {
+// Raises unless every result of the function is floating-point (an integer one has no derivative).
+void check_floating_results(const std::vector<Tensor>& outs, const char* transform) {
   for (const Tensor& out : outs)
     if (!is_floating(out.dtype()))
-      fail("jvp: the function returns {} of shape {}, which has no tangent; return a floating-point tensor",
-           name_of(out.dtype()), to_string(out.shape()));
-  return push_forward(outs, wrt, tangents);
+      fail("{}: the function returns {} of shape {}, which has no derivative; return a floating-point tensor",
+           transform, name_of(out.dtype()), to_string(out.shape()));
 }
 
-Tensor tangent_of(const Tensor& out, const std::vector<Tensor>& wrt, const std::vector<Tensor>& tangents) {
-  return tangents_of({out}, wrt, tangents)[0];
+// The variables of a Jacobian: arguments `argnums` watched in place in `in`; `outer` is set when an outer transform
+// differentiates through them.
+std::vector<Tensor> watch_arguments(std::vector<Tensor>& in, const std::vector<int>& argnums, const char* transform,
+                                    bool& outer) {
+  std::vector<Tensor> wrt;
+  for (int k : check_argnums(argnums, in.size(), transform)) {
+    check_differentiable(in[k], k, transform);
+    outer |= in[k].impl().tracked;
+    in[k] = watch(in[k]);
+    wrt.push_back(in[k]);
+  }
+  return wrt;
 }
 
 // The unit tensor e_i of `like`'s per-example shape and dtype (batched like `like`): a one-hot of numel(like)
@@ -87,34 +94,49 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> jvp_flat(const FlatFunction&
     wrt.push_back(in[i]);
     used.push_back(tangents[i]);
   }
-  std::vector<Tensor> out = f(in), tangent = tangents_of(out, wrt, used);
+  std::vector<Tensor> out = f(in);
+  check_floating_results(out, "jvp");
+  std::vector<Tensor> tangent = push_forward(out, wrt, used);
   for (Tensor& t : tangent) t = release(t, outer);
   for (Tensor& o : out) o = release(o, outer);
   return {std::move(out), std::move(tangent)};
 }
 
-Tensor jacfwd_flat(const FlatFunction& f, std::vector<Tensor> in, int argnum) {
-  const auto k = static_cast<std::size_t>(check_argnums({argnum}, in.size(), "jacfwd")[0]);
-  check_differentiable(in[k], argnum, "jacfwd");
+Jacobians jacfwd_flat(const FlatFunction& f, std::vector<Tensor> in, const std::vector<int>& argnums) {
   TransformScope scope;
-  const bool outer = scope.nested || in[k].impl().tracked;
-  const Tensor x = in[k];
-  in[k] = watch(x);
+  bool outer = scope.nested;
+  const std::vector<Tensor> wrt = watch_arguments(in, argnums, "jacfwd", outer);
   const std::vector<Tensor> out = f(in);
-  if (out.size() != 1) fail("jacfwd: the function returns {} results; it must return one tensor", out.size());
-  std::vector<Tensor> columns;
-  for (std::int64_t j = 0; j < numel(x.shape()); ++j) columns.push_back(tangent_of(out[0], {in[k]}, {unit_like(x, j)}));
-  return release(stack_columns(columns, out[0], x), outer);
+  check_floating_results(out, "jacfwd");
+  Jacobians jac(out.size());
+  for (std::size_t k = 0; k < wrt.size(); ++k) {
+    std::vector<std::vector<Tensor>> columns(out.size());  // per result, one column per element of wrt[k]
+    for (std::int64_t j = 0; j < numel(wrt[k].shape()); ++j) {
+      const std::vector<Tensor> tangents = push_forward(out, {wrt[k]}, {unit_like(wrt[k], j)});
+      for (std::size_t i = 0; i < out.size(); ++i) columns[i].push_back(tangents[i]);
+    }
+    for (std::size_t i = 0; i < out.size(); ++i)
+      jac[i].push_back(release(stack_columns(columns[i], out[i], wrt[k]), outer));
+  }
+  return jac;
 }
 
-Tensor jacrev_flat(const FlatFunction& f, const std::vector<Tensor>& in, int argnum) {
-  const auto k = static_cast<std::size_t>(check_argnums({argnum}, in.size(), "jacrev")[0]);
-  check_differentiable(in[k], argnum, "jacrev");
-  auto [out, pullback] = vjp_flat(f, in);
-  if (out.size() != 1) fail("jacrev: the function returns {} results; it must return one tensor", out.size());
-  std::vector<Tensor> rows;
-  for (std::int64_t i = 0; i < numel(out[0].shape()); ++i) rows.push_back(pullback({unit_like(out[0], i)})[k]);
-  return stack_rows(rows, out[0], in[k]);
+Jacobians jacrev_flat(const FlatFunction& f, std::vector<Tensor> in, const std::vector<int>& argnums) {
+  TransformScope scope;
+  bool outer = scope.nested;
+  const std::vector<Tensor> wrt = watch_arguments(in, argnums, "jacrev", outer);
+  const std::vector<Tensor> out = f(in);
+  check_floating_results(out, "jacrev");
+  Jacobians jac(out.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    std::vector<std::vector<Tensor>> rows(wrt.size());  // per variable, one row per element of out[i]
+    for (std::int64_t e = 0; e < numel(out[i].shape()); ++e) {
+      const std::vector<Tensor> grads = backward({out[i]}, {unit_like(out[i], e)}, wrt, outer);
+      for (std::size_t k = 0; k < wrt.size(); ++k) rows[k].push_back(grads[k]);
+    }
+    for (std::size_t k = 0; k < wrt.size(); ++k) jac[i].push_back(release(stack_rows(rows[k], out[i], wrt[k]), outer));
+  }
+  return jac;
 }
 
 }  // namespace vt::detail

@@ -32,10 +32,12 @@ namespace detail {
 // Raises unless `tangent` can be primal `i`'s tangent: the same shape and dtype (a batch of
 // tangents for an unbatched primal is a batch of directions, one J v per example).
 void check_tangent(const Tensor& primal, const Tensor& tangent, std::size_t i, const char* transform);
-// The Jacobian of f's one result with respect to argument `argnum`: by one forward sweep per element of the argument
-// (f runs once), or by one pullback per element of the result.
-Tensor jacfwd_flat(const FlatFunction& f, std::vector<Tensor> in, int argnum);
-Tensor jacrev_flat(const FlatFunction& f, const std::vector<Tensor>& in, int argnum);
+// jac[i][k]: the Jacobian of f's result i (shape S) with respect to argument argnums[k] (shape X), of shape S + X.
+using Jacobians = std::vector<std::vector<Tensor>>;
+// Every result's Jacobians, f run once: by one forward sweep per element of the arguments (each sweep gives a column
+// of every result), or by one reverse sweep per element of the results (each gives a row for every argument).
+Jacobians jacfwd_flat(const FlatFunction& f, std::vector<Tensor> in, const std::vector<int>& argnums);
+Jacobians jacrev_flat(const FlatFunction& f, std::vector<Tensor> in, const std::vector<int>& argnums);
 // f's results and their tangents along `tangents` (one per argument; an integer argument's is ignored).
 std::pair<std::vector<Tensor>, std::vector<Tensor>> jvp_flat(const FlatFunction& f, std::vector<Tensor> in,
                                                              const std::vector<Tensor>& tangents);
@@ -56,7 +58,7 @@ std::pair<Tensor, Tensor> jvp(F f, const Tensor (&primals)[N], const Tensor (&ta
 template <class F>
 auto jacrev(F f, int argnum = 0) {
   return [f = std::move(f), argnum](const auto&... args) {
-    return detail::jacrev_flat(detail::flat_call<sizeof...(args)>(f), {Tensor(args)...}, argnum);
+    return detail::jacrev_flat(detail::flat_call<sizeof...(args)>(f), {Tensor(args)...}, {argnum})[0][0];
   };
 }
 
@@ -65,7 +67,7 @@ auto jacrev(F f, int argnum = 0) {
 template <class F>
 auto jacfwd(F f, int argnum = 0) {
   return [f = std::move(f), argnum](const auto&... args) {
-    return detail::jacfwd_flat(detail::flat_call<sizeof...(args)>(f), {Tensor(args)...}, argnum);
+    return detail::jacfwd_flat(detail::flat_call<sizeof...(args)>(f), {Tensor(args)...}, {argnum})[0][0];
   };
 }
 

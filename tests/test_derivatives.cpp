@@ -396,7 +396,7 @@ TEST_CASE("jvp: several primals, integer primals, zero tangents and bad tangents
         }).find("jvp: tangent 0 is float64 of shape [4], but its primal is float64 of shape [3]") != std::string::npos);
   CHECK(error_of([&] {
           jvp([](const Tensor& a) { return astype(a, DType::i64); }, {x}, {vx});
-        }).find("which has no tangent") != std::string::npos);
+        }).find("jvp: the function returns int64 of shape [3], which has no derivative") != std::string::npos);
 }
 
 TEST_CASE("a pullback under vmap keeps each cotangent's result apart; a batch of tangents gives one J v each",
@@ -448,6 +448,43 @@ TEST_CASE("jacrev and jacfwd agree with each other and with finite differences",
   CHECK(error_of([&] { jacrev(g, 2)(a, b); }).find("jacrev: argnum 2 is out of range") != std::string::npos);
   // Empty: zeros of the Jacobian's shape.
   CHECK(jacrev(f)(zeros({0, 4})).shape() == Shape{3, 0, 0, 4});
+}
+
+TEST_CASE("the flat Jacobians: every result with respect to every listed argument, f run once",
+          "[derivatives][jacobian]") {
+  // f(a, b, c) = {a * exp(b), sum(a) * c}: c is not differentiated, the second result does not depend on b.
+  const Tensor a = randn({3}, 34), b = randn({3}, 35), c = randn({2}, 36);
+  int runs = 0;
+  const detail::FlatFunction f = [&](const std::vector<Tensor>& x) {
+    ++runs;
+    return std::vector<Tensor>{x[0] * exp(x[1]), sum(x[0]) * x[2]};
+  };
+  for (const bool forward : {true, false}) {
+    runs = 0;
+    const detail::Jacobians jac =
+        forward ? detail::jacfwd_flat(f, {a, b, c}, {1, 0}) : detail::jacrev_flat(f, {a, b, c}, {1, 0});
+    CHECK(runs == 1);
+    REQUIRE(jac.size() == 2);
+    REQUIRE(jac[0].size() == 2);
+    REQUIRE(jac[1].size() == 2);
+    // Each piece is the single-result Jacobian of that result and argument.
+    auto first = [](const Tensor& x, const Tensor& y) { return x * exp(y); };
+    auto second = [&](const Tensor& x, const Tensor&) { return sum(x) * c; };
+    require_close(jac[0][0], jacfwd(first, 1)(a, b), 1e-14);
+    require_close(jac[0][1], jacfwd(first, 0)(a, b), 1e-14);
+    require_close(jac[1][1], jacrev(second, 0)(a, b), 1e-14);
+    // d(second)/db is zero, of shape [2, 3].
+    CHECK(jac[1][0].shape() == Shape{2, 3});
+    require_close(jac[1][0], zeros({2, 3}), 0);
+  }
+  // An integer result has no derivative, even beside a floating-point one.
+  const detail::FlatFunction g = [](const std::vector<Tensor>& x) {
+    return std::vector<Tensor>{x[0] * 2.0, astype(x[0], DType::i64)};
+  };
+  CHECK(error_of([&] { detail::jacrev_flat(g, {a}, {0}); }).find("jacrev: the function returns int64 of shape [3]") !=
+        std::string::npos);
+  CHECK(error_of([&] { detail::jacfwd_flat(g, {a}, {0}); }).find("jacfwd: the function returns int64 of shape [3]") !=
+        std::string::npos);
 }
 
 TEST_CASE("hessian and hvp against closed forms and finite differences of the gradient", "[derivatives][hessian]") {

@@ -135,16 +135,16 @@ void bind_transforms(nb::module_& m) {
       nb::arg("f"), nb::arg("args"), nb::arg("tangents"));
   m.def(
       "jacfwd_flat",
-      [](nb::callable f, const Tensors& args, int argnum) {
-        return vt::detail::jacfwd_flat(flat(std::move(f)), args, argnum);
+      [](nb::callable f, const Tensors& args, const std::vector<int>& argnums) {
+        return vt::detail::jacfwd_flat(flat(std::move(f)), args, argnums);
       },
-      nb::arg("f"), nb::arg("args"), nb::arg("argnum"));
+      nb::arg("f"), nb::arg("args"), nb::arg("argnums"));
   m.def(
       "jacrev_flat",
-      [](nb::callable f, const Tensors& args, int argnum) {
-        return vt::detail::jacrev_flat(flat(std::move(f)), args, argnum);
+      [](nb::callable f, const Tensors& args, const std::vector<int>& argnums) {
+        return vt::detail::jacrev_flat(flat(std::move(f)), args, argnums);
       },
-      nb::arg("f"), nb::arg("args"), nb::arg("argnum"));
+      nb::arg("f"), nb::arg("args"), nb::arg("argnums"));
   m.def(
       "vmap_flat",
       [](nb::callable f, const Tensors& args, const std::vector<std::optional<std::int64_t>>& in_axes,

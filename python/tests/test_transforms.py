@@ -81,6 +81,52 @@ def test_jacobians_hessian_and_hvp():
     np.testing.assert_allclose(np.asarray(vt.jacfwd(m)(x)), np.asarray(vt.jacrev(m)(x)), rtol=1e-13)
 
 
+def test_jacobians_and_hessian_of_pytrees_in_jaxs_structure():
+    # f: {"x": [3], "y": [2]} -> (a [3], [b [2]]); J[result][leaf] is result.shape + leaf.shape.
+    def f(p):
+        return vt.exp(p["x"]) * p["y"][0], [vt.sum(p["x"] * p["x"]) * p["y"]]
+
+    p = {"x": rng.standard_normal(3), "y": rng.standard_normal(2)}
+    x, y = p["x"], p["y"]
+    exact = {  # closed forms
+        ("a", "x"): np.diag(np.exp(x) * y[0]),
+        ("a", "y"): np.stack([np.exp(x), np.zeros(3)], axis=1),
+        ("b", "x"): 2 * np.outer(y, x),
+        ("b", "y"): np.sum(x * x) * np.eye(2),
+    }
+    for jacobian in (vt.jacfwd, vt.jacrev):
+        ja, (jb,) = jacobian(f)(p)
+        assert set(ja) == {"x", "y"} and set(jb) == {"x", "y"}
+        for (r, leaf), want in exact.items():
+            got = np.asarray((ja if r == "a" else jb)[leaf])
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+    # A tuple of argnums: a tuple of Jacobians per result; has_aux passes aux through.
+    g = lambda a, b, c: (vt.sin(a) * b + c, "aux")  # noqa: E731
+    a, b, c = rng.standard_normal(2), rng.standard_normal(2), rng.standard_normal(2)
+    (ja, jb), aux = vt.jacrev(g, argnums=(0, 1), has_aux=True)(a, b, c)
+    assert aux == "aux"
+    np.testing.assert_allclose(np.asarray(ja), np.diag(np.cos(a) * b), rtol=1e-14)
+    np.testing.assert_allclose(np.asarray(jb), np.diag(np.sin(a)), rtol=1e-14)
+    # The Hessian of a pytree against finite differences of the gradient: H[i][j] is X_i + X_j.
+    nll = lambda p: vt.sum(vt.exp(p["x"]) * p["y"][0]) + vt.sum(p["y"] ** 2) * vt.sum(p["x"])  # noqa: E731
+    H = vt.hessian(nll)(p)
+    flat = lambda p: np.concatenate([np.asarray(v) for v in (p["x"], p["y"])])  # noqa: E731
+    gflat = lambda v: flat(vt.grad(nll)({"x": v[:3], "y": v[3:]}))  # noqa: E731
+    v0 = np.concatenate([x, y])
+    fd = np.stack([(gflat(v0 + 1e-6 * e) - gflat(v0 - 1e-6 * e)) / 2e-6 for e in np.eye(5)], axis=1)
+    blocks = np.block([[np.asarray(H["x"]["x"]), np.asarray(H["x"]["y"])], [np.asarray(H["y"]["x"]), np.asarray(H["y"]["y"])]])
+    np.testing.assert_allclose(blocks, fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(blocks, blocks.T, rtol=1e-13, atol=1e-14)
+    # An empty pytree argument: empty structures, f still called.
+    assert vt.jacfwd(lambda t, z: vt.sum(z), argnums=0)((), np.ones(2)) == ()
+    # Integer leaves and results have no derivative.
+    with pytest.raises(vt.Error, match=r"jacrev: leaf 0 of argument 0 is int64 of shape \(2,\), which has no derivative"):
+        vt.jacrev(lambda q: q["w"] * 2.0)({"w": np.ones(2), "i": np.arange(2)})
+    with pytest.raises(vt.Error, match="jacfwd: the function returns int64"):
+        vt.jacfwd(lambda q: (q, vt.astype(q, "int64")))(np.ones(2))
+
+
 def test_vmap_equals_a_loop_with_in_axes_and_out_axes():
     f = lambda a, w: vt.sum(vt.exp(a) * w, axis=0)  # noqa: E731
     A, w = rng.standard_normal((5, 3, 2)), rng.standard_normal((3, 2))

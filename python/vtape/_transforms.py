@@ -44,6 +44,24 @@ def _argnums(argnums, n: int, name: str) -> tuple[int, ...]:
     return tuple(i % n for i in nums)
 
 
+def _variables(flat: list, defs: list, starts: list, nums: Sequence[int], name: str) -> list[int]:
+    """The flat indices of the leaves of arguments `nums`, each checked to be floating-point (naming its argument and
+    leaf, which the flat index would not)."""
+    wrt = []
+    for i in nums:
+        for j in range(defs[i].num_leaves):
+            leaf = flat[starts[i] + j]
+            if leaf.dtype.kind != "f":
+                where = f"argument {i}" if defs[i].kind == "leaf" else f"leaf {j} of argument {i}"
+                raise _vtape.Error(
+                    f"{name}: {where} is {leaf.dtype} of shape {tuple(leaf.shape)}, which has no derivative; "
+                    "differentiate with respect to floating-point arguments (leave it out of argnums, or convert it "
+                    "with astype)"
+                )
+            wrt.append(starts[i] + j)
+    return wrt
+
+
 def value_and_grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
     """value_and_grad(f, argnums)(*args) -> (f(*args), gradient): the gradient with respect to argument `argnums`
     (a pytree of its shape), or a tuple of them for a tuple of argnums. f returns a scalar, or (scalar, aux) with
@@ -53,7 +71,7 @@ def value_and_grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
     def run(*args):
         nums = _argnums(argnums, len(args), "grad")
         flat, defs, starts, rebuild = _flatten_args(args)
-        wrt = [k for i in nums for k in range(starts[i], starts[i] + defs[i].num_leaves)]
+        wrt = _variables(flat, defs, starts, nums, "grad")
         aux = []
 
         def flat_f(xs):
@@ -139,36 +157,56 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
     return tree_unflatten(out_def[0], outs), tree_unflatten(out_def[0], touts)
 
 
-def _jacobian(flat_transform, name: str, f: Callable, argnums: int) -> Callable:
+def _jacobian(flat_transform, name: str, f: Callable, argnums, has_aux: bool) -> Callable:
     def run(*args):
-        k = _argnums(argnums, len(args), name)[0]
+        nums = _argnums(argnums, len(args), name)
         flat, defs, starts, rebuild = _flatten_args(args)
-        if defs[k].kind != "leaf":
-            raise TypeError(f"{name}: argument {k} must be one tensor")
+        wrt = _variables(flat, defs, starts, nums, name)
+        out_def, aux = [], []
 
         def flat_f(xs):
-            return [asarray(f(*rebuild(xs)))]
+            out = f(*rebuild(xs))
+            if has_aux:
+                if not isinstance(out, tuple) or len(out) != 2:
+                    raise TypeError(f"{name} with has_aux: the function must return a pair (result, aux)")
+                out, extra = out
+                aux.append(extra)
+            leaves, d = tree_flatten(out)
+            out_def.append(d)
+            return _tensor_leaves(leaves)
 
-        return flat_transform(flat_f, flat, starts[k])
+        # No leaf to differentiate (empty pytrees): every Jacobian is an empty structure.
+        jac = flat_transform(flat_f, flat, wrt) if wrt else [[] for _ in flat_f(flat)]
+        per_result = []
+        for row in jac:
+            trees, k = [], 0
+            for i in nums:
+                trees.append(tree_unflatten(defs[i], row[k : k + defs[i].num_leaves]))
+                k += defs[i].num_leaves
+            per_result.append(trees[0] if isinstance(argnums, int) else tuple(trees))
+        result = tree_unflatten(out_def[0], per_result)
+        return (result, aux[0]) if has_aux else result
 
     return functools.wraps(f)(run)
 
 
-def jacfwd(f: Callable, argnums: int = 0) -> Callable:
-    """The Jacobian of f's result (one tensor, shape S) with respect to tensor argument `argnums` (shape X), of shape
-    S + X, by one forward sweep per element of X (f runs once)."""
-    return _jacobian(_vtape.jacfwd_flat, "jacfwd", f, argnums)
+def jacfwd(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """The Jacobian of f with respect to argument `argnums`, in JAX's structure: f's result (a pytree) with each leaf
+    (shape S) replaced by a pytree of the argument's structure whose leaves (shape X) are S + X; a tuple of those per
+    leaf for a tuple of argnums. f runs once, then one forward sweep per element of the arguments. With has_aux f
+    returns (result, aux) and jacfwd returns (Jacobian, aux)."""
+    return _jacobian(_vtape.jacfwd_flat, "jacfwd", f, argnums, has_aux)
 
 
-def jacrev(f: Callable, argnums: int = 0) -> Callable:
-    """The same Jacobian, by one pullback per element of f's result."""
-    return _jacobian(_vtape.jacrev_flat, "jacrev", f, argnums)
+def jacrev(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """The same Jacobian, by one reverse sweep per element of f's results."""
+    return _jacobian(_vtape.jacrev_flat, "jacrev", f, argnums, has_aux)
 
 
-def hessian(f: Callable, argnums: int = 0) -> Callable:
-    """The matrix of second derivatives of scalar f with respect to tensor argument `argnums`: jacfwd of grad
-    (forward over reverse), shape X + X."""
-    return jacfwd(grad(f, argnums), argnums)
+def hessian(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """The second derivatives of scalar f with respect to argument `argnums`: jacfwd of grad (forward over reverse),
+    H[i][j] of shape X_i + X_j for pytree leaves i and j (as jax.hessian's structure)."""
+    return jacfwd(grad(f, argnums, has_aux), argnums, has_aux)
 
 
 def hvp(f: Callable) -> Callable:
