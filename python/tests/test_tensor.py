@@ -76,11 +76,25 @@ def test_operators_broadcast_and_keep_the_tensors_dtype_with_python_numbers():
 @pytest.mark.parametrize(
     "index",
     [0, -1, (1, 2), slice(1, 3), (slice(None), 2), (Ellipsis, 1), (None, 1), (slice(0, 4, 2), slice(None, None, 3)),
-     (1, Ellipsis), (slice(None), None, slice(1, 2))],
+     (1, Ellipsis), (slice(None), None, slice(1, 2)), slice(None, None, -1), (slice(None), slice(3, 0, -2)),
+     (Ellipsis, slice(-1, -4, -1)), (1, slice(None, None, -3), 0), slice(0, 3, -1), (slice(2, -10, -1), None)],
 )
 def test_indexing_as_numpy(index):
     a = np.arange(60.0).reshape(4, 5, 3)
     np.testing.assert_array_equal(np.asarray(vt.asarray(a)[index]), a[index])
+
+
+def test_a_backwards_slice_differentiates_and_traces_like_numpy():
+    a = np.arange(12.0).reshape(4, 3)
+    w = np.linspace(1.0, 2.0, 6).reshape(2, 3)
+    # d/da sum(a[::-2] * w): w's rows scattered back to rows 3 and 1.
+    g = vt.grad(lambda x: vt.sum(x[::-2] * w))(a)
+    want = np.zeros_like(a)
+    want[[3, 1]] = w
+    np.testing.assert_array_equal(np.asarray(g), want)
+    f = vt.jit(lambda x: x[:, ::-1] * 2.0)
+    np.testing.assert_array_equal(np.asarray(f(a)), a[:, ::-1] * 2)
+    np.testing.assert_array_equal(np.asarray(vt.vmap(lambda r: r[::-1])(a)), a[:, ::-1])
 
 
 def test_indexing_by_an_integer_array_takes_rows_and_bad_indices_raise():

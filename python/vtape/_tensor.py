@@ -107,9 +107,10 @@ def _getitem(t: Tensor, index) -> Tensor:
         n = out.shape[axis]
         if isinstance(i, slice):
             start, stop, step = i.indices(n)
-            if step < 0:
-                raise IndexError("vtape: negative slice steps are not supported")
-            out = _vtape.slice(out, axis, start, max(start, stop), step)
+            if step > 0:
+                out = _vtape.slice(out, axis, start, max(start, stop), step)
+            else:  # backwards: a take of those rows (its adjoint scatters them back)
+                out = _vtape.take(out, asarray(np.arange(start, stop, step, dtype=np.int64)), axis)
             shape.append(out.shape[axis])
             axis += 1
         elif isinstance(i, (numbers.Integral, np.integer)):
