@@ -1,31 +1,20 @@
 // jit plans on the CPU by chunks of examples: results agree with whole-batch runs (up to the rounding
 // of reductions over the batch) and are identical whatever the number of threads; plans that need a
 // whole-batch reduction before a batched step run whole-batch; errors name the global example.
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <thread>
 
 #include "gradcheck.hpp"
+#include "threads.hpp"
 
 using namespace vt;
 using vt::testing::error_of;
+using vt::testing::on_threads;
 using vt::testing::require_close;
 
 namespace {
-
-// Runs f with `threads` OpenMP threads, restoring the previous count.
-template <class F>
-auto with_threads(int threads, F&& f) {
-  const int previous = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  struct Restore {
-    int n;
-    ~Restore() { omp_set_num_threads(n); }
-  } restore{previous};
-  return f();
-}
 
 // A tensor's values, batched or not, as doubles: compared with == for bitwise equality (no NaN here).
 std::vector<double> values_of(const Tensor& t) { return t.to_vector<double>(); }
@@ -60,7 +49,7 @@ TEST_CASE("the seed program by chunks: equal to whole-batch, identical for 1, 2 
       const JitChunkExamples chunks(chunk);
       std::vector<std::vector<double>> first;
       for (const int threads : {1, 2, 3}) {
-        const auto [v, g] = with_threads(threads, [&] { return step(P); });
+        const auto [v, g] = on_threads(threads, [&] { return step(P); });
         if (chunk < batch) CHECK(step.counters().chunk_examples == chunk);
         CHECK(g.is_batched());
         CHECK(g.batch_size() == batch);
@@ -92,7 +81,7 @@ TEST_CASE("by chunks: a shared parameter's gradient sums the chunks' partials in
   for (const int threads : {1, 2, 3}) {
     const JitChunkExamples chunks(3);
     const auto before = step.counters().chunked_calls;
-    const auto [v, g] = with_threads(threads, [&] { return step(W, b, X); });
+    const auto [v, g] = on_threads(threads, [&] { return step(W, b, X); });
     CHECK(step.counters().chunked_calls == before + 1);
     require_close(v, v_eager.to_vector<double>(), 1e-13);
     require_close(g[0], g_eager[0], 1e-13);
@@ -179,7 +168,7 @@ TEST_CASE("by chunks: a failing example is named by its index in the whole batch
   const Tensor B = as_batch(stack(mats));
   const JitChunkExamples chunks(3);
   for (const int threads : {1, 2, 3}) {
-    with_threads(threads, [&] {
+    on_threads(threads, [&] {
       CHECK_THAT(error_of([&] { f(A); }), Catch::Contains("example 7 of the batch of 10"));
       try {
         f(B);
@@ -208,7 +197,7 @@ TEST_CASE("by chunks: a failing example is named by its index in the whole batch
   {
     const JitChunkExamples by_four(4);
     for (const int threads : {1, 2})
-      CHECK(with_threads(threads, [&] { return error_of([&] { two(A2, B2); }); }) == whole_error);
+      CHECK(on_threads(threads, [&] { return error_of([&] { two(A2, B2); }); }) == whole_error);
   }
   // An index out of range in a chunk: the example's global index too.
   auto g = jit([](const Tensor& x, const Tensor& i) { return take(x, i) * 2.0; });
@@ -297,8 +286,8 @@ TEST_CASE("by chunks: segments that need no large shared operand run by sub-chun
   // The same bits with the segments (whole batch, and chunks of 5) at 1 and 3 threads.
   for (const std::int64_t chunk : {std::int64_t{0}, std::int64_t{5}}) {
     const JitChunkExamples chunks(chunk);
-    const auto one = with_threads(1, [&] { return f(X); });
-    const auto three = with_threads(3, [&] { return f(X); });
+    const auto one = on_threads(1, [&] { return f(X); });
+    const auto three = on_threads(3, [&] { return f(X); });
     CHECK(values_of(one.first) == values_of(three.first));
     CHECK(values_of(one.second) == values_of(three.second));
     require_close(one.first, v_eager.to_vector<double>(), 1e-10);

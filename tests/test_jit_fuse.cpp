@@ -2,28 +2,18 @@
 // tile must give bitwise what the same ops give eagerly, one whole op after another, whatever the
 // broadcasting, batching, dtype, thread count, and whichever of its values are results or read
 // after the run.
-#include <omp.h>
 
 #include <cstring>
 #include <functional>
 #include <random>
 
 #include "gradcheck.hpp"
+#include "threads.hpp"
 
 using namespace vt;
+using vt::testing::on_threads;
 
 namespace {
-
-// f() run on n OpenMP threads, the thread count restored after (also when f throws).
-template <class F>
-auto on_threads(int n, F&& f) {
-  struct Restore {
-    int threads = omp_get_max_threads();
-    ~Restore() { omp_set_num_threads(threads); }
-  } restore;
-  omp_set_num_threads(n);
-  return f();
-}
 
 template <class T>
 void require_bitwise(const Tensor& got, const Tensor& want) {

@@ -1,6 +1,5 @@
 // Linear algebra: cholesky, triangular_solve, cho_factor/cho_solve, logdet, solve.
 #include <vtape/core/eigen.hpp>
-#include <omp.h>
 
 #include <Eigen/Dense>
 #include <cmath>
@@ -8,12 +7,14 @@
 
 #include "forwarding_backend.hpp"
 #include "gradcheck.hpp"
+#include "threads.hpp"
 
 using namespace vt;
 using vt::testing::check_directional;
 using vt::testing::check_gradients;
 using vt::testing::error_of;
 using vt::testing::Fn;
+using vt::testing::on_threads;
 using vt::testing::require_close;
 
 namespace {
@@ -376,20 +377,16 @@ TEST_CASE("a single large factorization and inverse: the same bits on two thread
   // With more than one thread, one matrix of order 384 or more (256 for the inverse) is split over the threads by
   // fixed blocks of 64 (backends/cpu/matrix.cpp), which do not depend on the thread count; one thread, or a batch,
   // runs the whole-matrix kernels, which round differently. Orders that are and are not multiples of the block.
-  const int previous = omp_get_max_threads();
-  struct Restore {
-    int n;
-    ~Restore() { omp_set_num_threads(n); }
-  } restore{previous};
   for (std::int64_t n : {300, 448, 521})
     for (DType dtype : {DType::f64, DType::f32}) {
       INFO("n = " << n << ", " << name_of(dtype));
       const double tol = dtype == DType::f64 ? 1e-11 : 2e-3;
       const Tensor a = spd({}, n, 500 + static_cast<std::uint64_t>(n)).astype(dtype);
       const auto run = [&](int threads) {
-        omp_set_num_threads(threads);
-        const Tensor l = cholesky(a);
-        return std::pair{l, cholesky_inverse_kernel(l.reshape({1, n, n})).reshape({n, n})};
+        return on_threads(threads, [&] {
+          const Tensor l = cholesky(a);
+          return std::pair{l, cholesky_inverse_kernel(l.reshape({1, n, n})).reshape({n, n})};
+        });
       };
       const auto [l1, inverse1] = run(1);
       const auto [l2, inverse2] = run(2);
@@ -404,8 +401,10 @@ TEST_CASE("a single large factorization and inverse: the same bits on two thread
       CHECK(max_abs((matmul(inverse2, a) - eye(n)).astype(DType::f64)) <= tol * 10);
       // In place, as the serial kernel allows.
       const Tensor in_place = l2.reshape({1, n, n}).astype(dtype);  // a copy
-      backend_for(Device::cpu())
-          .cholesky_inverse(dtype, 1, n, in_place.raw_data(), n * n, const_cast<void*>(in_place.raw_data()), n * n);
+      on_threads(2, [&] {
+        backend_for(Device::cpu())
+            .cholesky_inverse(dtype, 1, n, in_place.raw_data(), n * n, const_cast<void*>(in_place.raw_data()), n * n);
+      });
       CHECK(in_place.reshape({n, n}).to_vector<double>() == inverse2.to_vector<double>());
     }
   // A failure in the split form: the same minor, and the same rows of NaN, as on one thread.
@@ -413,13 +412,11 @@ TEST_CASE("a single large factorization and inverse: the same bits on two thread
   std::vector<double> dent(static_cast<std::size_t>(n), 0.0);
   dent[300] = 100.0;
   const Tensor bad = spd({}, n, 90) - diag(Tensor::from_vector(dent, {n}));
-  omp_set_num_threads(1);
-  const CheckedCholesky one = cholesky_checked(bad);
-  omp_set_num_threads(2);
-  const CheckedCholesky two = cholesky_checked(bad);
+  const CheckedCholesky one = on_threads(1, [&] { return cholesky_checked(bad); });
+  const CheckedCholesky two = on_threads(2, [&] { return cholesky_checked(bad); });
   require_close(two.info, {301});
   require_close(one.info, {301});
-  CHECK_THAT(error_of([&] { cholesky(bad); }), Catch::Contains("order 301"));
+  CHECK_THAT(on_threads(2, [&] { return error_of([&] { cholesky(bad); }); }), Catch::Contains("order 301"));
   const auto nan_at = [](const Tensor& l) {
     std::vector<bool> at;
     for (double v : l.to_vector<double>()) at.push_back(std::isnan(v));

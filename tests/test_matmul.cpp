@@ -1,4 +1,3 @@
-#include <omp.h>
 #include <vtape/core/eigen.hpp>
 
 #include <Eigen/Dense>
@@ -6,10 +5,12 @@
 
 #include "forwarding_backend.hpp"
 #include "gradcheck.hpp"
+#include "threads.hpp"
 
 using namespace vt;
 using vt::testing::check_gradients;
 using vt::testing::error_of;
+using vt::testing::on_threads;
 using vt::testing::require_close;
 
 TEST_CASE("matmul agrees with Eigen for matrix-matrix, matrix-vector, vector-matrix and dot", "[matmul]") {
@@ -902,11 +903,6 @@ TEST_CASE("a single large product has the same bits on one thread and on several
   // when every thread gets one (backends/cpu/matrix.cpp); every element is then summed as by the whole product on one
   // thread. Widths that are and are not multiples of the block, both operands' transposes, an inner dimension over
   // Eigen's k blocking, float64 and float32 (whose kernels cover 48 columns on AVX-512).
-  const int previous = omp_get_max_threads();
-  struct Restore {
-    int n;
-    ~Restore() { omp_set_num_threads(n); }
-  } restore{previous};
   for (auto [m, k, n] : {std::array<std::int64_t, 3>{12, 700, 400}, {40, 300, 150}, {9, 7758, 360}, {64, 64, 1000}})
     for (DType dtype : {DType::f64, DType::f32})
       for (bool ta : {false, true})
@@ -915,12 +911,8 @@ TEST_CASE("a single large product has the same bits on one thread and on several
           const Tensor a = randn(ta ? Shape{k, m} : Shape{m, k}, 11).astype(dtype);
           const Tensor b = randn(tb ? Shape{n, k} : Shape{k, n}, 12).astype(dtype);
           const auto product = [&] { return matmul(ta ? a.t() : a, tb ? b.t() : b).to_vector<double>(); };
-          omp_set_num_threads(1);
-          const std::vector<double> one = product();
-          omp_set_num_threads(2);
-          const std::vector<double> two = product();
-          omp_set_num_threads(3);
-          const std::vector<double> three = product();
+          const std::vector<double> one = on_threads(1, product), two = on_threads(2, product),
+                                    three = on_threads(3, product);
           CHECK(one == two);
           CHECK(one == three);
           // And the values are the product's.
