@@ -113,7 +113,8 @@ Jacobians jacfwd_flat(const FlatFunction& f, std::vector<Tensor> in, const std::
     std::vector<std::vector<Tensor>> columns(out.size());  // per result, one column per element of wrt[k]
     for (std::int64_t j = 0; j < numel(wrt[k].shape()); ++j) {
       const std::vector<Tensor> tangents = push_forward(out, {wrt[k]}, {unit_like(wrt[k], j)});
-      for (std::size_t i = 0; i < out.size(); ++i) columns[i].push_back(tangents[i]);
+      // Released at once unless an outer transform needs it: the sweep's graph, as large as f's, goes with it.
+      for (std::size_t i = 0; i < out.size(); ++i) columns[i].push_back(release(tangents[i], outer));
     }
     for (std::size_t i = 0; i < out.size(); ++i)
       jac[i].push_back(release(stack_columns(columns[i], out[i], wrt[k]), outer));
@@ -132,7 +133,7 @@ Jacobians jacrev_flat(const FlatFunction& f, std::vector<Tensor> in, const std::
     std::vector<std::vector<Tensor>> rows(wrt.size());  // per variable, one row per element of out[i]
     for (std::int64_t e = 0; e < numel(out[i].shape()); ++e) {
       const std::vector<Tensor> grads = backward({out[i]}, {unit_like(out[i], e)}, wrt, outer);
-      for (std::size_t k = 0; k < wrt.size(); ++k) rows[k].push_back(grads[k]);
+      for (std::size_t k = 0; k < wrt.size(); ++k) rows[k].push_back(release(grads[k], outer));  // as jacfwd's
     }
     for (std::size_t k = 0; k < wrt.size(); ++k) jac[i].push_back(release(stack_rows(rows[k], out[i], wrt[k]), outer));
   }

@@ -14,7 +14,8 @@
 ///   input element; hessian is jacfwd of grad f (forward over reverse: f and its reverse sweep run
 ///   once, then one forward sweep per element of x). One sweep per unit vector, one after another,
 ///   measured faster than one sweep mapped over all of them (a vmap of the pullback), whose batched
-///   n x n values leave the cache (docs/performance.md).
+///   n x n values leave the cache (docs/performance.md). Unless an outer transform differentiates the
+///   Jacobian, each sweep's result is released at once, so its graph is freed before the next sweep.
 ///
 /// They compose with vmap and jit: no builder maps internally, so vmap(hessian(f)) is one vmap,
 /// and jit(vmap(hessian(f))) traces once for every batch size (the loops over elements unroll in

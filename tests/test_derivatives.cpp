@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "forwarding_backend.hpp"
 #include "gradcheck.hpp"
 #include "opaque_device.hpp"
 
@@ -485,6 +486,55 @@ TEST_CASE("the flat Jacobians: every result with respect to every listed argumen
         std::string::npos);
   CHECK(error_of([&] { detail::jacfwd_flat(g, {a}, {0}); }).find("jacfwd: the function returns int64 of shape [3]") !=
         std::string::npos);
+}
+
+namespace {
+
+// A CPU-computing device that counts the bytes it holds, and their peak.
+class MemoryWatcher final : public vt::testing::ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  void* allocate(std::size_t bytes) override {
+    live += bytes;
+    peak = std::max(peak, live);
+    return ForwardingBackend::allocate(bytes);
+  }
+  void deallocate(void* p, std::size_t bytes) override {
+    live -= bytes;
+    ForwardingBackend::deallocate(p, bytes);
+  }
+  std::size_t live = 0, peak = 0;
+};
+
+}  // namespace
+
+TEST_CASE("a Jacobian's sweeps do not pile up: its peak memory does not grow with its rows or columns",
+          "[derivatives][jacobian]") {
+  // Each sweep of f's graph makes n x n intermediates; unless an outer transform differentiates the Jacobian, a
+  // sweep's are freed before the next, so 16 sweeps peak where 4 do.
+  MemoryWatcher device(Device::cuda(7));
+  const std::int64_t n = 96;
+  const Tensor W = randn({n, 16}, 37).to(device.device());
+  auto kernel = [&](const Tensor& x) {  // n x n, from the first x.shape(0) columns of W
+    const Tensor v = matmul(slice(W, 1, 0, x.shape(0)), x);
+    const Tensor d = reshape(v, {n, 1}) - reshape(v, {1, n});
+    return exp(-(d * d));
+  };
+  auto scalar = [&](const Tensor& x) { return sum(kernel(x) * kernel(x)); };
+  auto rows = [&](const Tensor& x) { return slice(sum(kernel(x), {1}), 0, 0, x.shape(0)); };
+  auto peak_of = [&](auto&& compute, std::int64_t m) {
+    const Tensor x = randn({m}, 38).to(device.device());
+    device.peak = device.live;
+    const Tensor result = compute(x);
+    CHECK(result.shape().back() == m);
+    return device.peak - device.live + result.numel() * 8;  // what the computation held beyond its result
+  };
+  const auto hessian_of = [&](const Tensor& x) { return hessian(scalar)(x); };
+  const auto jacrev_of = [&](const Tensor& x) { return jacrev(rows)(x); };
+  const auto jacfwd_of = [&](const Tensor& x) { return jacfwd(rows)(x); };
+  CHECK(peak_of(hessian_of, 16) < 2 * peak_of(hessian_of, 4));
+  CHECK(peak_of(jacrev_of, 16) < 2 * peak_of(jacrev_of, 4));
+  CHECK(peak_of(jacfwd_of, 16) < 2 * peak_of(jacfwd_of, 4));
 }
 
 TEST_CASE("hessian and hvp against closed forms and finite differences of the gradient", "[derivatives][hessian]") {
