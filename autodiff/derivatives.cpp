@@ -20,20 +20,6 @@ void check_floating_results(const std::vector<Tensor>& outs, const char* transfo
            transform, name_of(out.dtype()), to_string(out.shape()));
 }
 
-// The variables of a Jacobian: arguments `argnums` watched in place in `in`; `outer` is set when an outer transform
-// differentiates through them.
-std::vector<Tensor> watch_arguments(std::vector<Tensor>& in, const std::vector<int>& argnums, const char* transform,
-                                    bool& outer) {
-  std::vector<Tensor> wrt;
-  for (int k : check_argnums(argnums, in.size(), transform)) {
-    check_differentiable(in[k], k, transform);
-    outer |= in[k].impl().tracked;
-    in[k] = watch(in[k]);
-    wrt.push_back(in[k]);
-  }
-  return wrt;
-}
-
 // The unit tensor e_i of `like`'s per-example shape and dtype (batched like `like`): a one-hot of numel(like)
 // entries, never an identity matrix.
 Tensor unit_like(const Tensor& like, std::int64_t i) {

@@ -248,18 +248,24 @@ std::vector<int> check_argnums(const std::vector<int>& argnums, std::size_t arit
   return argnums;
 }
 
+std::vector<Tensor> watch_arguments(std::vector<Tensor>& in, const std::vector<int>& argnums, const char* transform,
+                                    bool& outer) {
+  std::vector<Tensor> wrt;
+  for (int k : check_argnums(argnums, in.size(), transform)) {
+    check_differentiable(in[k], k, transform);
+    outer |= in[k].impl().tracked;
+    in[k] = watch(in[k]);
+    wrt.push_back(in[k]);
+  }
+  return wrt;
+}
+
 std::pair<Tensor, std::vector<Tensor>> value_and_grad_flat(const FlatFunction& f, std::vector<Tensor> in,
                                                            const std::vector<int>& argnums) {
-  const std::vector<int> nums = check_argnums(argnums, in.size(), "value_and_grad");
-  std::vector<Tensor> wrt;
+  check_argnums(argnums, in.size(), "value_and_grad");
   TransformScope scope;
   bool outer = scope.nested;
-  for (int i : nums) {
-    check_differentiable(in[i], i, "grad");
-    outer |= in[i].impl().tracked;
-    in[i] = watch(in[i]);
-    wrt.push_back(in[i]);
-  }
+  const std::vector<Tensor> wrt = watch_arguments(in, argnums, "grad", outer);
   const std::vector<Tensor> results = f(in);
   if (results.size() != 1) fail("grad: the function returns {} results; it must return one scalar", results.size());
   const Tensor out = scalar_output(results[0], "grad");

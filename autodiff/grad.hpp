@@ -67,6 +67,10 @@ Tensor scalar_output(const Tensor& out, const char* transform);
 // Raises unless argument `argnum` can be differentiated (it is floating-point).
 void check_differentiable(const Tensor& x, int argnum, const char* transform);
 std::vector<int> check_argnums(const std::vector<int>& argnums, std::size_t arity, const char* transform);
+// The variables of a transform: arguments `argnums` checked and watched in place in `in`; `outer` is set when an
+// outer transform differentiates through them.
+std::vector<Tensor> watch_arguments(std::vector<Tensor>& in, const std::vector<int>& argnums, const char* transform,
+                                    bool& outer);
 
 // The transforms over flat lists of tensors, which the templates here and front ends without C++ types (the Python
 // module) share: a function of a list of arguments returning a list of results.

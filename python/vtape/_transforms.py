@@ -62,6 +62,16 @@ def _variables(flat: list, defs: list, starts: list, nums: Sequence[int], name: 
     return wrt
 
 
+def _per_argument(flat: list, nums: Sequence[int], defs: list, single: bool):
+    """Derivatives for the leaves of arguments `nums`, in order, as a pytree of each argument's structure: that one
+    tree for a single argnum, else a tuple of them."""
+    trees, k = [], 0
+    for i in nums:
+        trees.append(tree_unflatten(defs[i], flat[k : k + defs[i].num_leaves]))
+        k += defs[i].num_leaves
+    return trees[0] if single else tuple(trees)
+
+
 def value_and_grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
     """value_and_grad(f, argnums)(*args) -> (f(*args), gradient): the gradient with respect to argument `argnums`
     (a pytree of its shape), or a tuple of them for a tuple of argnums. f returns a scalar, or (scalar, aux) with
@@ -84,11 +94,7 @@ def value_and_grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
             return [asarray(out)]
 
         value, grads = _vtape.value_and_grad_flat(flat_f, flat, wrt)
-        trees, k = [], 0
-        for i in nums:
-            trees.append(tree_unflatten(defs[i], grads[k : k + defs[i].num_leaves]))
-            k += defs[i].num_leaves
-        gradient = trees[0] if isinstance(argnums, int) else tuple(trees)
+        gradient = _per_argument(grads, nums, defs, isinstance(argnums, int))
         return ((value, aux[0]) if has_aux else value), gradient
 
     return run
@@ -177,14 +183,7 @@ def _jacobian(flat_transform, name: str, f: Callable, argnums, has_aux: bool) ->
 
         # No leaf to differentiate (empty pytrees): every Jacobian is an empty structure.
         jac = flat_transform(flat_f, flat, wrt) if wrt else [[] for _ in flat_f(flat)]
-        per_result = []
-        for row in jac:
-            trees, k = [], 0
-            for i in nums:
-                trees.append(tree_unflatten(defs[i], row[k : k + defs[i].num_leaves]))
-                k += defs[i].num_leaves
-            per_result.append(trees[0] if isinstance(argnums, int) else tuple(trees))
-        result = tree_unflatten(out_def[0], per_result)
+        result = tree_unflatten(out_def[0], [_per_argument(row, nums, defs, isinstance(argnums, int)) for row in jac])
         return (result, aux[0]) if has_aux else result
 
     return functools.wraps(f)(run)
