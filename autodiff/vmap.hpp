@@ -5,13 +5,13 @@
 /// vmap(f)(X) runs f once, on batched tensors whose shape() is the per-example shape; every op is
 /// one kernel call over the whole batch, and unbatched tensors f captures are broadcast across the
 /// batch without copies. Results are batched tensors (the batch first-class, [B, ...] in storage),
-/// which reduce, differentiate and jit like any tensor; `out_axes` >= 0 returns plain tensors with
-/// the batch at that axis instead.
+/// which reduce, differentiate and jit like any tensor; an `out_axes` axis returns plain tensors with
+/// the batch at that axis instead (negative axes count from the end of the plain result).
 ///
 /// Under jit, the JAX habit jit(vmap(f))(X) with a plain [B, ...] X works: X's leading axis is the
-/// batch, and B, part of X's shape, is in jit's cache key, so each new B traces again (out_axes >= 0
-/// works there too). jit(vmap(f))(as_batch(X)) never retraces for a new B: the batch size does not
-/// enter the trace (but out_axes >= 0, whose result's shape holds B, is refused there).
+/// batch, and B, part of X's shape, is in jit's cache key, so each new B traces again (an out_axes
+/// axis works there too). jit(vmap(f))(as_batch(X)) never retraces for a new B: the batch size does not
+/// enter the trace (but an out_axes axis, whose result's shape holds B, is refused there).
 ///
 /// in_axes: one entry per argument, the axis to map over, or vt::not_mapped; empty maps axis 0 of
 /// every argument. An argument that is already batched is mapped over its batch (in_axes 0);
@@ -23,6 +23,7 @@
 /// at out_axes (0 by default) of the per-example result. So vmap(vmap(f))(X) with X [B1, B2, ...]
 /// equals loops of f over both axes, its batch B1 one kernel call per op, its B2 a loop (traced B2
 /// times under jit): put the larger batch outside.
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -36,8 +37,9 @@ namespace vt {
 
 inline constexpr std::optional<std::int64_t> not_mapped = std::nullopt;
 using InAxes = std::vector<std::optional<std::int64_t>>;
-/// out_axes default: keep results batched.
-inline constexpr std::int64_t batched_out = -1;
+/// out_axes default: keep results batched. (Any other value is an axis of the plain result, a
+/// negative one counting from the end, as in JAX: -1 puts the batch last.)
+inline constexpr std::int64_t batched_out = std::numeric_limits<std::int64_t>::min();
 
 namespace detail {
 // Marks a vmap body running on this thread: a vmap called inside one maps by a loop.
