@@ -63,6 +63,9 @@ Tensor match_batching(const Tensor& g, const Tensor& primal, bool per_example_ou
 std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& cotangents,
                              const std::vector<Tensor>& wrt, bool differentiable) {
   PerExampleScope per_example;  // adjoints are per example, like the ops they differentiate
+  // A backward pass recorded into a function (a loop's body) may be differentiated when the function is replayed
+  // under a transform, whatever transforms are open now.
+  differentiable |= CaptureScope::active() != nullptr;
   if (!cotangents.empty() && cotangents.size() != outputs.size())
     fail("backward: {} cotangents for {} outputs", cotangents.size(), outputs.size());
   // Per example: batched outputs (grad inside vmap), or a batch of cotangents for unbatched outputs
@@ -210,7 +213,9 @@ Tensor watch(const Tensor& x) {
 }
 
 Tensor release(const Tensor& result, bool keep) {
-  if (keep || result.is_symbolic() || !result.impl().node) return result;
+  // Inside a capture scope the result is part of a function being recorded (a loop's body): its replay needs the
+  // graph, and may be differentiated.
+  if (keep || result.is_symbolic() || !result.impl().node || CaptureScope::active()) return result;
   auto impl = std::make_shared<TensorImpl>(result.impl());
   impl->node = nullptr;
   impl->tracked = false;

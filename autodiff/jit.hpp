@@ -12,10 +12,11 @@
 /// shape, which is in the key, each new B traces again (counters().traces shows it). Passing
 /// as_batch(X) instead keeps B out of the trace, so one plan serves every B. A plan that fixes B
 /// refuses batched arguments of another size, naming both, where they meet X's examples (as in
-/// vmap(f)(X, batched)); a batched (as_batch) argument that never meets them, free to have another
-/// size in eager code, is refused when traced, whatever the sizes. A plan has one batch size: pass
-/// both batched (as_batch before the call) or both plain, of one size, or call such a function
-/// without jit. unbatch of a value computed from a plain
+/// vmap(f)(X, batched)). A plan has one batch size: a function that also takes a batched (as_batch)
+/// argument that never meets X's examples (free to have another size in eager code), or that maps
+/// over plain tensors of two sizes (two vmaps), gets no plan: its calls run it op by op, with eager
+/// code's results (explain says why); pass both batched, or both plain of one size, for a plan.
+/// unbatch of a value computed from a plain
 /// argument's as_batch traces (its B is known); of a batched argument's, it raises (B is not).
 ///
 /// Tracing runs the function on symbolic tensors, which carry types but no values: reading values

@@ -57,7 +57,7 @@ struct LoopBody {
         if (!ready) continue;
         std::vector<Tensor> inputs;
         for (const Tensor& in : node.inputs) inputs.push_back(value.at(&in.impl()));
-        value.emplace(p, apply(*node.op, std::move(inputs), node.attrs));
+        value.emplace(p, reapply(node, std::move(inputs)));
         stack.pop_back();
       }
       return value.at(&root.impl());
@@ -88,6 +88,8 @@ std::shared_ptr<LoopBody> record(const FlatBody& fn, const std::vector<Tensor>& 
   CaptureScope scope;
   for (const Tensor& p : body->params) scope.made(p);
   std::tie(body->carry, body->y) = fn(body->params);
+  std::vector<Tensor> results{body->carry, body->y};
+  scope.see(results);  // a result made outside (a value the body closes over) is read from there
   body->made = scope.made_inside();
   for (const Tensor& c : scope.captured())
     if (c.is_symbolic() || c.impl().tracked || c.is_batched()) body->lifted.push_back(c);
@@ -440,12 +442,15 @@ ExampleType while_infer(const std::vector<ExampleType>& in, const Attrs& attrs) 
   return in[0];
 }
 
-bool any_true(const Tensor& pred) {
-  for (const double p : pred.to_vector<double>())
+// Whether any example's state goes on: its element 0 (while_flat's predicate) is nonzero.
+bool any_goes_on(const Tensor& state) {
+  for (const double p : slice(state, 0, 0, 1).to_vector<double>())
     if (p != 0) return true;
   return false;
 }
 
+// Steps while any example's state goes on. A step never runs on a state whose predicate is false, unless another
+// example of the batch goes on (it then keeps its state: the step selects).
 void while_forward(const KernelArgs& k) {
   const LoopBody& body = body_of(k.attrs);
   const BodyContext context;
@@ -453,14 +458,14 @@ void while_forward(const KernelArgs& k) {
   std::vector<Tensor> args(body.params.size() + body.lifted.size());
   args[1] = tensor_of(k, k.in[0]);
   for (std::size_t i = 0; i < body.lifted.size(); ++i) args[body.params.size() + i] = tensor_of(k, k.in[1 + i]);
-  for (std::int64_t t = 0;; ++t) {
+  for (std::int64_t t = 0; any_goes_on(args[1]); ++t) {
     args[0] = Tensor::from_ints({t}, {}, DType::i64, k.backend.device());
-    const std::vector<Tensor> out = run(args);
-    if (!any_true(out[1])) break;
-    args[1] = out[0];
+    args[1] = run(args)[0];
   }
   write(k, args[1], k.out);
 }
+
+Tensor while_steps(FlatBody step, const Tensor& state);
 
 std::vector<Tensor> while_adjoint(const Node&, const Tensor&, const Tensor&, const AdjointContext&) {
   fail(
@@ -489,7 +494,7 @@ Tensor while_tangent(const Node& node, const Tensor&, const std::vector<Tensor>&
     return std::pair<Tensor, Tensor>{concatenate({carry, pushed}, 0), go_on};
   };
   const Tensor tangent = tangents[0].defined() ? tangents[0] : zeros(init.shape(), init.dtype(), init.device());
-  return slice(while_flat(jvp_step, concatenate({init, tangent}, 0)), 0, Cc, 2 * Cc);
+  return slice(while_steps(jvp_step, concatenate({init, tangent}, 0)), 0, Cc, 2 * Cc);
 }
 
 const OpDef while_op{.name = "while_loop",
@@ -503,14 +508,17 @@ const OpDef while_op{.name = "while_loop",
 
 }  // namespace
 
-Tensor scan_flat(FlatBody fn, const Tensor& init, const Tensor& xs, std::int64_t length, std::int64_t first_index,
-                 bool reverse, const char* name) {
-  if (length <= 0) fail("{}: a loop of {} steps; it needs at least one", name, length);
+namespace {
+
+// A scan's body recorded on arguments like init's and xs' rows, and checked.
+std::shared_ptr<LoopBody> record_scan_body(const FlatBody& fn, const Tensor& init, const Tensor& xs,
+                                           std::int64_t length, const char* name) {
+  if (length < 0) fail("{}: a loop of {} steps", name, length);
   if (xs.defined() && (xs.ndim() != 2 || xs.shape(0) != length))
     fail("{}: xs of shape {} for a loop of {} steps", name, to_string(xs.shape()), length);
   std::vector<Tensor> like{symbolic(DType::i64, {}, init.device()), init};
   if (xs.defined()) like.push_back(symbolic(xs.dtype(), {xs.shape(1)}, xs.device()));
-  const std::shared_ptr<LoopBody> body = record(fn, like);
+  std::shared_ptr<LoopBody> body = record(fn, like);
   const Tensor &carry = body->carry, &y = body->y;
   if (carry.shape() != init.shape() || carry.dtype() != init.dtype())
     fail("{}: the body returns a carry of {} {}, not the {} {} it was given", name, name_of(carry.dtype()),
@@ -518,6 +526,16 @@ Tensor scan_flat(FlatBody fn, const Tensor& init, const Tensor& xs, std::int64_t
   if (y.ndim() != 1 || y.dtype() != init.dtype())
     fail("{}: the body's y is {} {}; the loop's tensors share the carry's dtype, {}", name, name_of(y.dtype()),
          to_string(y.shape()), name_of(init.dtype()));
+  return body;
+}
+
+}  // namespace
+
+Tensor scan_flat(FlatBody fn, const Tensor& init, const Tensor& xs, std::int64_t length, std::int64_t first_index,
+                 bool reverse, const char* name) {
+  if (length == 0) fail("{}: scan_flat of no steps (scan_results gives the carry and no ys)", name);
+  const std::shared_ptr<LoopBody> body = record_scan_body(fn, init, xs, length, name);
+  const Tensor& y = body->y;
   std::vector<Tensor> inputs{init};
   if (xs.defined()) inputs.push_back(xs);
   inputs.insert(inputs.end(), body->lifted.begin(), body->lifted.end());
@@ -530,6 +548,12 @@ std::pair<Tensor, Tensor> scan_results(const FlatBody& body, const Tensor& init,
                                        std::int64_t first_index, bool reverse, std::int64_t every, const char* name) {
   if (every < 0) fail("{}: checkpoint_every is {}; it must be positive (or 0: no checkpoints)", name, every);
   const std::int64_t Cc = init.numel();
+  if (length == 0) {  // the carry as it was, and no ys; the body is recorded all the same, for its ys' shapes
+    const std::int64_t Cy = record_scan_body(body, init, xs, length, name)->y.numel();
+    const Tensor ys = zeros({0, Cy}, init.dtype(), init.device());
+    const Tensor* batched = init.is_batched() ? &init : xs.defined() && xs.is_batched() ? &xs : nullptr;
+    return {init, batched ? broadcast_to_batch(ys, *batched) : ys};
+  }
   // The final carry of a part's rows [count, Cc + Cy] (its last step's row: the first when reversed).
   const auto final_carry = [reverse, Cc](const Tensor& rows) {
     const std::int64_t last = reverse ? 0 : rows.shape(0) - 1;
@@ -582,13 +606,40 @@ std::pair<Tensor, Tensor> scan_results(const FlatBody& body, const Tensor& init,
   return {last, concatenate({ys, ys_rest}, 0)};
 }
 
-Tensor while_flat(FlatBody step, const Tensor& init) {
-  const std::shared_ptr<LoopBody> body = record(step, {symbolic(DType::i64, {}, init.device()), init});
-  std::vector<Tensor> inputs{init};
+namespace {
+
+// The while op: `step` (index, state) -> {next state, anything} runs while element 0 of the state is nonzero.
+Tensor while_steps(FlatBody step, const Tensor& state) {
+  const std::shared_ptr<LoopBody> body = record(step, {symbolic(DType::i64, {}, state.device()), state});
+  std::vector<Tensor> inputs{state};
   inputs.insert(inputs.end(), body->lifted.begin(), body->lifted.end());
-  Attrs attrs = pack_attrs(LoopAttrs{1, init.numel(), 0, false, false, 0});
+  Attrs attrs = pack_attrs(LoopAttrs{1, state.numel(), 0, false, false, 0});
   attrs.object = body;
   return apply(while_op, std::move(inputs), std::move(attrs));
+}
+
+}  // namespace
+
+Tensor while_flat(const FlatMap& cond, const FlatMap& body, const Tensor& init) {
+  const std::int64_t n = init.numel();
+  // The state is {c's predicate as 1 or 0, c}: the loop stops before a step on a state whose predicate is false, so
+  // the body never sees the state it exits with.
+  const auto truth = [&cond](const Tensor& c) {
+    const Tensor p = cond(c);
+    check_predicate(p, "while_loop");
+    return reshape(where(p, ones({}, c.dtype(), c.device()), zeros({}, c.dtype(), c.device())), {1});
+  };
+  FlatBody step = [truth, body, n](const std::vector<Tensor>& a) {
+    const Tensor go_on = slice(a[1], 0, 0, 1), c = slice(a[1], 0, 1, n + 1);
+    const Tensor moved = body(c);
+    if (moved.shape() != c.shape() || moved.dtype() != c.dtype())
+      fail("while_loop: the body returns a flat carry of {} {}, not the {} {} it was given", name_of(moved.dtype()),
+           to_string(moved.shape()), name_of(c.dtype()), to_string(c.shape()));
+    const Tensor next = where(go_on, moved, c);
+    const Tensor next_goes_on = truth(next);
+    return std::pair<Tensor, Tensor>{concatenate({next_goes_on, next}, 0), next_goes_on};
+  };
+  return slice(while_steps(std::move(step), concatenate({truth(init), init}, 0)), 0, 1, n + 1);
 }
 
 // ---------------------------------------------------------------- structures <-> flat vectors
@@ -611,7 +662,8 @@ Tensor pack_rows(const std::vector<Tensor>& leaves, std::int64_t length, DType d
     if (leaves[i].dtype() != dtype)
       fail("{}: xs {} is {}; a loop's carry, xs and ys share one floating-point dtype ({})", name, i,
            name_of(leaves[i].dtype()), name_of(dtype));
-    parts.push_back(reshape(leaves[i], {length, leaves[i].numel() / length}));
+    const Shape& shape = leaves[i].shape();
+    parts.push_back(reshape(leaves[i], {length, numel(Shape(shape.begin() + 1, shape.end()))}));
   }
   return parts.size() == 1 ? parts[0] : concatenate(parts, 1);
 }
@@ -669,6 +721,27 @@ void check_leaves(const std::vector<Tensor>& got, const std::vector<Shape>& shap
     if (got[i].shape() != shapes[i])
       fail("{}: the body returns {} {} of shape {}; expected {} (a loop keeps its shapes from step to step)", name,
            what, i, to_string(got[i].shape()), to_string(shapes[i]));
+}
+
+std::vector<Tensor> cond_flat(const Tensor& pred, const Branch& on_true, const Branch& on_false) {
+  check_predicate(pred, "cond");
+  bool value = false;
+  if (concrete_predicate(pred, value)) return value ? on_true() : on_false();
+  // Only tensors a derivative may reach are masked: tracked ones, and traced ones (a trace or a recorded loop body
+  // may be differentiated).
+  const auto run = [&pred](const Branch& branch, bool taken_when) {
+    const CaptureScope masked([&pred, taken_when](const Tensor& x) {
+      if (!is_floating(x.dtype()) || !(x.impl().tracked || (x.is_symbolic() && !x.impl().deferred))) return x;
+      const Tensor held = stop_gradient(x);
+      return taken_when ? where(pred, x, held) : where(pred, held, x);
+    });
+    return branch();
+  };
+  const std::vector<Tensor> a = run(on_true, true), b = run(on_false, false);
+  if (a.size() != b.size()) fail("cond: the branches return {} and {} tensors; they must agree", a.size(), b.size());
+  std::vector<Tensor> out;
+  for (std::size_t i = 0; i < a.size(); ++i) out.push_back(select_branch(pred, a[i], b[i]));
+  return out;
 }
 
 Tensor select_branch(const Tensor& pred, const Tensor& on_true, const Tensor& on_false) {

@@ -22,10 +22,12 @@
 /// ones unchanged; a batched or traced cond predicate runs both branches and selects.
 ///
 /// Limits: the carry's and ys' tensors share one floating-point dtype, which xs have too (integer
-/// counters come from the step index); a loop runs at least one step; loop bounds are C++ integers.
+/// counters come from the step index); loop bounds are C++ integers. A scan of no steps gives its
+/// carry and ys of length 0 (its body traced once all the same, for the ys' shapes).
 #include <any>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -53,8 +55,10 @@ Tensor scan_flat(FlatBody body, const Tensor& init, const Tensor& xs, std::int64
 // carries at a time.
 std::pair<Tensor, Tensor> scan_results(const FlatBody& body, const Tensor& init, const Tensor& xs, std::int64_t length,
                                        std::int64_t first_index, bool reverse, std::int64_t every, const char* name);
-// while cond(c): c = body(c), on a flat carry; `step` returns {where(cond(c), body(c), c), cond(c)}.
-Tensor while_flat(FlatBody step, const Tensor& init);
+// while cond(c): c = body(c), on a flat carry: cond(c) is c's predicate (a scalar, per example), body(c) the next
+// carry. The body never runs on a state whose predicate is false, unless another example of the batch goes on.
+using FlatMap = std::function<Tensor(const Tensor&)>;
+Tensor while_flat(const FlatMap& cond, const FlatMap& body, const Tensor& init);
 
 // A structure's tensors as one flat vector (checked to have `dtype`), and back.
 Tensor pack(const std::vector<Tensor>& leaves, DType dtype, Device device, const char* name, const char* what);
@@ -72,6 +76,12 @@ void check_predicate(const Tensor& pred, const char* name);
 // A concrete, unbatched predicate's value (false when the predicate is traced or batched).
 bool concrete_predicate(const Tensor& pred, bool& value);
 Tensor select_branch(const Tensor& pred, const Tensor& on_true, const Tensor& on_false);
+// cond over flat results: on_true() where the scalar pred is nonzero, else on_false(), each returning tensors of the
+// same types. A concrete unbatched pred runs one branch. A traced or batched one runs both and selects, each branch
+// reading every tensor it reads from outside (its operands and what it closes over) masked by the predicate: where
+// the branch is not taken, x through stop_gradient, so no derivative reaches x through the branch not taken.
+using Branch = std::function<std::vector<Tensor>()>;
+std::vector<Tensor> cond_flat(const Tensor& pred, const Branch& on_true, const Branch& on_false);
 
 // What a structured loop learns from its body's first run: the ys' shapes and structure.
 template <class Y>
@@ -170,43 +180,52 @@ C fori_loop(std::int64_t lo, std::int64_t hi, F body, const C& init) {
 }
 
 /// while_loop(cond, body, init): val = body(val) while cond(val) (a scalar, nonzero meaning
-/// true). Forward only. Batched, it runs until cond is false for every example, and an example
-/// whose cond is false keeps its value.
+/// true). Forward only. body never runs on a value whose cond is false (the one it exits with);
+/// batched, it runs until cond is false for every example, and an example whose cond is false
+/// keeps its value (the body runs on it as long as another example goes on, its result unused).
 template <class P, class F, class C>
 C while_loop(P cond, F body, const C& init) {
   const std::vector<Tensor> init_leaves = detail::flatten(init);
   const DType dtype = detail::loop_dtype(init_leaves, "while_loop");
   const std::vector<Shape> shapes = detail::leaf_shapes(init_leaves, false);
-  detail::FlatBody step = [cond, body, init, shapes, dtype](const std::vector<Tensor>& a) {
-    const C carry = detail::rebuild(detail::unpack(a[1], shapes), init);
-    const Tensor pred = cond(carry);
-    detail::check_predicate(pred, "while_loop");
-    const std::vector<Tensor> next = detail::flatten(body(carry));
+  const auto carry_of = [init, shapes](const Tensor& flat) {
+    return detail::rebuild(detail::unpack(flat, shapes), init);
+  };
+  detail::FlatMap flat_cond = [cond, carry_of](const Tensor& flat) { return Tensor(cond(carry_of(flat))); };
+  detail::FlatMap flat_body = [body, carry_of, shapes, dtype](const Tensor& flat) {
+    const std::vector<Tensor> next = detail::flatten(body(carry_of(flat)));
     detail::check_leaves(next, shapes, "while_loop", "carry");
-    const Tensor moved = detail::pack(next, dtype, a[1].device(), "while_loop", "carry");
-    return std::pair<Tensor, Tensor>{where(pred, moved, a[1]), pred};
+    return detail::pack(next, dtype, flat.device(), "while_loop", "carry");
   };
   const Tensor out = detail::while_flat(
-      std::move(step), detail::pack(init_leaves, dtype, init_leaves[0].device(), "while_loop", "carry"));
-  return detail::rebuild(detail::unpack(out, shapes), init);
+      flat_cond, flat_body, detail::pack(init_leaves, dtype, init_leaves[0].device(), "while_loop", "carry"));
+  return carry_of(out);
 }
 
 /// cond(pred, on_true, on_false, operands...): on_true(operands...) where pred (a scalar) is
 /// nonzero, else on_false(operands...); the branches return the same structure and shapes. A
 /// concrete unbatched pred runs one branch; a traced (under jit) or batched one runs both and
-/// selects each element (the unselected branch's values, even non-finite ones, get no gradient).
+/// selects each element. No derivative reaches anything through the branch not taken: each branch
+/// reads its operands and the tensors it closes over through the predicate (the value where it is
+/// taken, the value through stop_gradient elsewhere), so even a non-finite derivative there (sqrt's
+/// at 0, in the branch that guards against 0) gives no NaN.
 template <class T, class F, class... Operands>
 auto cond(const Tensor& pred, T on_true, F on_false, const Operands&... operands) {
   detail::check_predicate(pred, "cond");
   bool value = false;
   if (detail::concrete_predicate(pred, value)) return value ? on_true(operands...) : on_false(operands...);
-  const auto a = on_true(operands...);
-  const auto b = on_false(operands...);
-  const std::vector<Tensor> fa = detail::flatten(a), fb = detail::flatten(b);
-  if (fa.size() != fb.size()) fail("cond: the branches return {} and {} tensors", fa.size(), fb.size());
-  std::vector<Tensor> out;
-  for (std::size_t i = 0; i < fa.size(); ++i) out.push_back(detail::select_branch(pred, fa[i], fb[i]));
-  return detail::rebuild(out, a);
+  using R = decltype(on_true(operands...));
+  std::optional<R> first;  // the structure of the results
+  const auto flat = [&](auto& branch) -> detail::Branch {
+    return [&] {
+      R r = branch(operands...);
+      std::vector<Tensor> leaves = detail::flatten(r);
+      if (!first) first.emplace(std::move(r));
+      return leaves;
+    };
+  };
+  const std::vector<Tensor> out = detail::cond_flat(pred, flat(on_true), flat(on_false));
+  return detail::rebuild(out, *first);
 }
 
 }  // namespace vt

@@ -12,7 +12,9 @@ thread_local bool defer_constant_ops = false;
 thread_local CaptureScope* active_capture = nullptr;
 }  // namespace
 
-CaptureScope::CaptureScope() : previous_(active_capture) { active_capture = this; }
+CaptureScope::CaptureScope(Substitute substitute) : substitute_(std::move(substitute)), previous_(active_capture) {
+  active_capture = this;
+}
 CaptureScope::~CaptureScope() { active_capture = previous_; }
 CaptureScope* CaptureScope::active() { return active_capture; }
 
@@ -20,11 +22,40 @@ void CaptureScope::made(const Tensor& t) {
   for (CaptureScope* s = this; s; s = s->previous_) s->made_.insert(&t.impl());
 }
 
-void CaptureScope::see(const std::vector<Tensor>& inputs) {
-  for (const Tensor& t : inputs)
+void CaptureScope::see(std::vector<Tensor>& inputs) {
+  for (Tensor& t : inputs) {
+    if (!t.defined()) continue;
+    if (substitute_ && !made_.contains(&t.impl())) {
+      const auto found = substituted_.find(&t.impl());
+      if (found != substituted_.end()) {
+        t = found->second;
+      } else {
+        active_capture = previous_;  // the substitute is made outside this scope
+        Tensor replaced;
+        try {
+          replaced = substitute_(t);
+        } catch (...) {
+          active_capture = this;
+          throw;
+        }
+        active_capture = this;
+        substituted_.emplace(&t.impl(), replaced);
+        t = replaced;
+      }
+    }
     for (CaptureScope* s = this; s; s = s->previous_)
-      if (t.defined() && !s->made_.contains(&t.impl()) && s->captured_set_.insert(&t.impl()).second)
-        s->captured_.push_back(t);
+      if (!s->made_.contains(&t.impl()) && s->captured_set_.insert(&t.impl()).second) s->captured_.push_back(t);
+  }
+}
+
+void CaptureScope::read(std::vector<Tensor>& inputs) {
+  if (active_capture) active_capture->see(inputs);
+}
+
+bool CaptureScope::wrote(const Tensor& result) {
+  if (!active_capture) return false;
+  active_capture->made(result);
+  return true;
 }
 
 SuspendCaptures::SuspendCaptures() : previous_(active_capture) { active_capture = nullptr; }
@@ -173,6 +204,10 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
   Tensor result(std::move(impl));
   if (active_capture) active_capture->made(result);
   return result;
+}
+
+Tensor reapply(const Node& node, std::vector<Tensor> inputs) {
+  return node.op->reapply ? node.op->reapply(inputs, node.attrs) : apply(*node.op, std::move(inputs), node.attrs);
 }
 
 namespace detail {

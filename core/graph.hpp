@@ -27,6 +27,7 @@
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -200,6 +201,10 @@ struct OpDef {
   /// The forward runs other ops on the host (a loop runs its body's plan once per step): a backend
   /// that records kernels for replay cannot capture it, so a plan holding one runs directly.
   bool runs_functions = false;
+  /// The op on other inputs, for ops that do not run through apply (as_batch and unbatch, whose
+  /// batching apply's rule does not give): what replaying a recorded function (a loop's body) calls
+  /// for their nodes. Null: apply.
+  Tensor (*reapply)(const std::vector<Tensor>& inputs, const Attrs& attrs) = nullptr;
 };
 
 /// The shape rule of ops whose output has input 0's type.
@@ -212,6 +217,10 @@ struct Node {
 };
 
 Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs = {});
+
+/// A recorded node's op run again on other inputs (replaying a recorded function): apply, or the
+/// op's own `reapply`.
+Tensor reapply(const Node& node, std::vector<Tensor> inputs);
 
 /// The output type and batching of `op` on inputs of these types; raises on bad input. Shared by
 /// apply and by jit, so both see one set of rules.
@@ -273,9 +282,15 @@ class DeferConstantOps {
 /// inputs that nothing inside it made: the tensors the function reads from outside. Scopes nest:
 /// what an inner one's function makes counts as made for the outer ones too. SuspendCaptures hides
 /// them (an op's kernel, which runs ops of its own, is not the function).
+///
+/// A scope given a `substitute` also replaces what the function reads from outside, when it is the
+/// innermost scope: each such tensor x is read as substitute(x) (once per tensor; substitute runs in
+/// the enclosing scopes, and may return x). cond's branches read their inputs masked by the
+/// predicate this way (autodiff/loops.cpp).
 class CaptureScope {
  public:
-  CaptureScope();
+  using Substitute = std::function<Tensor(const Tensor&)>;
+  explicit CaptureScope(Substitute substitute = nullptr);
   ~CaptureScope();
   CaptureScope(const CaptureScope&) = delete;
   CaptureScope& operator=(const CaptureScope&) = delete;
@@ -286,12 +301,19 @@ class CaptureScope {
   /// Counts `t` as made inside (the function's arguments).
   void made(const Tensor& t);
   static CaptureScope* active();
-  void see(const std::vector<Tensor>& inputs);  ///< apply's hook
+  /// apply's hook, before an op runs on `inputs`: notes those read from outside, and substitutes them.
+  void see(std::vector<Tensor>& inputs);
+  /// The same for ops that do not run through apply (ops/batch's aliases), through the active scope if any: read()
+  /// before making the result, wrote() after (whether a node must be recorded for the result).
+  static void read(std::vector<Tensor>& inputs);
+  static bool wrote(const Tensor& result);
 
  private:
   std::unordered_set<const TensorImpl*> made_;
   std::vector<Tensor> captured_;
   std::unordered_set<const TensorImpl*> captured_set_;
+  Substitute substitute_;
+  std::unordered_map<const TensorImpl*, Tensor> substituted_;
   CaptureScope* previous_;
   friend class SuspendCaptures;
 };

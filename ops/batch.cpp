@@ -100,7 +100,7 @@ const OpDef batch_max_op{.name = "batch_max",
 
 // as_batch and unbatch see the same storage with the batch axis inside or outside the shape.
 // They are eager-only aliases, recorded (for gradients) without going through apply.
-Tensor realias(const Tensor& x, Shape shape, bool batched, std::int64_t batch, const OpDef& op);
+Tensor realias(Tensor x, Shape shape, bool batched, std::int64_t batch, const OpDef& op);
 
 const OpDef as_batch_op{
     .name = "as_batch",
@@ -108,22 +108,30 @@ const OpDef as_batch_op{
     .forward = nullptr,
     .adjoint = [](const Node&, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{unbatch(g)}; },
-    .tangent = [](const Node&, const Tensor&, const std::vector<Tensor>& t) { return as_batch(t[0]); }};
+    .tangent = [](const Node&, const Tensor&, const std::vector<Tensor>& t) { return as_batch(t[0]); },
+    .reapply = [](const std::vector<Tensor>& in, const Attrs&) { return as_batch(in[0]); }};
 const OpDef unbatch_op{
     .name = "unbatch",
     .infer = nullptr,
     .forward = nullptr,
     .adjoint = [](const Node&, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{g.is_batched() ? g : as_batch(g)}; },
-    .tangent = [](const Node&, const Tensor&, const std::vector<Tensor>& t) { return unbatch(t[0]); }};
+    .tangent = [](const Node&, const Tensor&, const std::vector<Tensor>& t) { return unbatch(t[0]); },
+    .reapply = [](const std::vector<Tensor>& in, const Attrs&) { return unbatch(in[0]); }};
 
-Tensor realias(const Tensor& x, Shape shape, bool batched, std::int64_t batch, const OpDef& op) {
+Tensor realias(Tensor x, Shape shape, bool batched, std::int64_t batch, const OpDef& op) {
+  std::vector<Tensor> read{std::move(x)};
+  CaptureScope::read(read);  // inside a function being recorded, or a cond's branch (which may replace x)
+  x = std::move(read[0]);
   auto impl = std::make_shared<TensorImpl>(x.impl());
   impl->shape = std::move(shape);
   impl->batched = batched;
   impl->batch = batched ? batch : 0;
-  impl->node = x.impl().tracked ? std::make_shared<Node>(Node{&op, {}, {x}}) : nullptr;
-  return Tensor(std::move(impl));
+  impl->node = nullptr;
+  Tensor result(std::move(impl));
+  // Recorded for gradients, and inside a capture scope for the replay of the function recorded there.
+  if (CaptureScope::wrote(result) || x.impl().tracked) result.impl().node = std::make_shared<Node>(Node{&op, {}, {x}});
+  return result;
 }
 
 // as_batch and unbatch of a traced tensor, while jit traces: a plain tensor's leading axis becomes
@@ -134,7 +142,10 @@ struct FixedBatchAttrs {
   auto fields() { return std::tie(batch); }
 };
 
-Tensor traced_alias(const Tensor& x, Shape shape, bool batched, std::int64_t batch, const OpDef& op) {
+Tensor traced_alias(Tensor x, Shape shape, bool batched, std::int64_t batch, const OpDef& op) {
+  std::vector<Tensor> read{std::move(x)};
+  CaptureScope::read(read);
+  x = std::move(read[0]);
   auto impl = std::make_shared<TensorImpl>();
   impl->dtype = x.dtype();
   impl->shape = std::move(shape);
@@ -143,7 +154,9 @@ Tensor traced_alias(const Tensor& x, Shape shape, bool batched, std::int64_t bat
   impl->device = x.device();
   impl->tracked = x.impl().tracked;
   impl->node = std::make_shared<Node>(Node{&op, pack_attrs(FixedBatchAttrs{batch}), {x}});
-  return Tensor(std::move(impl));
+  Tensor result(std::move(impl));
+  CaptureScope::wrote(result);
+  return result;
 }
 
 Tensor traced_as_batch(const Tensor& x);
@@ -162,7 +175,8 @@ const OpDef traced_as_batch_op{
           return std::vector<Tensor>{g.is_symbolic() && !g.impl().deferred ? traced_unbatch(g, batch) : unbatch(g)};
         },
     .tangent = [](const Node&, const Tensor&, const std::vector<Tensor>& t) { return as_batch(t[0]); },
-    .aliases_input = true};
+    .aliases_input = true,
+    .reapply = [](const std::vector<Tensor>& in, const Attrs&) { return as_batch(in[0]); }};
 
 const OpDef traced_unbatch_op{
     .name = "unbatch",
@@ -177,7 +191,13 @@ const OpDef traced_unbatch_op{
                   const AdjointContext&) { return std::vector<Tensor>{g.is_batched() ? g : as_batch(g)}; },
     .tangent = [](const Node& n, const Tensor&,
                   const std::vector<Tensor>& t) { return detail::unbatch_like(t[0], n.inputs[0]); },
-    .aliases_input = true};
+    .aliases_input = true,
+    .reapply =
+        [](const std::vector<Tensor>& in, const Attrs& a) {
+          const Tensor& x = in[0];
+          return x.is_symbolic() && !x.impl().deferred ? traced_unbatch(x, unpack_attrs<FixedBatchAttrs>(a).batch)
+                                                       : unbatch(x);
+        }};
 
 Tensor traced_as_batch(const Tensor& x) {
   return traced_alias(x, Shape(x.shape().begin() + 1, x.shape().end()), true, x.shape(0), traced_as_batch_op);

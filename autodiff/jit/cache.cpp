@@ -90,6 +90,7 @@ std::shared_ptr<const CacheEntry> JitCache::get(const std::vector<Tensor>& input
   auto entry = std::make_shared<CacheEntry>();
   entry->plan = build_plan(symbolic, traced, entry->summary, options_.passes);
   entry->skeleton = traced.skeleton;
+  entry->runs_eagerly = !entry->plan->runs_op_by_op.empty();
   for (const PlanValue& v : entry->plan->values)
     entry->runs_eagerly |= v.kind == PlanValue::Kind::constant && v.constant.impl().tracked;
   std::lock_guard lock(mutex_);

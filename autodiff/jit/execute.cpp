@@ -723,7 +723,7 @@ void RepeatedCall::run() {
 }
 
 std::string explain(const Plan& plan, const std::vector<Tensor>& inputs) {
-  return explain_plan(plan, batch_of(plan, inputs));
+  return explain_plan(plan, plan.runs_op_by_op.empty() ? batch_of(plan, inputs) : 0);
 }
 
 }  // namespace vt::detail

@@ -88,8 +88,8 @@ void precompute_views(Plan& plan) {
 // A plan runs at one batch size. Mapping over a plain argument (vmap or as_batch of it) fixes it;
 // a batched argument's is a run-time value. Where the two meet in a step (vmap(f)(plain, batched))
 // eager code needs them equal too, and a call checks it; where they never meet, eager code allows
-// them to differ but the plan cannot, so such a function is refused here, whatever the sizes.
-void refuse_untied_batched_arguments(const Plan& plan) {
+// them to differ but the plan cannot, so such a function runs op by op, whatever the sizes.
+void untie_batched_arguments(Plan& plan) {
   // Union-find over batch sources: 0 is the fixed batch, 1 + i batched argument i.
   std::vector<int> parent(1, 0);
   auto find = [&](int a) {
@@ -115,13 +115,14 @@ void refuse_untied_batched_arguments(const Plan& plan) {
   }
   for (const PlanValue& pv : plan.values)
     if (pv.kind == PlanValue::Kind::input && pv.batched &&
-        find(source[static_cast<std::size_t>(&pv - plan.values.data())]) != find(0))
-      fail(
-          "jit: the function maps over a plain argument of {} examples (vmap or as_batch of it inside the "
-          "function), which fixes the plan's batch size, and takes a batched argument (argument {}, as_batch) that "
-          "never meets it, whose batch size is a run-time value; a plan has one batch size: pass both batched "
-          "(as_batch before the call) or both plain, of one batch size, or call the function without jit",
+        find(source[static_cast<std::size_t>(&pv - plan.values.data())]) != find(0)) {
+      plan.runs_op_by_op = fmt::format(
+          "the function maps over a plain argument of {} examples (vmap or as_batch of it inside the function), "
+          "which fixes the plan's batch size, and takes a batched argument (argument {}, as_batch) that never meets "
+          "it, whose batch size is a run-time value; a plan has one batch size",
           plan.fixed_batch, pv.input);
+      return;
+    }
 }
 
 // A plan's batch size, where a step fixes it, and whether it can be recorded for replay.
@@ -132,12 +133,15 @@ void find_batch_size(Plan& plan) {
     if (step.op->collective || step.op->runs_functions) plan.unrecordable = true;
     const std::int64_t b = fixed_batch(*step.op, step.attrs);
     if (b < 0) continue;
-    if (plan.fixed_batch >= 0 && plan.fixed_batch != b)
-      fail("jit: the function maps over plain tensors whose leading axes differ ({} and {}); vmap needs one batch size",
-           plan.fixed_batch, b);
+    if (plan.fixed_batch >= 0 && plan.fixed_batch != b) {
+      plan.runs_op_by_op = fmt::format(
+          "the function maps over plain tensors whose leading axes differ ({} and {}), and a plan has one batch size",
+          plan.fixed_batch, b);
+      return;
+    }
     plan.fixed_batch = b;
   }
-  if (plan.fixed_batch >= 0) refuse_untied_batched_arguments(plan);
+  if (plan.fixed_batch >= 0) untie_batched_arguments(plan);
 }
 
 // What a pass changed, cheaply: a hash of each step (op, attributes, inputs, output).
@@ -173,6 +177,7 @@ void run_passes(Plan& plan, const std::string& selection) {
   for (std::size_t k = 0; k < passes.size(); ++k) {
     const Pass& pass = passes[k];
     if (!enabled[k] || (pass.cpu_only && plan.device != Device::cpu())) continue;
+    if (!plan.runs_op_by_op.empty()) return;
     if (!pass.optional) {
       pass.run(plan);
       continue;

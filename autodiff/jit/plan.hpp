@@ -90,6 +90,9 @@ class Plan {
   std::int64_t arena_batched = 0, arena_fixed = 0;
   // The batch size, when a step fixes it (vmap or as_batch of a plain argument), else -1: every call.
   std::int64_t fixed_batch = -1;
+  // Why the plan cannot serve the function, whose calls then run it op by op (the pipeline stops there); empty: it
+  // runs. A plan has one batch size, where the function maps over plain tensors of two sizes.
+  std::string runs_op_by_op;
   Device device;
   PlanSummary summary;
   // Groups of steps run tile by tile (fuse_elementwise), and by step the group starting there or -1

@@ -123,6 +123,8 @@ std::string buffer(const Plan& plan, const PlanStep& s, int slot) {
 }  // namespace
 
 std::string explain_plan(const Plan& plan, std::int64_t batch) {
+  if (!plan.runs_op_by_op.empty())
+    return fmt::format("no plan: calls run the function op by op, as {}\n", plan.runs_op_by_op);
   const std::int64_t chunk = batch > 0 ? examples_per_chunk(plan, batch, backend_for(plan.device)) : 0;
   std::string out = fmt::format("plan on {}: {} steps ({} kernels), {} folded (run on the first call only)\n",
                                 to_string(plan.device), plan.steps.size(), plan.summary.kernels, plan.folds.size());

@@ -40,7 +40,9 @@ void bind_loops(nb::module_& m) {
       },
       nb::arg("body"), nb::arg("init"), nb::arg("xs").none(), nb::arg("length"), nb::arg("first_index"),
       nb::arg("reverse"), nb::arg("checkpoint_every"), nb::arg("name"));
-  m.def("_while_flat", [](FlatBody step, const Tensor& init) { return vt::detail::while_flat(std::move(step), init); });
+  m.def("_while_flat", [](const vt::detail::FlatMap& cond, const vt::detail::FlatMap& body, const Tensor& init) {
+    return vt::detail::while_flat(cond, body, init);
+  });
   // The carry's (or y's) tensors as one flat vector of the loop's dtype, on `like`'s device.
   m.def("_pack", [](const Tensors& leaves, const Tensor& like, const std::string& name, const std::string& what) {
     return vt::detail::pack(leaves, like.dtype(), like.device(), name.c_str(), what.c_str());
@@ -64,15 +66,9 @@ void bind_loops(nb::module_& m) {
         [](const Tensors& got, const std::vector<nb::tuple>& shapes, const std::string& name, const std::string& what) {
           vt::detail::check_leaves(got, shapes_of(shapes), name.c_str(), what.c_str());
         });
-  m.def("_check_predicate",
-        [](const Tensor& pred, const std::string& name) { vt::detail::check_predicate(pred, name.c_str()); });
-  // A concrete unbatched predicate's value, or None when it is traced or batched (both branches run then).
-  m.def("_concrete_predicate", [](const Tensor& pred) -> std::optional<bool> {
-    bool value = false;
-    if (vt::detail::concrete_predicate(pred, value)) return value;
-    return std::nullopt;
+  m.def("_cond_flat", [](const Tensor& pred, const vt::detail::Branch& on_true, const vt::detail::Branch& on_false) {
+    return vt::detail::cond_flat(pred, on_true, on_false);
   });
-  m.def("_select_branch", &vt::detail::select_branch);
 }
 
 }  // namespace vtape_python

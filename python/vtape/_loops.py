@@ -85,37 +85,47 @@ def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any):
-    """val = body_fun(val) while cond_fun(val) (a scalar, nonzero meaning true). Forward only; batched, it runs until
-    every example is done, and a finished example keeps its value."""
+    """val = body_fun(val) while cond_fun(val) (a scalar, nonzero meaning true). Forward only. body_fun never runs on
+    the value the loop exits with; batched, it runs until every example is done, and a finished example keeps its
+    value."""
     init_leaves, init_def = _leaves(init_val)
     shapes = _vtape._leaf_shapes(init_leaves, False)
 
-    def step(a):
-        carry = tree_unflatten(init_def, _vtape._unpack(a[1], shapes, -1))
-        pred = asarray(cond_fun(carry))
-        _vtape._check_predicate(pred, "while_loop")
-        nxt, next_def = _leaves(body_fun(carry))
+    def carry_of(flat):
+        return tree_unflatten(init_def, _vtape._unpack(flat, shapes, -1))
+
+    def flat_cond(flat):
+        return asarray(cond_fun(carry_of(flat)))
+
+    def flat_body(flat):
+        nxt, next_def = _leaves(body_fun(carry_of(flat)))
         if next_def != init_def:
             raise TypeError(f"while_loop: the body returns structure {next_def!r}, not init_val's {init_def!r}")
         _vtape._check_leaves(nxt, shapes, "while_loop", "carry")
-        moved = _vtape._pack(nxt, a[1], "while_loop", "carry")
-        return _vtape.where(pred, moved, a[1]), pred
+        return _vtape._pack(nxt, flat, "while_loop", "carry")
 
-    out = _vtape._while_flat(step, _vtape._pack_init(init_leaves, "while_loop"))
-    return tree_unflatten(init_def, _vtape._unpack(out, shapes, -1))
+    out = _vtape._while_flat(flat_cond, flat_body, _vtape._pack_init(init_leaves, "while_loop"))
+    return carry_of(out)
 
 
 def cond(pred, true_fun: Callable, false_fun: Callable, *operands):
     """true_fun(*operands) where pred (a scalar) is nonzero, else false_fun(*operands); the branches return the same
     structure and shapes. A concrete pred runs one branch; a traced (jit) or batched (vmap) one runs both and
-    selects (the branch not taken gets no gradient)."""
+    selects. No derivative reaches anything through the branch not taken: each branch reads its operands and what it
+    closes over masked by the predicate (as JAX's cond under vmap), so a branch that guards against sqrt(0) gives no
+    NaN gradient."""
     pred = asarray(pred)
-    _vtape._check_predicate(pred, "cond")
-    value = _vtape._concrete_predicate(pred)
-    if value is not None:
-        return true_fun(*operands) if value else false_fun(*operands)
-    a, a_def = _leaves(true_fun(*operands))
-    b, b_def = _leaves(false_fun(*operands))
-    if a_def != b_def:
-        raise TypeError(f"cond: the branches return structures {a_def!r} and {b_def!r}")
-    return tree_unflatten(a_def, [_vtape._select_branch(pred, x, y) for x, y in zip(a, b)])
+    structures: list = []
+
+    def flat(fun: Callable):
+        def run():
+            leaves, d = _leaves(fun(*operands))
+            if structures and d != structures[0]:
+                raise TypeError(f"cond: the branches return structures {structures[0]!r} and {d!r}")
+            structures.append(d)
+            return leaves
+
+        return run
+
+    outs = _vtape._cond_flat(pred, flat(true_fun), flat(false_fun))
+    return tree_unflatten(structures[0], outs)
