@@ -101,6 +101,7 @@ from ._loops import cond, fori_loop, scan, while_loop  # noqa: F401
 from ._tensor import asarray, from_dlpack, _coerce_arguments  # noqa: F401
 from ._transforms import (  # noqa: F401
     Jitted,
+    StructureError,
     batched,
     grad,
     hessian,
@@ -151,3 +152,5 @@ def _accept_arrays():
 
 _accept_arrays()
 del _accept_arrays
+
+from ._linalg import cholesky, eigh  # noqa: E402,F401  (JAX's symmetrize_input over the C++ ops)

@@ -13,6 +13,12 @@ from ._tensor import asarray
 from ._tree import tree_flatten, tree_unflatten
 from ._vtape import Tensor
 
+class StructureError(_vtape.Error, TypeError):
+    """A function's arguments or results do not have the structure, rank or dtype a transform needs (grad of a
+    non-scalar or integer result, an integer variable, tangents or cotangents of another structure or dtype). JAX
+    raises TypeError there; this is both a vtape.Error and a TypeError."""
+
+
 #: out_axes value that keeps vmap's results batched (the batch a first-class dimension, vtape.as_batch's).
 batched = _vtape.batched_out
 
@@ -53,7 +59,7 @@ def _variables(flat: list, defs: list, starts: list, nums: Sequence[int], name: 
             leaf = flat[starts[i] + j]
             if leaf.dtype.kind != "f":
                 where = f"argument {i}" if defs[i].kind == "leaf" else f"leaf {j} of argument {i}"
-                raise _vtape.Error(
+                raise StructureError(
                     f"{name}: {where} is {leaf.dtype} of shape {tuple(leaf.shape)}, which has no derivative; "
                     "differentiate with respect to floating-point arguments (leave it out of argnums, or convert it "
                     "with astype)"
@@ -91,7 +97,13 @@ def value_and_grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
                     raise TypeError("grad with has_aux: the function must return a pair (scalar, aux)")
                 out, extra = out
                 aux.append(extra)
-            return [asarray(out)]
+            out = asarray(out)
+            if out.shape != () or out.dtype.kind != "f":
+                raise StructureError(
+                    f"grad: the function must return a floating-point scalar, got {out.dtype} of shape "
+                    f"{tuple(out.shape)}; use vjp with a cotangent, or jacrev, for other results"
+                )
+            return [out]
 
         value, grads = _vtape.value_and_grad_flat(flat_f, flat, wrt)
         gradient = _per_argument(grads, nums, defs, isinstance(argnums, int))
@@ -135,7 +147,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     def pullback(cotangent):
         leaves, d = tree_flatten(cotangent)
         if d != out_def[0]:
-            raise ValueError(f"vjp: the cotangent's structure {d!r} is not the result's {out_def[0]!r}")
+            raise StructureError(f"vjp: the cotangent's structure {d!r} is not the result's {out_def[0]!r}")
         cots = pull(_tensor_leaves(leaves))
         return tuple(rebuild(cots))
 
@@ -147,11 +159,14 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
     structures (each leaf of its primal's shape and dtype)."""
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
-        raise ValueError(f"jvp: {len(tangents)} tangents for {len(primals)} primals")
+        raise StructureError(f"jvp: {len(tangents)} tangents for {len(primals)} primals")
     flat, defs, starts, rebuild = _flatten_args(primals)
     flat_t, defs_t, _, _ = _flatten_args(tangents)
     if defs != defs_t:
-        raise ValueError("jvp: the tangents' structures differ from the primals'")
+        raise StructureError(f"jvp: the tangents' structures {defs_t!r} differ from the primals' {defs!r}")
+    for i, (x, t) in enumerate(zip(flat, flat_t)):
+        if x.dtype.kind == "f" and x.dtype != t.dtype:
+            raise StructureError(f"jvp: tangent {i} is {t.dtype}, its primal {x.dtype}; a tangent has its primal's dtype")
     out_def = []
 
     def flat_f(xs):
