@@ -90,11 +90,12 @@ struct JitCounters {
 
 /// On the CPU, a plan runs its batched steps by chunks of examples: the steps that depend on no
 /// batched value run once, then one parallel region (OpenMP) in which each thread takes the next
-/// chunk and runs every batched step over it, its per-example working set sized to a core's L2 (at
-/// least one example; more when the batched steps read a large shared operand, so that it streams
-/// once for many examples: docs/ARCHITECTURE.md, "Running a plan"), with reductions over the batch (batch_sum,
-/// batch_mean, a shared parameter's gradient) writing a partial per chunk that is combined in chunk order; then the
-/// steps that read those reductions. The chunks depend on the batch size and the plan, never on the number of threads,
+/// chunk and runs every batched step over it, its per-example working set sized to a core's L2
+/// (JitOptions::cache_bytes; at least one example; more when the batched steps read a large shared
+/// operand, so that it streams once for many examples: docs/ARCHITECTURE.md, "Running a plan"), with
+/// reductions over the batch (batch_sum, batch_mean, a shared parameter's gradient) writing a partial
+/// per chunk that is combined in chunk order; then the steps that read those reductions. The chunks
+/// depend on the batch size, the plan and the cache it was built for, never on the number of threads,
 /// so results are identical whatever it is; they equal a whole-batch run's up to the rounding of the reductions' sums.
 /// Memory is one chunk's per thread instead of the whole batch's. A plan runs whole-batch when a batched step reads a
 /// reduction over the batch (centring by a batch mean, batch_max's gradient), when it fixes its batch size (vmap of a
@@ -144,7 +145,14 @@ struct JitOptions {
   /// Passes to turn off ("-name") or on ("+name"), comma-separated, applied after those of the
   /// environment variable VTAPE_JIT_PASSES (read when a plan is built): to bisect a wrong result or
   /// a slow plan. An unknown name, or a stage every plan needs, raises when the function is traced.
-  std::string passes;
+  std::string passes = {};
+  /// The cache, in bytes, that a chunk of examples is sized to fit (running by chunks, above): the
+  /// planner's one input from the machine. 0: the environment variable VTAPE_JIT_CACHE_BYTES, else
+  /// the backend's choice (the CPU: a core's L2). Each plan keeps the size it was built for (the
+  /// variable is read when a plan is built), so its segments and chunks agree; a backend that runs
+  /// no plan by chunks (a GPU) ignores it. Tests set it so that their plans do not depend on the
+  /// host; tuning may too.
+  std::size_t cache_bytes = 0;
 };
 
 namespace detail {

@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
+#include "forwarding_backend.hpp"
 #include "gradcheck.hpp"
 #include "threads.hpp"
 
@@ -26,6 +28,8 @@ Tensor gp_func(const Tensor& p, const Tensor& F) {  // the seed program's likeli
 
 // The whole-batch run: one chunk holds every example.
 constexpr std::int64_t whole = std::int64_t{1} << 40;
+
+constexpr std::size_t KiB = 1024;
 
 }  // namespace
 
@@ -236,6 +240,37 @@ TEST_CASE("by chunks: one plan called from several threads at once", "[jit][chun
   for (auto& th : threads) th.join();
   for (std::size_t t = 0; t < inputs.size(); ++t) CHECK(together[t] == alone[t]);
   CHECK(step.counters().chunked_calls == static_cast<std::int64_t>(4 * inputs.size()));
+}
+
+TEST_CASE("by chunks: the planner's cache is JitOptions::cache_bytes, else VTAPE_JIT_CACHE_BYTES, when a plan is built",
+          "[jit][chunks]") {
+  auto f = [](const Tensor& x) { return batch_sum(exp(x) * 2.0); };
+  const Tensor X = as_batch(randn({64, 1024}, 185));  // 8 KiB an example, and as much again for exp(x)
+  const auto chunk_of = [&](const auto& jitted) {
+    (void)jitted(X);
+    return jitted.counters().chunk_examples;
+  };
+  const std::int64_t small = chunk_of(jit(f, JitOptions{.cache_bytes = 64 * KiB}));
+  const std::int64_t large = chunk_of(jit(f, JitOptions{.cache_bytes = 256 * KiB}));
+  CHECK(small >= 1);
+  CHECK(large > small);
+  ::setenv("VTAPE_JIT_CACHE_BYTES", std::to_string(64 * KiB).c_str(), 1);
+  auto from_env = jit(f);
+  const std::int64_t env_chunk = chunk_of(from_env);
+  const std::int64_t option_chunk = chunk_of(jit(f, JitOptions{.cache_bytes = 256 * KiB}));
+  ::setenv("VTAPE_JIT_CACHE_BYTES", "half a megabyte", 1);
+  const std::string bad = error_of([&] { (void)jit(f)(X); });
+  ::unsetenv("VTAPE_JIT_CACHE_BYTES");
+  CHECK(env_chunk == small);
+  CHECK(option_chunk == large);
+  CHECK_THAT(bad, Catch::Contains("VTAPE_JIT_CACHE_BYTES is \"half a megabyte\""));
+  // The variable is read when a plan is built: the plan keeps its size after it changes.
+  CHECK(chunk_of(from_env) == small);
+  // A backend that runs no plan by chunks (a GPU) ignores the option.
+  const vt::testing::ForwardingBackend no_chunks(Device::cuda(6));
+  auto there = jit(f, JitOptions{.cache_bytes = 64 * KiB});
+  require_close(there(X.to(no_chunks.device())), batch_sum(exp(X) * 2.0), 1e-13);
+  CHECK(there.counters().chunked_calls == 0);
 }
 
 TEST_CASE("by chunks: the backend's choice fits a chunk's working set to a core's cache", "[jit][chunks]") {

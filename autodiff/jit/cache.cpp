@@ -88,7 +88,7 @@ std::shared_ptr<const CacheEntry> JitCache::get(const std::vector<Tensor>& input
   const double trace_ms = ms_since(t0);
   const auto t1 = std::chrono::steady_clock::now();
   auto entry = std::make_shared<CacheEntry>();
-  entry->plan = build_plan(symbolic, traced, entry->summary, options_.passes);
+  entry->plan = build_plan(symbolic, traced, entry->summary, options_);
   entry->skeleton = traced.skeleton;
   entry->runs_eagerly = !entry->plan->runs_op_by_op.empty();
   for (const PlanValue& v : entry->plan->values)

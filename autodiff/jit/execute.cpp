@@ -396,13 +396,14 @@ std::int64_t round_up(std::int64_t bytes) { return checked_add(bytes, 63, "jit",
 }  // namespace
 
 // As many as its steps' data fits the cache, at least one.
-std::int64_t sub_chunk_examples(const Plan::Segment& segment, std::int64_t chunk, std::size_t cache) {
+std::int64_t sub_chunk_examples(const Plan& plan, const Plan::Segment& segment, std::int64_t chunk) {
   if (!segment.by_sub_chunks || segment.bytes_per_example <= 0) return chunk;
-  return std::clamp<std::int64_t>(static_cast<std::int64_t>(cache) / segment.bytes_per_example, 1, chunk);
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(plan.chunk_cache_bytes) / segment.bytes_per_example, 1,
+                                  chunk);
 }
 
 // Examples per chunk for this call, or 0 for every step over the whole batch. It depends on the
-// plan, the batch size and the backend (and JitChunkExamples), never on the number of threads.
+// plan (and the cache it was built for), the batch size and JitChunkExamples, never on the number of threads.
 //
 // The size minimises estimated memory traffic per example. A chunk whose buffers fit in a core's
 // cache keeps the values passed between its steps there: its traffic is what it reads and writes
@@ -422,8 +423,9 @@ std::int64_t sub_chunk_examples(const Plan::Segment& segment, std::int64_t chunk
 namespace {
 
 // The cost model's chunk at this batch size (above); `larger`: whether the larger chunk was chosen.
-std::int64_t chunk_by_traffic(const Plan& plan, std::int64_t batch, std::size_t cache, bool& larger) {
+std::int64_t chunk_by_traffic(const Plan& plan, std::int64_t batch, bool& larger) {
   larger = false;
+  const std::size_t cache = plan.chunk_cache_bytes;
   const double arena = static_cast<double>(plan.arena_batched), io = static_cast<double>(plan.chunk_io_bytes);
   const double per_example = std::max(arena + static_cast<double>(plan.arena_local) + io, 1.0);
   const auto chunk = std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(cache) / per_example));
@@ -443,18 +445,17 @@ std::int64_t chunk_by_traffic(const Plan& plan, std::int64_t batch, std::size_t 
 
 }  // namespace
 
-bool larger_chunks_pay(const Plan& plan, std::size_t cache) {
+bool larger_chunks_pay(const Plan& plan) {
   bool larger = false;
-  if (plan.chunkable && cache > 0) chunk_by_traffic(plan, std::int64_t{1} << 40, cache, larger);
+  if (plan.chunkable && plan.chunk_cache_bytes > 0) chunk_by_traffic(plan, std::int64_t{1} << 40, larger);
   return larger;
 }
 
-std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch, const Backend& be) {
-  const std::size_t cache = be.chunk_cache_bytes();
-  if (!plan.chunkable || cache == 0 || batch < 2) return 0;
+std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch) {
+  if (!plan.chunkable || plan.chunk_cache_bytes == 0 || batch < 2) return 0;
   std::int64_t chunk = forced_chunk_examples;
   bool larger = false;
-  if (chunk <= 0) chunk = chunk_by_traffic(plan, batch, cache, larger);
+  if (chunk <= 0) chunk = chunk_by_traffic(plan, batch, larger);
   if (plan.partial_bytes > 0) {
     const std::int64_t most_chunks = std::max<std::int64_t>(1, max_partials_bytes / plan.partial_bytes);
     chunk = std::max(chunk, (batch + most_chunks - 1) / most_chunks);
@@ -462,7 +463,7 @@ std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch, const Back
   if (chunk < batch) return chunk;
   if (forced_chunk_examples > 0) return 0;  // JitChunkExamples: a batch of at most n runs whole
   for (const Plan::Segment& segment : plan.segments)
-    if (sub_chunk_examples(segment, batch, cache) < batch) return batch;
+    if (sub_chunk_examples(plan, segment, batch) < batch) return batch;
   return 0;
 }
 
@@ -521,9 +522,8 @@ void run_chunk_steps(const Plan& plan, const std::vector<void*>& chunk, std::int
     run_steps(plan, plan.chunk_begin, plan.chunk_end, chunk, examples, be, whole_batch, first_example, &at);
     return;
   }
-  const std::size_t cache = be.chunk_cache_bytes();
   for (const Plan::Segment& segment : plan.segments) {
-    const std::int64_t per = sub_chunk_examples(segment, examples, cache);
+    const std::int64_t per = sub_chunk_examples(plan, segment, examples);
     std::exception_ptr failure;
     std::size_t failure_step = 0;
     for (std::int64_t first = 0; first < examples; first += per) {
@@ -561,8 +561,7 @@ std::vector<Tensor> run_chunked(const Plan& plan, const std::vector<Tensor>& inp
   // A worker's arena: its chunk's batched values, then the sub-chunk arena for the largest sub-chunk.
   std::int64_t local_capacity = 0;
   for (const Plan::Segment& segment : plan.segments)
-    if (segment.by_sub_chunks)
-      local_capacity = std::max(local_capacity, sub_chunk_examples(segment, chunk, be.chunk_cache_bytes()));
+    if (segment.by_sub_chunks) local_capacity = std::max(local_capacity, sub_chunk_examples(plan, segment, chunk));
   const std::int64_t per_worker_chunk = round_up(checked_mul(plan.arena_batched, chunk, "jit", "the plan's memory"));
   const std::int64_t per_worker =
       checked_add(per_worker_chunk, round_up(checked_mul(plan.arena_local, local_capacity, "jit", "the plan's memory")),
@@ -669,9 +668,9 @@ namespace {
 
 // Whether a call of `plan` on these inputs is recorded and replayed: the backend records calls of its
 // size, and the plan neither holds a step that must run directly nor runs by forced chunks
-// (JitChunkExamples, on a backend that runs by chunks).
+// (JitChunkExamples, for a plan that may run by chunks).
 bool recorded_call(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Backend& be) {
-  const bool chunks_forced = forced_chunk_examples > 0 && be.chunk_cache_bytes() > 0;
+  const bool chunks_forced = forced_chunk_examples > 0 && plan.chunk_cache_bytes > 0;
   return !plan.unrecordable && !chunks_forced && be.records(call_bytes(plan, inputs, batch));
 }
 
@@ -683,8 +682,7 @@ std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs
   Backend& be = backend_for(plan.device);
   if (recorded_call(plan, inputs, batch, be))
     if (std::optional<std::vector<Tensor>> results = run_recorded(plan, inputs, batch, be)) return std::move(*results);
-  if (const std::int64_t chunk = examples_per_chunk(plan, batch, be))
-    return run_chunked(plan, inputs, batch, chunk, be);
+  if (const std::int64_t chunk = examples_per_chunk(plan, batch)) return run_chunked(plan, inputs, batch, chunk, be);
   return run_directly(plan, inputs, batch, be);
 }
 

@@ -64,7 +64,7 @@ class Arena {
 // segment.
 void split_into_segments(Plan& plan) {
   plan.segments.clear();
-  const std::size_t cache = backend_for(plan.device).chunk_cache_bytes();
+  const std::size_t cache = plan.chunk_cache_bytes;
   if (!plan.chunkable || cache == 0) return;
   std::vector<bool> whole(plan.steps.size(), false);
   bool any_large = false;
@@ -79,7 +79,7 @@ void split_into_segments(Plan& plan) {
   }
   if (!any_large) return;
   plan_memory(plan);  // the sizes without segments, for the cost model: without a larger chunk, segments buy nothing
-  if (!larger_chunks_pay(plan, cache)) return;
+  if (!larger_chunks_pay(plan)) return;
   std::vector<int> seen(plan.values.size(), -1);  // by root: the last segment that counted its bytes
   for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
     if (plan.segments.empty() || plan.segments.back().by_sub_chunks == whole[i])

@@ -2,6 +2,7 @@
 // then build_plan runs the passes and the memory planner and precomputes each kernel's views, so
 // that a call does only what depends on its arguments and batch size.
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <string>
 #include <unordered_map>
@@ -196,6 +197,23 @@ void run_passes(Plan& plan, const std::string& selection) {
   }
 }
 
+// The one cache size the plan is built for and its calls run with (Plan::chunk_cache_bytes): the option, else
+// VTAPE_JIT_CACHE_BYTES, else the backend's; 0 on a backend that runs no plan by chunks, whatever is asked.
+std::size_t cache_bytes_for(const JitOptions& options, Device device) {
+  const std::size_t backend = backend_for(device).chunk_cache_bytes();
+  if (backend == 0) return 0;
+  if (options.cache_bytes > 0) return options.cache_bytes;
+  if (const char* env = std::getenv("VTAPE_JIT_CACHE_BYTES"); env && *env) {
+    const std::string_view text(env);
+    std::size_t bytes = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), bytes);
+    if (error != std::errc{} || end != text.data() + text.size())
+      fail("jit: VTAPE_JIT_CACHE_BYTES is \"{}\"; it takes a number of bytes (0: the backend's choice)", text);
+    if (bytes > 0) return bytes;
+  }
+  return backend;
+}
+
 }  // namespace
 
 const std::vector<Pass>& plan_passes() {
@@ -260,7 +278,7 @@ void select_passes(const std::string& selection, std::vector<bool>& enabled, con
 }
 
 std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_inputs, const Traced& traced,
-                                       PlanSummary& summary, const std::string& passes) {
+                                       PlanSummary& summary, const JitOptions& options) {
   auto plan = std::make_shared<Plan>();
   plan->device = symbolic_inputs.empty() ? Device{} : symbolic_inputs[0].device();
   Builder builder(*plan);
@@ -282,7 +300,8 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
           "jit: a plan runs on one device, but the function's arguments and captured tensors are on {} and on {}; "
           "move them with to_device before calling it",
           to_string(plan->device), to_string(d));
-  run_passes(*plan, passes);
+  plan->chunk_cache_bytes = cache_bytes_for(options, plan->device);
+  run_passes(*plan, options.passes);
   PlanSummary& s = plan->summary;
   s.steps = static_cast<std::int64_t>(plan->steps.size());
   for (const PlanStep& step : plan->steps) s.kernels += step.op->aliases_input ? 0 : 1;

@@ -101,7 +101,11 @@ class Plan {
   std::vector<int> fused_at;
   int group_starting_at(std::size_t step) const { return step < fused_at.size() ? fused_at[step] : -1; }
 
-  // Running by chunks of examples (execute.cpp), on a backend that asks for it (chunk_cache_bytes):
+  // The cache, in bytes, that a chunk's working set is sized to fit, fixed when the plan is built (build_plan:
+  // JitOptions::cache_bytes, VTAPE_JIT_CACHE_BYTES or the backend's chunk_cache_bytes()), so that its segments and the
+  // chunks of its calls are sized for one cache. 0: every call runs over the whole batch (a GPU).
+  std::size_t chunk_cache_bytes = 0;
+  // Running by chunks of examples (execute.cpp), where chunk_cache_bytes is not 0:
   // steps [0, chunk_begin) are unbatched and read no batched value, and run once, first;
   // [chunk_begin, chunk_end) are the batched steps and the reductions over the batch that read
   // them, and run per chunk, a reduction writing its chunk's partial result (the partials are
@@ -175,9 +179,10 @@ class Plan {
 std::string step_key(const OpDef* op, const Attrs& attrs, const std::vector<int>& in);
 
 // graph -> steps, with common subexpressions merged; then the pipeline of plan_passes(), with the passes that
-// VTAPE_JIT_PASSES and then `passes` (JitOptions::passes) turn off or on.
+// VTAPE_JIT_PASSES and then JitOptions::passes turn off or on, for the cache of JitOptions::cache_bytes
+// (Plan::chunk_cache_bytes).
 std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_inputs, const Traced& traced,
-                                       PlanSummary& summary, const std::string& passes = {});
+                                       PlanSummary& summary, const JitOptions& options = {});
 
 // One stage of build_plan's pipeline. The rewrites state the identity they rely on where they are defined
 // (passes.cpp) and keep the plan's results up to rounding, so any of them may be turned off to bisect a wrong result
@@ -198,14 +203,13 @@ void select_passes(const std::string& selection, std::vector<bool>& enabled, con
 
 // The plan as text, one line per step (Jitted::explain), at this batch size (0: unbatched arguments).
 std::string explain_plan(const Plan& plan, std::int64_t batch);
-// Examples per chunk for a call at this batch size on this backend, or 0: every step over the whole batch
-// (execute.cpp).
-std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch, const Backend& be);
+// Examples per chunk for a call at this batch size, or 0: every step over the whole batch (execute.cpp).
+std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch);
 // Whether a chunk larger than the cache pays for this plan at a large enough batch size: it reads a large shared
 // operand (execute.cpp).
-bool larger_chunks_pay(const Plan& plan, std::size_t cache);
-// Examples per sub-chunk of a segment in chunks of `chunk` examples on a CPU of this cache (execute.cpp).
-std::int64_t sub_chunk_examples(const Plan::Segment& segment, std::int64_t chunk, std::size_t cache);
+bool larger_chunks_pay(const Plan& plan);
+// Examples per sub-chunk of one of the plan's segments in chunks of `chunk` examples (execute.cpp).
+std::int64_t sub_chunk_examples(const Plan& plan, const Plan::Segment& segment, std::int64_t chunk);
 
 // The passes over a built plan (autodiff/jit/passes.cpp), in the order build_plan runs them.
 void fold_transposes_into_matmuls(Plan& plan);

@@ -125,22 +125,23 @@ std::string buffer(const Plan& plan, const PlanStep& s, int slot) {
 std::string explain_plan(const Plan& plan, std::int64_t batch) {
   if (!plan.runs_op_by_op.empty())
     return fmt::format("no plan: calls run the function op by op, as {}\n", plan.runs_op_by_op);
-  const std::int64_t chunk = batch > 0 ? examples_per_chunk(plan, batch, backend_for(plan.device)) : 0;
+  const std::int64_t chunk = batch > 0 ? examples_per_chunk(plan, batch) : 0;
   std::string out = fmt::format("plan on {}: {} steps ({} kernels), {} folded (run on the first call only)\n",
                                 to_string(plan.device), plan.steps.size(), plan.summary.kernels, plan.folds.size());
   if (batch > 0 && chunk > 0)
-    out += fmt::format("at B = {}: steps {}-{} run by chunks of {} example{} ({} chunks), the others once\n", batch,
-                       plan.chunk_begin, plan.chunk_end - 1, chunk, chunk == 1 ? "" : "s", (batch + chunk - 1) / chunk);
+    out += fmt::format(
+        "at B = {}: steps {}-{} run by chunks of {} example{} ({} chunks, for a cache of {}), the others once\n", batch,
+        plan.chunk_begin, plan.chunk_end - 1, chunk, chunk == 1 ? "" : "s", (batch + chunk - 1) / chunk,
+        bytes(static_cast<std::int64_t>(plan.chunk_cache_bytes)));
   else if (batch > 0)
     out += fmt::format("at B = {}: every step over the whole batch{}\n", batch,
                        plan.chunkable ? "" : " (the plan cannot run by chunks)");
   // By step: how many examples each run of it takes, where a segment runs by sub-chunks.
   std::vector<std::int64_t> sub(plan.steps.size(), 0);
   if (batch > 0 && chunk > 0) {
-    const std::size_t cache = backend_for(plan.device).chunk_cache_bytes();
     for (std::size_t g = 0; g < plan.segments.size(); ++g) {
       const Plan::Segment& seg = plan.segments[g];
-      const std::int64_t per = sub_chunk_examples(seg, chunk, cache);
+      const std::int64_t per = sub_chunk_examples(plan, seg, chunk);
       out += fmt::format("  segment {}: steps {}-{}, {}\n", g, seg.first, seg.last - 1,
                          per < chunk ? fmt::format("by sub-chunks of {} example{}", per, per == 1 ? "" : "s")
                                      : std::string("over the whole chunk"));
