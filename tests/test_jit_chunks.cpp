@@ -1,8 +1,6 @@
 // jit plans on the CPU by chunks of examples: results agree with whole-batch runs (up to the rounding
 // of reductions over the batch) and are identical whatever the number of threads; plans that need a
 // whole-batch reduction before a batched step run whole-batch; errors name the global example.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
@@ -29,7 +27,10 @@ Tensor gp_func(const Tensor& p, const Tensor& F) {  // the seed program's likeli
 // The whole-batch run: one chunk holds every example.
 constexpr std::int64_t whole = std::int64_t{1} << 40;
 
+// The planner's cache sizes (JitOptions::cache_bytes) that the cost model's tests run at: a core's L2 on common CPUs.
+// The chunks and segments then depend on the option, never on the host's cache.
 constexpr std::size_t KiB = 1024;
+const std::vector<std::size_t> cache_sizes{256 * KiB, 512 * KiB, 1024 * KiB, 4096 * KiB};
 
 }  // namespace
 
@@ -242,6 +243,35 @@ TEST_CASE("by chunks: one plan called from several threads at once", "[jit][chun
   CHECK(step.counters().chunked_calls == static_cast<std::int64_t>(4 * inputs.size()));
 }
 
+TEST_CASE("by chunks: the cost model fits a chunk's working set to the planner's cache", "[jit][chunks]") {
+  // 16 examples of a 256 x 256 float64 factorization: half a megabyte each, a few per chunk. A larger cache holds more
+  // of them, and the size is the option's, whatever the host's.
+  const std::int64_t n = 256;
+  const Tensor F = randn({n, 4}, 181);
+  auto loss = [&](const Tensor& P) { return mean(vmap([&](const Tensor& p) { return gp_func(p, F); })(P)); };
+  const Tensor P = as_batch(randn({16, 4}, 182));
+  std::vector<std::int64_t> per_chunk;
+  for (const std::size_t cache : cache_sizes) {
+    INFO("cache " << cache);
+    auto step = jit(value_and_grad(loss), JitOptions{.cache_bytes = cache});
+    const PlanSummary s = step.compile(P);
+    const std::int64_t fits = static_cast<std::int64_t>(cache) / s.arena_bytes_per_example;
+    REQUIRE(fits < 16);  // more than one chunk at every size
+    CHECK_THAT(step.explain(P), Catch::Contains(fmt::format("for a cache of {:.1f} KiB", cache / 1024.0)));
+    const auto [v, g] = step(P);
+    CHECK(step.counters().chunked_calls == 1);
+    per_chunk.push_back(step.counters().chunk_examples);
+    CHECK(per_chunk.back() >= 1);
+    CHECK(per_chunk.back() <= std::max<std::int64_t>(fits, 1));
+    const JitChunkExamples one_chunk(whole);
+    const auto [vw, gw] = step(P);
+    require_close(v, vw.to_vector<double>(), 1e-13);
+    require_close(unbatch(g), unbatch(gw), 1e-13);
+  }
+  CHECK(std::is_sorted(per_chunk.begin(), per_chunk.end()));
+  CHECK(per_chunk.back() > per_chunk.front());
+}
+
 TEST_CASE("by chunks: the planner's cache is JitOptions::cache_bytes, else VTAPE_JIT_CACHE_BYTES, when a plan is built",
           "[jit][chunks]") {
   auto f = [](const Tensor& x) { return batch_sum(exp(x) * 2.0); };
@@ -273,35 +303,17 @@ TEST_CASE("by chunks: the planner's cache is JitOptions::cache_bytes, else VTAPE
   CHECK(there.counters().chunked_calls == 0);
 }
 
-TEST_CASE("by chunks: the backend's choice fits a chunk's working set to a core's cache", "[jit][chunks]") {
-  // 16 examples of a 256 x 256 float64 factorization: half a megabyte each, a few per chunk.
-  const std::int64_t n = 256;
-  const Tensor F = randn({n, 4}, 181);
-  auto loss = [&](const Tensor& P) { return mean(vmap([&](const Tensor& p) { return gp_func(p, F); })(P)); };
-  auto step = jit(value_and_grad(loss));
-  const Tensor P = as_batch(randn({16, 4}, 182));
-  const PlanSummary s = step.compile(P);
-  const auto [v, g] = step(P);
-  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  const std::int64_t cache = l2 > 0 ? l2 : std::int64_t{1} << 20, fits = cache / s.arena_bytes_per_example;
-  if (fits >= 16) return;  // a cache that holds the whole batch's work: one chunk
-  CHECK(step.counters().chunked_calls == 1);
-  const std::int64_t per_chunk = step.counters().chunk_examples;
-  CHECK(per_chunk >= 1);
-  CHECK(per_chunk <= std::max<std::int64_t>(fits, 1));
-  const JitChunkExamples one_chunk(whole);
-  const auto [vw, gw] = step(P);
-  require_close(v, vw.to_vector<double>(), 1e-13);
-  require_close(unbatch(g), unbatch(gw), 1e-13);
-}
-
 TEST_CASE("by chunks: segments that need no large shared operand run by sub-chunks, with the same results and errors",
           "[jit][chunks][segments]") {
-  // A product by a shared matrix of twice the cache (a chunk of many examples reads it once), between factorizations
-  // of a 200 x 200 matrix per example (over a quarter of a megabyte each: sub-chunks of a few examples).
-  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  const std::int64_t cache = l2 > 0 ? l2 : std::int64_t{1} << 20, n = 200;
-  const std::int64_t cols = std::max<std::int64_t>(8, 2 * cache / (8 * n));
+  // A product by a shared matrix S (a chunk of many examples reads it once), between factorizations of an n x n matrix
+  // per example (sub-chunks of a few examples). S is twice the cache, and at least 16 examples' matrices: the cost
+  // model weighs it against each example's own traffic. n is a multiple of 48, so that at up to 3 threads the products
+  // by S split by columns with the bits of one thread (narrower ones keep Eigen's threading, whose bits depend on the
+  // thread count: backends/cpu/matrix.cpp).
+  const std::size_t cache = GENERATE(from_range(cache_sizes));
+  INFO("cache " << cache);
+  const std::int64_t n = 144;
+  const std::int64_t cols = std::max(2 * static_cast<std::int64_t>(cache), 16 * n * n * 8) / (8 * n);
   const Tensor S = randn({n, cols}, 191) * 0.1;
   auto model = [&](const Tensor& x) {  // x [n], positive: a positive definite matrix
     const Tensor L = cholesky(diag(x) + 0.5);
@@ -309,7 +321,7 @@ TEST_CASE("by chunks: segments that need no large shared operand run by sub-chun
     return sum(square(y)) + logdet(cho_factor(diag(exp(slice(y, 0, 0, n))) + 1.0));
   };
   const auto vg = value_and_grad(model);
-  auto f = jit(vmap(vg));
+  auto f = jit(vmap(vg), JitOptions{.cache_bytes = cache});
   const Tensor X = as_batch(exp(randn({12, n}, 192) * 0.1) + 1.0);
   const std::string plan = f.explain(X);
   INFO(plan);
@@ -328,7 +340,7 @@ TEST_CASE("by chunks: segments that need no large shared operand run by sub-chun
     require_close(one.first, v_eager.to_vector<double>(), 1e-10);
   }
   // Without them: the same results up to rounding.
-  auto flat = jit(vmap(vg), JitOptions{"-split_into_segments"});
+  auto flat = jit(vmap(vg), JitOptions{"-split_into_segments", cache});
   CHECK(flat.explain(X).find("by sub-chunks of") == std::string::npos);
   const auto [v_flat, g_flat] = flat(X);
   require_close(v, v_flat.to_vector<double>(), 1e-12);
@@ -355,22 +367,23 @@ TEST_CASE("by chunks: a sub-chunked segment never reuses a buffer that a later s
           "[jit][chunks][segments]") {
   // pre = x W (a product by a large shared matrix: over the whole chunk), then gates of pre in a segment run by
   // sub-chunks, whose values the next product by a large shared matrix reads: pre dies inside the segment, and the
-  // gates made after it outlive it.
-  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  const std::int64_t cache = l2 > 0 ? l2 : std::int64_t{1} << 20, m = 2048;
-  const std::int64_t d = 256 * std::max<std::int64_t>(1, cache >> 20);  // W: 16 MiB per MiB of cache
+  // gates made after it outlive it. The sizes scale with the cache, so that the plan is alike at every size: W is 8
+  // times the cache, an example's values about a tenth of it.
+  const std::size_t cache = GENERATE(from_range(cache_sizes));
+  INFO("cache " << cache);
+  const std::int64_t d = 128, m = static_cast<std::int64_t>(cache / 512);
   const Tensor W = randn({d, 4 * m}, 201) * 0.1, V = randn({m, d}, 202) * 0.1, U = randn({m, d}, 204) * 0.1;
   auto cell = [&](const Tensor& x) {
     const Tensor pre = matmul(x, W);
     const Tensor a = slice(pre, 0, 0, m), b = slice(pre, 0, m, 2 * m), c = slice(pre, 0, 2 * m, 3 * m),
                  e = slice(pre, 0, 3 * m, 4 * m);
     // h3 and h2 + h3, made after pre's last read and read by the products after the segment: two buffers of the
-    // chunk's arena, the second of which the memory plan once placed inside pre's (wrong by 35 here).
+    // chunk's arena, the second of which the memory plan once placed inside pre's (wrong by whole units here).
     const Tensor h1 = tanh(a) * sigmoid(b), h2 = sigmoid(c) + exp(e * 0.01), h3 = h2 * 2.0 + 1.0;
     return matmul(h1, V) + matmul(h2 + h3, U) + matmul(h3, V);
   };
-  auto f = jit(vmap(cell));
-  const Tensor X = as_batch(randn({64, d}, 203));
+  auto f = jit(vmap(cell), JitOptions{.cache_bytes = cache});
+  const Tensor X = as_batch(randn({32, d}, 203));
   const std::string plan = f.explain(X);
   INFO(plan);
   REQUIRE(plan.find("by sub-chunks of") != std::string::npos);

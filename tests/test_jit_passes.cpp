@@ -50,6 +50,10 @@ struct Case {
   std::vector<Tensor> refuses_on;
 };
 
+// The planner's cache for these plans (JitOptions::cache_bytes): split_into_segments and the chunks decide by it, so
+// that the cases and explain's chunks do not depend on the host's.
+constexpr std::size_t planner_cache = std::size_t{256} << 10;
+
 // Compiles and runs a program with `passes` selected; returns the summary and the results.
 std::pair<PlanSummary, std::vector<Tensor>> run(const Program& p, const std::vector<Tensor>& args,
                                                 const std::string& passes) {
@@ -59,7 +63,7 @@ std::pair<PlanSummary, std::vector<Tensor>> run(const Program& p, const std::vec
         in.resize(args.size());
         return p(in);
       },
-      JitOptions{passes});
+      JitOptions{passes, planner_cache});
   std::vector<Tensor> in = args;
   in.resize(3, zeros({}));
   return {f.compile(in[0], in[1], in[2]), f(in[0], in[1], in[2])};
@@ -67,8 +71,7 @@ std::pair<PlanSummary, std::vector<Tensor>> run(const Program& p, const std::vec
 
 std::vector<Case> cases() {
   // split_into_segments pays where the shared matrix is large against the cache: of order 2 sqrt(cache / 8) and more.
-  const auto cache = static_cast<double>(backend_for(Device::cpu()).chunk_cache_bytes());
-  const auto shared_order = std::clamp<std::int64_t>(static_cast<std::int64_t>(2 * std::sqrt(cache / 8)), 600, 2048);
+  const auto shared_order = static_cast<std::int64_t>(2 * std::sqrt(planner_cache / 8));
   const Tensor x53 = randn({5, 3}, 1), y54 = randn({5, 4}, 2), x35 = randn({3, 5}, 3);
   const Tensor p = randn({50, 2}, 4), q = randn({2, 50}, 5), y = randn({50, 50}, 6);
   const Tensor f = randn({6, 4}, 7), ft = f.t(), q4 = randn({4}, 8);
@@ -238,7 +241,7 @@ TEST_CASE("explain prints the plan a call runs, step by step, with the pass that
   auto loss = [&](const Tensor& r) {
     return mean(cho_solve(cho_factor(matmul(big_f * square(r), big_f.t()) + eye(40)), ones_n));
   };
-  const auto step = jit(vmap(value_and_grad(loss)));
+  const auto step = jit(vmap(value_and_grad(loss)), JitOptions{.cache_bytes = planner_cache});
   const std::string text = step.explain(as_batch(ps));
   INFO(text);
   const PlanSummary summary = step.compile(as_batch(ps));
