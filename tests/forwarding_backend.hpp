@@ -3,6 +3,7 @@
 // the same memory (host-readable, unlike opaque_device.hpp's). It registers itself for `device`
 // while it lives. Tests derive from it and override only what they watch (e.g. gemm, to count
 // GEMMs); a new Backend virtual is forwarded here once, for all of them.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vtape/vtape.hpp>
@@ -76,6 +77,22 @@ class ForwardingBackend : public Backend {
 
  private:
   Device device_;
+};
+
+// A CPU-computing device that counts the bytes it holds, and their peak.
+class MemoryWatcher final : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  void* allocate(std::size_t bytes) override {
+    live += bytes;
+    peak = std::max(peak, live);
+    return ForwardingBackend::allocate(bytes);
+  }
+  void deallocate(void* p, std::size_t bytes) override {
+    live -= bytes;
+    ForwardingBackend::deallocate(p, bytes);
+  }
+  std::size_t live = 0, peak = 0;
 };
 
 }  // namespace vt::testing

@@ -488,31 +488,11 @@ TEST_CASE("the flat Jacobians: every result with respect to every listed argumen
         std::string::npos);
 }
 
-namespace {
-
-// A CPU-computing device that counts the bytes it holds, and their peak.
-class MemoryWatcher final : public vt::testing::ForwardingBackend {
- public:
-  using ForwardingBackend::ForwardingBackend;
-  void* allocate(std::size_t bytes) override {
-    live += bytes;
-    peak = std::max(peak, live);
-    return ForwardingBackend::allocate(bytes);
-  }
-  void deallocate(void* p, std::size_t bytes) override {
-    live -= bytes;
-    ForwardingBackend::deallocate(p, bytes);
-  }
-  std::size_t live = 0, peak = 0;
-};
-
-}  // namespace
-
 TEST_CASE("a Jacobian's sweeps do not pile up: its peak memory does not grow with its rows or columns",
           "[derivatives][jacobian]") {
   // Each sweep of f's graph makes n x n intermediates; unless an outer transform differentiates the Jacobian, a
   // sweep's are freed before the next, so 16 sweeps peak where 4 do.
-  MemoryWatcher device(Device::cuda(7));
+  vt::testing::MemoryWatcher device(Device::cuda(7));
   const std::int64_t n = 96;
   const Tensor W = randn({n, 16}, 37).to(device.device());
   auto kernel = [&](const Tensor& x) {  // n x n, from the first x.shape(0) columns of W

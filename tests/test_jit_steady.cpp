@@ -2,54 +2,46 @@
 // the plan, computed on its first call), arenas kept across calls and batch sizes, the JAX habit
 // jit(vmap(f))(plain X), and clear messages when a batched tensor is read as one value.
 #include <algorithm>
-#include <chrono>
 #include <thread>
 
+#include "forwarding_backend.hpp"
 #include "gradcheck.hpp"
 
 using namespace vt;
 using vt::testing::error_of;
 using vt::testing::require_close;
 
-namespace {
-
-// The fastest of `count` fresh compiles, in milliseconds: the least disturbed by other processes.
-template <class MakeStep>
-double fastest_compile_ms(MakeStep make_step, const Tensor& arg, int count) {
-  double best = 1e300;
-  for (int i = 0; i < count; ++i) {
-    auto step = make_step();
-    const auto t0 = std::chrono::steady_clock::now();
-    (void)step.compile(arg);
-    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
-}  // namespace
-
 TEST_CASE("compiling a gradient does not compute on a large captured constant", "[jit]") {
   // The adjoint of F p needs F^T; the trace records it for the plan instead of transposing 25 MB.
   auto make_step_for = [](const Tensor& F, const Tensor& y) {
-    return [F, y] {
-      return jit(value_and_grad([F, y](const Tensor& P) {
-        return mean(vmap([&](const Tensor& p) { return mean(square(matmul(F, p) - y)); })(P));
-      }));
-    };
+    return jit(value_and_grad([F, y](const Tensor& P) {
+      return mean(vmap([&](const Tensor& p) { return mean(square(matmul(F, p) - y)); })(P));
+    }));
   };
   const Tensor big_f = randn({8000, 400}, 1), big_y = randn({8000}, 2);
   const Tensor tiny_f = randn({8, 400}, 3), tiny_y = randn({8}, 4);
   const Tensor P = as_batch(randn({4, 400}, 5));
-  const double big = fastest_compile_ms(make_step_for(big_f, big_y), P, 7);
-  const double tiny = fastest_compile_ms(make_step_for(tiny_f, tiny_y), P, 7);
-  INFO("fastest compile: " << big << " ms with an 8000 x 400 constant, " << tiny << " ms with 8 x 400");
-  // No more than noise above the same trace on a tiny constant (transposing the big one took 5-15 ms).
-  // Relative, not an absolute bound: the time itself is bench_first_call's to measure, and differs
-  // by build (sanitizers) and machine load.
-  CHECK(big < 4.0 * tiny + 0.25);
+  {
+    // The memory compiling takes, on a device that counts it, instead of its time (which depends on the machine and
+    // its load): computing on the constant (a transposed copy of F, say) would take its size. So the same trace takes
+    // as much with the big constant as with the tiny one.
+    vt::testing::MemoryWatcher device(Device::cuda(6));
+    const auto compiling_takes = [&](const Tensor& F, const Tensor& y) {
+      const auto step = make_step_for(F.to(device.device()), y.to(device.device()));
+      const Tensor p = P.to(device.device());
+      const std::size_t before = device.live;
+      device.peak = before;
+      (void)step.compile(p);
+      return device.peak - before;
+    };
+    const std::size_t big = compiling_takes(big_f, big_y), tiny = compiling_takes(tiny_f, tiny_y);
+    INFO("compiling took " << big << " bytes with an 8000 x 400 constant, " << tiny << " with 8 x 400");
+    CHECK(big == tiny);
+    CHECK(big < 8000 * 400 * 8 / 100);
+  }
   // The adjoint reads F through a GEMM transpose flag: no transposed copy of F, at trace time or in
   // the plan (so nothing to fold either).
-  auto step = make_step_for(big_f, big_y)();
+  auto step = make_step_for(big_f, big_y);
   const PlanSummary plan = step.compile(P);
   CHECK(plan.folded == 0);
   const auto [v, g] = step(P);
