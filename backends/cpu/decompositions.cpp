@@ -1,14 +1,17 @@
-// QR and symmetric eigendecomposition on Eigen, parallel across the batch like the other matrix
-// kernels (matrix.cpp). Each matrix is copied into the solver's column-major storage, which Eigen
-// needs anyway; the solvers are per thread, so their storage is reused from matrix to matrix.
+// QR and the symmetric eigendecomposition on Eigen (and tridiagonal_qr.hpp's sweeps), parallel
+// across the batch like the other matrix kernels (matrix.cpp). Each matrix is copied into
+// column-major storage, which Eigen needs anyway; the workspaces are per thread, so their storage
+// is reused from matrix to matrix.
 #include "../../core/eigen.hpp"
 #include <Eigen/Dense>
+#include <omp.h>
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "cpu_backend.hpp"
 #include "first_failure.hpp"
+#include "tridiagonal_qr.hpp"
 
 namespace vt::cpu {
 
@@ -65,34 +68,69 @@ void CpuBackend::qr(DType dtype, std::int64_t count, std::int64_t m, std::int64_
   report_first(codes, failed);
 }
 
+// Eigen's Householder tridiagonalisation, then tridiagonal_qr.hpp's QL/QR sweeps (not Eigen's,
+// whose errors are several times LAPACK's), all in double: float32 is rounded once at the end, so
+// its results are accurate to float32's rounding (numpy also computes float32 in double).
 void CpuBackend::eigh(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* w,
                       std::int64_t stride_w, void* v, std::int64_t stride_v, const FactorFailure::Report& failed) {
   if (recording()) return keep([=, this] { eigh(dtype, count, n, a, stride_a, w, stride_w, v, stride_v, failed); });
   std::vector<std::int32_t> codes(static_cast<std::size_t>(count), 0);
+  // Q's product of reflectors may use Eigen's threaded GEMM on a single matrix, whose bits can depend
+  // on the thread count: one thread instead (this thread's setting, which Eigen reads).
+  const int threads = omp_get_max_threads();
+  const bool one_thread = count == 1 && threads > 1;
+  if (one_thread) omp_set_num_threads(1);
+  struct Restore {
+    bool active;
+    int threads;
+    ~Restore() {
+      if (active) omp_set_num_threads(threads);
+    }
+  } restore{one_thread, threads};
   visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     FirstFailure failure;
 #pragma omp parallel if (count > 1)
     {
-      Eigen::SelfAdjointEigenSolver<ColMat<T>> solver;  // per thread, for this call only (as qr's)
+      // Per thread, for this call only (as qr's).
+      Eigen::Tridiagonalization<ColMat<double>> tridiagonal;
+      ColMat<double> lower, z;
+      Eigen::VectorXd d, e;
 #pragma omp for schedule(dynamic)
       for (std::int64_t i = 0; i < count; ++i)
         failure.run(i, [&] {
           Eigen::Map<const RowMat<T>> A(static_cast<const T*>(a) + i * stride_a, n, n);
+          T largest = 0;
           bool finite = true;
-          for (Eigen::Index row = 0; row < n && finite; ++row) finite = A.row(row).head(row + 1).allFinite();
+          for (Eigen::Index row = 0; row < n && finite; ++row) {
+            finite = A.row(row).head(row + 1).allFinite();
+            if (finite) largest = std::max(largest, A.row(row).head(row + 1).cwiseAbs().maxCoeff());
+          }
           if (!finite) {
             codes[static_cast<std::size_t>(i)] = -1;
             return;
           }
-          // compute() copies only the lower triangle of A (as indexed, so the row-major one).
-          solver.compute(A);
-          if (solver.info() != Eigen::Success) {
+          if (n == 0) return;
+          // Scaled by a power of two (exactly) so that the largest entry is in [0.5, 1): the
+          // reflectors' norms cannot overflow, nor the rotations' squares underflow.
+          int exponent = 0;
+          if (largest > 0) std::frexp(static_cast<double>(largest), &exponent);
+          // 2^-exponent in two factors: one alone may not be representable (a subnormal largest).
+          const double down = std::ldexp(1.0, -exponent / 2), down_rest = std::ldexp(1.0, -exponent + exponent / 2);
+          // The lower triangle only (as indexed, so the row-major one), the upper one zero.
+          lower = (A.template cast<double>() * down * down_rest).template triangularView<Eigen::Lower>();
+          tridiagonal.compute(lower);
+          d = tridiagonal.diagonal();
+          e = tridiagonal.subDiagonal();
+          z = tridiagonal.matrixQ();
+          if (!tridiagonal_eigen<double>(n, d.data(), e.data(), z.data(), n)) {
             codes[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(n + 1);
             return;
           }
-          Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>(static_cast<T*>(w) + i * stride_w, n) = solver.eigenvalues();
-          Eigen::Map<RowMat<T>>(static_cast<T*>(v) + i * stride_v, n, n) = solver.eigenvectors();
+          const double up = 1.0 / down, up_rest = 1.0 / down_rest;
+          Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>>(static_cast<T*>(w) + i * stride_w, n) =
+              (d * up * up_rest).template cast<T>();
+          Eigen::Map<RowMat<T>>(static_cast<T*>(v) + i * stride_v, n, n) = z.template cast<T>();
         });
     }
     failure.rethrow();
