@@ -7,7 +7,13 @@ Writes tests/data/qr_eigh/*.npy:
     each eigenvector's sign fixed so that its entry of largest magnitude is positive;
   - gradients of weighted sums of the results, from forward-mode derivatives (dQ, dR from
     Q^T dA R^-1; dw = diag(V^T dA V), dV = V (F o V^T dA V)) contracted over a basis of directions:
-    an independent route from vtape's reverse-mode adjoints.
+    an independent route from vtape's reverse-mode adjoints;
+  - numpy.linalg.eigvalsh (LAPACK syevd) of three larger matrices whose entries the test builds
+    itself, exactly, from an integer hash (splitmix64, below): so only their eigenvalues are stored.
+      eigh_lapack_random_w   512 x 512, entries k / 2^23 (k a 24-bit integer): exact in float32
+      eigh_lapack_rankdef_w  300 x 300, B B^T with B 300 x 150 of integers in [-8, 8): rank 150
+      eigh_lapack_glued_w    ten Wilkinson W21+ matrices glued by 2^-40 (210 x 210, eigenvalues in
+                             tight clusters of up to ten), rows and columns permuted by the hash
 
     python3 tools/reference/make_qr_eigh_reference.py
 """
@@ -90,6 +96,44 @@ for i in range(n):
         e[i, j] = e[j, i] = 1.0
         grad[i, j] = grad[j, i] = eigh_loss_jvp(e) / (2.0 if i != j else 1.0)
 values.update(dict(eigh_a=given, eigh_w=w, eigh_v=v, eigh_c=c, eigh_W=W, eigh_u=u, eigh_Z=Z, eigh_grad=grad))
+
+
+def splitmix64(seed, i, j):
+    """The test's hash of (seed, i, j), elementwise on uint64 arrays (wrapping arithmetic)."""
+    with np.errstate(over="ignore"):
+        z = (np.uint64(seed) << np.uint64(40)) + (np.uint64(i) << np.uint64(20)) + np.uint64(j)
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def hashed_grid(seed, rows, cols):
+    i, j = np.meshgrid(np.arange(rows, dtype=np.uint64), np.arange(cols, dtype=np.uint64), indexing="ij")
+    return splitmix64(seed, i, j)
+
+
+# Symmetric, the lower triangle's entry (i >= j) from the hash of (i, j).
+n = 512
+lower = ((hashed_grid(1, n, n) >> np.uint64(40)).astype(np.int64) - 2**23) / 2.0**23
+a = np.tril(lower) + np.tril(lower, -1).T
+values["eigh_lapack_random_w"] = np.linalg.eigvalsh(a)
+
+b = (hashed_grid(2, 300, 150) >> np.uint64(60)).astype(np.int64) - 8
+values["eigh_lapack_rankdef_w"] = np.linalg.eigvalsh((b @ b.T).astype(np.float64))
+
+m, copies = 21, 10
+n = m * copies
+t = np.zeros((n, n))
+for k in range(copies):
+    for i in range(m):
+        t[k * m + i, k * m + i] = abs(m // 2 - i)
+        if i + 1 < m:
+            t[k * m + i, k * m + i + 1] = t[k * m + i + 1, k * m + i] = 1.0
+    if k + 1 < copies:
+        t[k * m + m - 1, k * m + m] = t[k * m + m, k * m + m - 1] = 2.0**-40
+p = np.argsort(hashed_grid(3, n, 1)[:, 0], kind="stable")  # row i of the test's matrix is row p[i] of t
+values["eigh_lapack_glued_w"] = np.linalg.eigvalsh(t[np.ix_(p, p)])
 
 for name, value in values.items():
     np.save(out / f"{name}.npy", np.ascontiguousarray(value, dtype=np.float64))
