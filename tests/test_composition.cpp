@@ -19,7 +19,8 @@ Tensor descend(const Tensor& p, const Tensor& x) {
 
 Tensor loop_loss(const Tensor& p, std::int64_t steps) {
   const Tensor x0 = Tensor::from_vector({1, 2, 3}, {3});
-  const Tensor x = fori_loop(0, steps, [&](const Tensor&, const Tensor& x) { return descend(p, x); }, x0);
+  const Tensor x = fori_loop(
+      0, steps, [&](const Tensor&, const Tensor& x) { return descend(p, x); }, x0);
   return sum(sin(1.0 - x));
 }
 
@@ -55,8 +56,10 @@ TEST_CASE("a loop body that takes the gradient of a closure over the parameter (
   // The one-step scan of the issue, with a vector parameter: -0.1 each.
   const auto one_step = [](const Tensor& q) {
     const auto [x, ys] = scan(
-        [&](const Tensor& c, const Tensor&) { return std::pair{descend(q, c), std::tuple<>{}}; }, ones({3}),
-        std::int64_t{1});
+        [&](const Tensor& c, const Tensor&) {
+          return std::pair{descend(q, c), std::tuple<>{}};
+        },
+        ones({3}), std::int64_t{1});
     return sum(x);
   };
   require_close(grad(one_step)(Tensor::from_vector({1, 2, 3}, {3})), std::vector<double>{-0.1, -0.1, -0.1}, 1e-15);
@@ -66,8 +69,11 @@ TEST_CASE("a loop body that returns a value it closes over as its y", "[composit
   // ys = [w, w], c = [2, 2]: d/dp0 of sum(ys) + sum(c) = 2 * 2.
   const auto G = [](const Tensor& p) {
     const Tensor w = slice(p, 0, 0, 1) * 2.0;
-    const auto [c, ys] =
-        scan([&](const Tensor& c, const Tensor&) { return std::pair{c + 1.0, w}; }, zeros({2}), std::int64_t{2});
+    const auto [c, ys] = scan(
+        [&](const Tensor& c, const Tensor&) {
+          return std::pair{c + 1.0, w};
+        },
+        zeros({2}), std::int64_t{2});
     return sum(ys) + sum(c);
   };
   const Tensor p = Tensor::from_vector({0.3, -0.7, 0.2}, {3});
@@ -121,7 +127,8 @@ TEST_CASE("cond: no derivative through the branch not taken, eager, jitted and v
   const Tensor eps = Tensor::scalar(1e-3);
   // The branch not taken at 0 is sqrt, whose derivative there is infinite.
   const auto f = [eps](const Tensor& x) {
-    return cond(less(x, eps), [](const Tensor& y) { return 1e-3 * y; }, [](const Tensor& y) { return sqrt(y); }, x);
+    return cond(
+        less(x, eps), [](const Tensor& y) { return 1e-3 * y; }, [](const Tensor& y) { return sqrt(y); }, x);
   };
   const Tensor zero = Tensor::scalar(0.0);
   CHECK(grad(f)(zero).item() == 1e-3);
@@ -132,7 +139,8 @@ TEST_CASE("cond: no derivative through the branch not taken, eager, jitted and v
   CHECK(jit(grad(f))(Tensor::scalar(4.0)).item() == 0.25);
   // Under vmap, the predicate batched: the branches close over x rather than take it as an operand.
   const auto safe = [eps](const Tensor& x) {
-    return cond(less(x, eps), [&] { return eps + 0.0 * x; }, [&] { return sqrt(x); });
+    return cond(
+        less(x, eps), [&] { return eps + 0.0 * x; }, [&] { return sqrt(x); });
   };
   const auto total = [&](const Tensor& xs) { return sum(vmap(safe)(xs)); };
   const Tensor xs = Tensor::from_vector({0, 0, 4, 0, 9}, {5});
@@ -152,8 +160,8 @@ TEST_CASE("cond: a branch reading an outer parameter gets its gradient only wher
   const auto loss = [&](const Tensor& p) {
     const Tensor p0 = slice(p, 0, 0, 1), p1 = slice(p, 0, 1, 2);
     return sum(vmap([&](const Tensor& x) {
-      return cond(greater(x, zeros({})), [&] { return reshape(p0 * x, {}); },
-                  [&] { return reshape(log(p1 - x), {}); });
+      return cond(
+          greater(x, zeros({})), [&] { return reshape(p0 * x, {}); }, [&] { return reshape(log(p1 - x), {}); });
     })(xs));
   };
   const Tensor p = Tensor::from_vector({1.5, 0.5}, {2});
@@ -180,8 +188,9 @@ TEST_CASE("jit of a function with two vmaps over plain tensors of different size
   CHECK_THAT(jk.explain(p), Catch::Contains("op by op") && Catch::Contains("(4 and 3)"));
 }
 
-TEST_CASE("a scan of no steps gives the carry and no ys, eager, jitted and differentiated (JAX's testForiLoopIssue8152)",
-          "[composition][loops]") {
+TEST_CASE(
+    "a scan of no steps gives the carry and no ys, eager, jitted and differentiated (JAX's testForiLoopIssue8152)",
+    "[composition][loops]") {
   const auto run = [](const Tensor& c0, const Tensor& xs) {
     return scan([](const Tensor& c, const Tensor& x) { return std::pair{c + sum(x), x * 2.0}; }, c0, xs);
   };
@@ -197,9 +206,11 @@ TEST_CASE("a scan of no steps gives the carry and no ys, eager, jitted and diffe
   const auto [bc, bys] = vmap([&](const Tensor& c) { return run(c, xs); })(Tensor::from_vector({1, 2}, {2}));
   CHECK(bys.is_batched());
   require_close(unbatch(bc), std::vector<double>{1, 2}, 0);
-  const auto [index_carry, none] =
-      scan([](const Tensor& c, const Tensor& i) { return std::pair{c + astype(i, DType::f64), std::tuple<>{}}; }, c0,
-           std::int64_t{0});
+  const auto [index_carry, none] = scan(
+      [](const Tensor& c, const Tensor& i) {
+        return std::pair{c + astype(i, DType::f64), std::tuple<>{}};
+      },
+      c0, std::int64_t{0});
   CHECK(index_carry.item() == 1.5);
 }
 
