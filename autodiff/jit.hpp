@@ -50,16 +50,19 @@
 ///
 /// Composition: a jitted function called while another traces is inlined into that trace (so jitted
 /// pieces compose, and a jitted function may call itself, its recursion ending on static shapes).
-/// Inside grad or vjp it runs op by op, recorded for the gradient, like an ordinary function, and
-/// with the tensors it captures as they are at that call (a plan has their values at its trace);
-/// for speed, put jit outside: jit(grad(f)). grad's watch is per thread: a plan traced on another
-/// thread that captures a tracked tensor is not used either (the function runs op by op).
+/// Inside grad, vjp or jvp, or on a tracked argument, it is one op whose plan runs and whose adjoint
+/// and tangent run the plans of its pullback and jvp, each traced once per argument types
+/// (detail::Function): grad(jit(f)) traces f once. Where the plan cannot serve as one op (it captured
+/// a tensor a transform tracks, or its results are not floats of the float arguments' dtype,
+/// batched where an argument is), it runs op by op, recorded for the gradient like an ordinary
+/// function, with the tensors it captures as they are at that call.
 #include <any>
 #include <array>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -217,6 +220,21 @@ class RepeatedCall {
 // The plan as text at the arguments' batch size (Jitted::explain).
 std::string explain(const Plan& plan, const std::vector<Tensor>& inputs);
 
+// A function as jit plans it, and as one op where a transform needs its derivatives (autodiff/jit/call.cpp): the op
+// runs the function's plan, and its adjoint and tangent are ops of the same kind over the function's pullback and
+// jvp, Functions of their own made on first use and kept here, so each is traced and planned once per argument types.
+struct Function {
+  FlatFunction code;                // the function on flat tensors: traced by `cache`, or run op by op
+  std::shared_ptr<JitCache> cache;  // its plans
+  std::mutex mutex;                 // guards the two below
+  std::shared_ptr<Function> pullback, tangent;
+};
+// f's results on `args` as one op running `entry` (f's plan for them; looked up when null), or nullopt where a plan
+// cannot serve as one op: the plan runs op by op (it captured a tracked tensor), or the results are not all floats of
+// the float arguments' dtype, batched exactly where an argument is. The caller then runs f op by op.
+std::optional<std::vector<Tensor>> call_as_op(const std::shared_ptr<Function>& f, const std::vector<Tensor>& args,
+                                              std::shared_ptr<const CacheEntry> entry = nullptr);
+
 // True while a jit traces a function on this thread (or a loop records its body: autodiff/loops).
 bool tracing();
 struct TracingScope {
@@ -232,29 +250,37 @@ template <class F>
 class Jitted {
  public:
   explicit Jitted(F f, JitOptions options = {})
-      : f_(std::move(f)), cache_(std::make_shared<detail::JitCache>(std::move(options))) {}
+      : f_(std::make_shared<const F>(std::move(f))),
+        cache_(std::make_shared<detail::JitCache>(std::move(options))),
+        functions_(std::make_shared<Functions>()) {}
 
   template <class... Args>
   auto operator()(const Args&... args) const {
-    using R = decltype(f_(Tensor(args)...));
+    using R = decltype((*f_)(Tensor(args)...));
     const std::vector<Tensor> in{Tensor(args)...};
     // Called while a jit traces (this function calling itself, or jitted pieces composed): the
     // function is inlined, its ops joining the enclosing trace.
-    // Called inside grad or vjp, or on a tensor they track: the function runs op by op so that its
-    // ops are recorded, because a plan's results carry no tape. Captured tensors count too: a
-    // tensor the function closes over may be one the enclosing transform differentiates.
-    if (detail::tracing() || detail::differentiating()) return f_(args...);
-    for (const Tensor& t : in)
-      if (t.defined() && t.impl().tracked) return f_(args...);
+    if (detail::tracing()) return (*f_)(args...);
     const auto entry = lookup<R, sizeof...(Args)>(in, true);
-    if (entry->runs_eagerly) return f_(args...);
-    return detail::rebuild(detail::run_plan(*entry->plan, in), std::any_cast<const R&>(entry->skeleton));
+    const auto& skeleton = std::any_cast<const R&>(entry->skeleton);
+    // Called inside grad, vjp or jvp, or on a tensor they track: the plan runs as one op whose
+    // derivatives are planned once too (a plan's results carry no tape otherwise). Where it cannot
+    // (the function captures a tensor a transform tracks, which may be the enclosing transform's
+    // variable), the function runs op by op, recorded like any function.
+    bool tracked = detail::differentiating();
+    for (const Tensor& t : in) tracked |= t.defined() && t.impl().tracked;
+    if (tracked) {
+      if (auto out = detail::call_as_op(function<sizeof...(Args)>(), in, entry)) return detail::rebuild(*out, skeleton);
+      return (*f_)(args...);
+    }
+    if (entry->runs_eagerly) return (*f_)(args...);
+    return detail::rebuild(detail::run_plan(*entry->plan, in), skeleton);
   }
 
   /// Traces and plans for these arguments without running: what a call would compile.
   template <class... Args>
   PlanSummary compile(const Args&... args) const {
-    using R = decltype(f_(Tensor(args)...));
+    using R = decltype((*f_)(Tensor(args)...));
     return lookup<R, sizeof...(Args)>({Tensor(args)...}, false)->summary;
   }
 
@@ -266,7 +292,7 @@ class Jitted {
   /// made it. What to read when a model is slower than expected; traces as compile() does.
   template <class... Args>
   std::string explain(const Args&... args) const {
-    using R = decltype(f_(Tensor(args)...));
+    using R = decltype((*f_)(Tensor(args)...));
     const std::vector<Tensor> in{Tensor(args)...};
     return detail::explain(*lookup<R, sizeof...(Args)>(in, false)->plan, in);
   }
@@ -285,15 +311,39 @@ class Jitted {
         [this](const std::vector<Tensor>& symbolic) {
           std::array<Tensor, N> a;
           std::copy(symbolic.begin(), symbolic.end(), a.begin());
-          const R result = std::apply(f_, a);
+          const R result = std::apply(*f_, a);
           std::vector<Tensor> flat = detail::flatten(result);
           return detail::Traced{flat, std::any(detail::rebuild(std::vector<Tensor>(flat.size()), result))};
         },
         count_call);
   }
 
-  F f_;
+  // The function of N arguments as one op (detail::Function), made on first use; it shares this cache's plans.
+  template <std::size_t N>
+  std::shared_ptr<detail::Function> function() const {
+    const std::lock_guard lock(functions_->mutex);
+    std::shared_ptr<detail::Function>& slot = functions_->by_arity[N];
+    if (!slot) {
+      detail::FlatFunction code = [f = f_](const std::vector<Tensor>& args) {
+        std::array<Tensor, N> a;
+        std::copy(args.begin(), args.end(), a.begin());
+        return detail::flatten(std::apply(*f, a));
+      };
+      slot = std::make_shared<detail::Function>();
+      slot->code = std::move(code);
+      slot->cache = cache_;
+    }
+    return slot;
+  }
+
+  struct Functions {
+    std::mutex mutex;
+    std::map<std::size_t, std::shared_ptr<detail::Function>> by_arity;
+  };
+
+  std::shared_ptr<const F> f_;               ///< shared with the ops that call it (detail::Function)
   std::shared_ptr<detail::JitCache> cache_;  ///< shared by copies of this callable
+  std::shared_ptr<Functions> functions_;
 };
 
 template <class F>

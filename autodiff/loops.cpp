@@ -10,6 +10,7 @@
 #include "../ops/reduce.hpp"
 #include "grad.hpp"
 #include "jit.hpp"
+#include "kernel_tensors.hpp"
 
 #include <unordered_map>
 #include <unordered_set>
@@ -104,47 +105,6 @@ struct LoopAttrs {
 };
 
 const LoopBody& body_of(const Attrs& attrs) { return *static_cast<const LoopBody*>(attrs.object.get()); }
-
-// ---------------------------------------------------------------- tensors <-> a kernel's views
-
-// A batched input's view has a batch axis of one example's stride; an unbatched one's, stride 0.
-bool batched_input(const KernelArgs& k, const View& v) { return k.batched && v.strides[0] != 0; }
-
-// The input view as a tensor of its own (a copy), batched when the view is.
-Tensor tensor_of(const KernelArgs& k, View v) {
-  const bool batched = batched_input(k, v);
-  if (k.batched && !batched) {
-    v.shape.erase(v.shape.begin());
-    v.strides.erase(v.strides.begin());
-  }
-  Tensor t = allocate(v.shape, v.dtype, k.backend.device(), k.op);
-  k.backend.copy(v, View{v.dtype, const_cast<void*>(t.raw_data()), v.shape, contiguous_strides(v.shape)});
-  return batched ? as_batch(t) : t;
-}
-
-// Index `i` of per-example axis `axis` of a kernel's view: that axis dropped.
-View at(const KernelArgs& k, View v, std::size_t axis, std::int64_t i) {
-  axis += k.lead();
-  v.data = static_cast<char*>(v.data) + i * v.strides[axis] * static_cast<std::int64_t>(size_of(v.dtype));
-  v.shape.erase(v.shape.begin() + static_cast<std::ptrdiff_t>(axis));
-  v.strides.erase(v.strides.begin() + static_cast<std::ptrdiff_t>(axis));
-  return v;
-}
-
-// Elements [from, from + count) of a view's last axis.
-View columns(View v, std::int64_t from, std::int64_t count) {
-  v.data = static_cast<char*>(v.data) + from * v.strides.back() * static_cast<std::int64_t>(size_of(v.dtype));
-  v.shape.back() = count;
-  return v;
-}
-
-// Writes t (1-D per example, batched or not) into `out`, a per-example vector view.
-void write(const KernelArgs& k, const Tensor& t, const View& out) {
-  if (out.shape.back() == 0) return;
-  const View from =
-      batched_view(t.dtype(), const_cast<void*>(t.raw_data()), t.shape(), t.is_batched(), k.batch, k.batched);
-  k.backend.copy(from, out);
-}
 
 // The body's plan for these arguments, traced on a miss (once per batching of the arguments: a
 // carry may become batched after a step), and run; run op by op where a plan cannot serve.

@@ -242,3 +242,49 @@ TEST_CASE("while_loop never runs its body on the state it exits with", "[composi
   CHECK(sum_table(Tensor::scalar(7.0)).item() == 0.0);  // no step at all
   CHECK(jvp(sum_table, {Tensor::scalar(0.0)}, {Tensor::scalar(1.0)}).second.item() == 0.0);
 }
+
+TEST_CASE("a jitted function under grad, jvp and hessian runs as one op whose derivatives are traced once",
+          "[composition][jit]") {
+  const Tensor F = randn({6, 3}, 5);
+  int traced = 0;  // runs of the jitted function's code: traces only, once a call is one op
+  const auto model = [&F](const Tensor& p) {
+    const Tensor K = matmul(F * square(p), F.t()) + 2.0 * eye(6);
+    return logdet(cho_factor(K)) + sum(sin(p));
+  };
+  auto jm = jit([&](const Tensor& p) {
+    ++traced;
+    return model(p);
+  });
+  const Tensor p0 = Tensor::from_vector({0.3, -0.2, 0.5}, {3});
+  for (int i = 0; i < 4; ++i) {
+    const Tensor p = p0 * (1.0 + 0.1 * i);
+    require_close(grad(jm)(p), grad(model)(p), 1e-12);
+  }
+  CHECK(traced == 2);  // the function's plan, and its pullback's
+  CHECK(jm.counters().traces == 1);
+  const Tensor v = Tensor::from_vector({1.0, 0.5, -2.0}, {3});
+  for (int i = 0; i < 3; ++i)
+    require_close(jvp(jm, {p0}, {v * double(i)}).second, jvp(model, {p0}, {v * double(i)}).second, 1e-12);
+  CHECK(traced == 3);  // and its jvp's
+  for (int i = 0; i < 2; ++i) require_close(hessian(jm)(p0), hessian(model)(p0), 1e-10);
+  const int after_hessian = traced;
+  require_close(hessian(jm)(p0 * 1.5), hessian(model)(p0 * 1.5), 1e-10);
+  CHECK(traced == after_hessian);
+  // Under vmap: the plan of batched arguments, as one op; several results, packed and unpacked.
+  auto both = jit([&](const Tensor& p) { return std::pair{model(p), p * 3.0}; });
+  const Tensor P = as_batch(randn({4, 3}, 6) * 0.3);
+  const auto loss = [&](const Tensor& p) {
+    const auto [value, scaled] = both(p);
+    return value + sum(scaled * scaled);
+  };
+  const auto plain = [&](const Tensor& p) { return model(p) + sum(9.0 * p * p); };
+  require_close(unbatch(vmap(grad(loss))(P)), unbatch(vmap(grad(plain))(P)), 1e-12);
+  require_close(grad([&](const Tensor& q) { return batch_sum(vmap(loss)(q)); })(P),
+                grad([&](const Tensor& q) { return batch_sum(vmap(plain)(q)); })(P), 1e-12);
+  // A jitted function closing over the variable of the enclosing grad runs op by op: the gradient reaches it.
+  const auto outer = [&](const Tensor& q) {
+    auto inner = jit([&](const Tensor& x) { return sum(x * q); });
+    return inner(square(q));
+  };
+  require_close(grad(outer)(p0), grad([](const Tensor& q) { return sum(square(q) * q); })(p0), 1e-14);
+}

@@ -49,17 +49,25 @@ TEST_CASE("jit inside grad carries the gradient of a captured tracked tensor", "
       grad([&](const Tensor& x) { return jit([&](const Tensor& q) { return sum(q * x); })(p); })(Tensor::scalar(2.0));
   require_close(g, {3.0});
 
-  // The same jitted object, traced first outside grad, then called inside it with a capture that
-  // now tracks the variable: the gradient flows, never a constant baked at the first trace.
+  // Traced first inside grad, capturing the variable: calls run it op by op, so the gradient flows, never a
+  // constant baked at the trace.
   Tensor w = Tensor::from_vector({1.0, 2.0}, {2});
   auto f = jit([&](const Tensor& q) { return sum(q * w); });
   const Tensor q = Tensor::from_vector({5.0, 7.0}, {2});
-  require_close(f(q), {19.0});
-  const Tensor gw = grad([&](const Tensor& x) {
+  const auto through_w = [&](const Tensor& x) {
     w = x;
     return f(q);
-  })(Tensor::from_vector({1.0, 1.0}, {2}));
-  require_close(gw, {5.0, 7.0});
+  };
+  require_close(grad(through_w)(Tensor::from_vector({1.0, 1.0}, {2})), {5.0, 7.0});
+  require_close(grad(through_w)(Tensor::from_vector({2.0, 1.0}, {2})), {5.0, 7.0});
+  // The same object, whose plan for q's type was traced outside any transform (w a constant then), keeps that plan
+  // inside grad as at any later call (jit's rule: a plan has the captures of its trace, as in JAX): the gradient
+  // reaches its arguments, and the rebound capture is not seen.
+  auto h = jit([&](const Tensor& r) { return sum(r * w); });
+  w = Tensor::from_vector({1.0, 2.0}, {2});
+  require_close(h(q), {19.0});
+  require_close(grad([&](const Tensor& r) { return h(r); })(q), {1.0, 2.0});
+  require_close(grad(through_w)(Tensor::from_vector({3.0, 3.0}, {2})), {5.0, 7.0});  // f's plan: op by op still
 }
 
 TEST_CASE("every nesting of jit, grad and vmap gives the eager gradient", "[hostile][jit][autodiff][vmap]") {

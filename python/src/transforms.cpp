@@ -38,22 +38,28 @@ Skeleton keep(nb::handle structure) {
 // to rebuild them with (a Python object kept with the plan).
 class Jitted {
  public:
-  explicit Jitted(const std::string& passes) : cache_(vt::JitOptions{passes}) {}
+  explicit Jitted(const std::string& passes) : cache_(std::make_shared<vt::detail::JitCache>(vt::JitOptions{passes})) {}
 
-  // The results and their structure, or None where the call must run the function op by op: inside a trace or a
-  // differentiating transform, or with an argument a transform tracks (as the C++ Jitted decides).
+  // The results and their structure, or None where the call must run the function op by op: inside a trace, or
+  // where a transform needs its derivatives and the plan cannot run as one op (as the C++ Jitted decides).
   nb::object call(const Tensors& inputs, nb::callable tracer) {
-    if (vt::detail::tracing() || vt::detail::differentiating()) return nb::none();
-    for (const Tensor& t : inputs)
-      if (t.defined() && t.impl().tracked) return nb::none();
+    if (vt::detail::tracing()) return nb::none();
     const auto entry = lookup(inputs, tracer, true);
+    const Skeleton& skeleton = std::any_cast<const Skeleton&>(entry->skeleton);
+    bool tracked = vt::detail::differentiating();
+    for (const Tensor& t : inputs) tracked |= t.defined() && t.impl().tracked;
+    if (tracked) {
+      std::optional<Tensors> out = vt::detail::call_as_op(function(tracer), inputs, entry);
+      if (!out) return nb::none();
+      return nb::make_tuple(*out, *skeleton);
+    }
     if (entry->runs_eagerly) return nb::none();
     Tensors results;
     {
       nb::gil_scoped_release nogil;
       results = vt::detail::run_plan(*entry->plan, inputs);
     }
-    return nb::make_tuple(results, *std::any_cast<const Skeleton&>(entry->skeleton));
+    return nb::make_tuple(results, *skeleton);
   }
 
   vt::PlanSummary compile(const Tensors& inputs, nb::callable tracer) { return lookup(inputs, tracer, false)->summary; }
@@ -62,14 +68,14 @@ class Jitted {
     return vt::detail::explain(*lookup(inputs, tracer, false)->plan, inputs);
   }
 
-  vt::JitCounters counters() const { return cache_.counters(); }
+  vt::JitCounters counters() const { return cache_->counters(); }
 
  private:
   // The GIL is released while the cache is consulted, so that a thread waiting for another's trace does not hold it;
   // the tracer takes it back to run Python.
   std::shared_ptr<const vt::detail::CacheEntry> lookup(const Tensors& inputs, nb::callable& tracer, bool count_call) {
     nb::gil_scoped_release nogil;
-    return cache_.get(
+    return cache_->get(
         inputs,
         [&tracer](const Tensors& symbolic) {
           nb::gil_scoped_acquire gil;
@@ -79,7 +85,22 @@ class Jitted {
         count_call);
   }
 
-  vt::detail::JitCache cache_;
+  // The function as one op (vt::detail::Function), made on the first call that needs it: this object serves one
+  // structure of arguments, so any call's tracer runs the same function. It holds the tracer with the GIL's rules.
+  std::shared_ptr<vt::detail::Function> function(nb::callable& tracer) {
+    if (!function_) {
+      function_ = std::make_shared<vt::detail::Function>();
+      function_->code = [t = keep(tracer)](const Tensors& args) {
+        nb::gil_scoped_acquire gil;
+        return nb::cast<Tensors>(nb::cast<nb::tuple>((*t)(args))[0]);
+      };
+      function_->cache = cache_;
+    }
+    return function_;
+  }
+
+  std::shared_ptr<vt::detail::JitCache> cache_;
+  std::shared_ptr<vt::detail::Function> function_;  // touched with the GIL held
 };
 
 nb::dict as_dict(const vt::PlanSummary& s) {

@@ -225,3 +225,32 @@ def test_jit_of_two_vmaps_of_different_sizes_equals_eager():
     p = np.array([0.3, -0.7, 0.2, 0.9])
     assert float(vt.jit(K)(p)) == float(K(p))
     np.testing.assert_array_equal(np.asarray(vt.jit(vt.grad(K))(p)), np.asarray(vt.grad(K)(p)))
+
+
+# ---------------------------------------------------------------- grad(jit(f)) traces once
+
+
+def test_grad_of_jit_traces_once_and_matches():
+    F = np.random.default_rng(3).standard_normal((6, 3))
+    runs = []
+
+    def model(p):
+        runs.append(1)
+        k = vt.matmul(F * p * p, F.T) + 2.0 * np.eye(6)
+        return vt.logdet(vt.cho_factor(k)) + vt.sum(vt.sin(p))
+
+    jm = vt.jit(model)
+    p0 = np.array([0.3, -0.2, 0.5])
+    expected = [np.asarray(vt.grad(model)(p0 * (1 + 0.1 * i))) for i in range(4)]
+    runs.clear()
+    for i in range(4):
+        np.testing.assert_allclose(np.asarray(vt.grad(jm)(p0 * (1 + 0.1 * i))), expected[i], rtol=1e-12)
+    assert len(runs) == 2  # the trace of the function and of its pullback, nothing after
+    h = np.asarray(vt.hessian(model)(p0))
+    runs.clear()
+    for _ in range(2):
+        np.testing.assert_allclose(np.asarray(vt.hessian(jm)(p0)), h, rtol=1e-10)
+    assert len(runs) <= 2  # the jvp of the pullback (and the jvp), once
+    runs.clear()
+    np.testing.assert_allclose(np.asarray(vt.hessian(jm)(p0)), h, rtol=1e-10)
+    assert runs == []
