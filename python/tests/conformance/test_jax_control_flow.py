@@ -1115,9 +1115,9 @@ def test_issue711(scan):
     jtu.assert_all_close(g, np.sum(np.cos(1.0 - np.array([1.0, 2.0, 3.0]) + 7.5 * 0.25) * 7.5), rtol=1e-12)
 
 
-@unsupported("namedtuples as pytrees")
 def test_issue744():
-    """JAX: LaxControlFlowTest.testIssue744"""
+    """JAX: LaxControlFlowTest.testIssue744 (xs of scalars have no leading axis: ValueError. vtape takes the namedtuple
+    carry as one leaf, an array of its fields, which does not change the error)"""
     import collections
 
     Point = collections.namedtuple("Point", ["x", "y"])
@@ -1527,3 +1527,405 @@ def test_scan_fixpoint_instantiate():
         return sum(c)
 
     jtu.assert_all_close(vt.grad(f)(1.0), 0.0, check_dtypes=False)
+
+
+# --- compositions: JAX's loop bodies under vmap, grad, jit and each other ----------------------------------------
+
+
+def _rnn_setup():
+    r = np.random.RandomState(0)
+    n_in, n_hid, n_out, length = 4, 2, 1, 3
+    params = (r.randn(n_hid, n_hid + n_in), r.randn(n_out, n_hid + n_in))
+
+    def loss(params, inputs, targets):
+        W_trans, W_out = params
+
+        def step(state, input):
+            stacked = vt.concatenate([state, input])
+            return vt.tanh(W_trans @ stacked), vt.tanh(W_out @ stacked)
+
+        _, predictions = vt.scan(step, vt.zeros((n_hid,)), inputs)
+        return vt.sum((predictions - targets) ** 2)
+
+    return params, loss, r.randn(7, length, n_in), r.randn(7, length, n_out)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_scan_rnn_per_example_grads(jit):
+    """JAX: LaxControlFlowTest.testScanRnn (its batched loss, differentiated: vmap(grad) against a loop of grads)"""
+    params, loss, inputs, targets = _rnn_setup()
+    per_example = vt.vmap(vt.grad(loss), in_axes=(None, 0, 0))
+    if jit:
+        per_example = vt.jit(per_example)
+    ans = per_example(params, inputs, targets)
+    for i in range(inputs.shape[0]):
+        want = vt.grad(loss)(params, inputs[i], targets[i])
+        jtu.assert_all_close(tuple(np.asarray(a)[i] for a in ans), want, rtol=1e-12, atol=1e-14)
+
+
+def test_scan_rnn_grad_of_vmap():
+    """JAX: LaxControlFlowTest.testScanRnn (the batched loss summed, by check_grads at order 2 in both modes)"""
+    params, loss, inputs, targets = _rnn_setup()
+    batched = lambda params, inputs: vt.sum(vt.vmap(loss, in_axes=(None, 0, 0))(params, inputs, targets))  # noqa: E731
+    jtu.check_grads(batched, (params, inputs), order=2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("scan", SCAN_IMPLS)
+def test_scan_jvp_rev(scan):
+    """JAX: LaxControlFlowTest.testScanJVP (its check_grads, in reverse mode too)"""
+    rng = np.random.RandomState(0)
+    f = _scan_f_cos(rng.randn(2))
+    as_, c = rng.randn(5, 3), rng.randn(4)
+    jtu.check_grads(lambda c, as_: scan(f, c, as_), (c, as_), order=2, modes=["rev"], rtol={np.float32: 2e-1})
+
+
+@pytest.mark.parametrize("scan", SCAN_IMPLS)
+def test_scan_grad_fwd(scan):
+    """JAX: LaxControlFlowTest.testScanGrad (its check_grads, in forward mode too)"""
+    rng = np.random.RandomState(0)
+    d = rng.randn(2)
+
+    def f(c, a):
+        b = vt.sum(vt.sin(a)) + vt.sum(vt.sin(c)) + vt.sum(vt.sin(d))
+        return vt.sin(c * b), b
+
+    as_, c = rng.randn(5, 3), rng.randn(4)
+    jtu.check_grads(lambda c, as_: scan(f, c, as_), (c, as_), order=2, modes=["fwd"], atol=1e-3, rtol=5e-1)
+
+
+@pytest.mark.parametrize("in_axes", [(0, None), (None, 0), (0, 0)], ids=str)
+def test_scan_vmap_grad(in_axes):
+    """JAX: LaxControlFlowTest.testScanVmap and testScanGrad: the gradient of the scan, per example, against the
+    reference loop's"""
+    rng = np.random.RandomState(0)
+    f = _scan_f_cos(rng.randn(2))
+    c = rng.randn(*((7, 4) if in_axes[0] == 0 else (4,)))
+    as_ = rng.randn(*((7, 5, 3) if in_axes[1] == 0 else (5, 3)))
+    loss = lambda scan: lambda c, as_: vt.sum(scan(f, c, as_)[1]) + vt.sum(scan(f, c, as_)[0])  # noqa: E731
+    ans = vt.vmap(vt.grad(loss(vt.scan), argnums=(0, 1)), in_axes)(c, as_)
+    expected = vt.vmap(vt.grad(loss(scan_reference), argnums=(0, 1)), in_axes)(c, as_)
+    jtu.assert_all_close(ans, expected, check_dtypes=False, rtol=1e-12, atol=1e-13)
+
+
+def test_scan_nested_vmap():
+    """JAX: LaxControlFlowTest.testScanVmap (two levels of vmap)"""
+    rng = np.random.RandomState(0)
+    f = _scan_f_cos(rng.randn(2))
+    c, as_ = rng.randn(2, 4), rng.randn(3, 5, 3)
+    ans = vt.vmap(vt.vmap(lambda c, as_: vt.scan(f, c, as_), (None, 0)), (0, None))(c, as_)
+    expected = vt.vmap(vt.vmap(lambda c, as_: scan_reference(f, c, as_), (None, 0)), (0, None))(c, as_)
+    jtu.assert_all_close(ans, expected, check_dtypes=False, rtol=1e-13, atol=1e-14)
+    for i in range(2):
+        for j in range(3):
+            carry, ys = vt.scan(f, c[i], as_[j])
+            jtu.assert_all_close(np.asarray(ans[0])[i, j], carry, rtol=1e-13, atol=1e-14)
+            jtu.assert_all_close(np.asarray(ans[1])[i, j], ys, rtol=1e-13, atol=1e-14)
+
+
+@pytest.mark.parametrize("scan", SCAN_IMPLS)
+def test_scan_reverse_grads(scan):
+    """JAX: LaxControlFlowTest.test_scan_reverse (a reverse scan's derivatives by check_grads at order 2)"""
+    f = lambda x: scan(lambda c, x: (vt.sin(c) * x, c * x), 0.3, x, reverse=True)  # noqa: E731
+    jtu.check_grads(f, (np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0]) / 5,), order=2)
+
+
+def test_nested_scan_grads():
+    """JAX: LaxControlFlowTest.testNestedWhile and testScanGrad: a scan whose body scans, by check_grads at order 2"""
+    def f(c, xs):
+        def outer(c, x):
+            inner_c, ys = vt.scan(lambda a, y: (a * vt.cos(y) + c, a), c, x)
+            return inner_c, vt.sum(ys)
+
+        return vt.scan(outer, c, xs)
+
+    xs = np.random.RandomState(0).randn(3, 4)
+    jtu.check_grads(f, (0.7, xs), order=2)
+
+
+def test_fori_loop_hessian():
+    """JAX: LaxControlFlowTest.testWhileJVPViaForiLoop (the body made nonlinear: check_grads at order 2 in both
+    modes, and hessian against jacfwd of jacrev)"""
+    f = lambda x: vt.sum(vt.fori_loop(0, 3, lambda i, x: vt.sin(x) * x + i, x))  # noqa: E731
+    x = np.array([0.3, -0.8, 1.1])
+    jtu.check_grads(f, (x,), order=2)
+    jtu.assert_all_close(vt.hessian(f)(x), vt.jacfwd(vt.jacrev(f))(x), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_while_loop_batched_jvp(jit):
+    """JAX: LaxControlFlowTest.testWhileLoopBatched and testWhileJVP: the jvp of a batched while_loop (examples
+    leave at different steps) against each example's"""
+    fun = lambda x: vt.while_loop(lambda x: x < 3, lambda x: x * x + 1, x)  # noqa: E731
+    x = np.array([0.1, 0.5, 1.2, 3.5])
+    t = np.array([1.0, 2.0, 3.0, 4.0])
+    batched = lambda x, t: vt.jvp(vt.vmap(fun), (x,), (t,))  # noqa: E731
+    if jit:
+        batched = vt.jit(batched)
+    y, dy = batched(x, t)
+    for i in range(4):
+        yi, dyi = vt.jvp(fun, (x[i],), (t[i],))
+        ri, dri = vt.jvp(partial(while_loop_reference, lambda x: x < 3, lambda x: x * x + 1), (x[i],), (t[i],))
+        jtu.assert_all_close(np.asarray(y)[i], yi)
+        jtu.assert_all_close(np.asarray(dy)[i], dyi)
+        jtu.assert_all_close(yi, ri)
+        jtu.assert_all_close(dyi, dri)
+
+
+def test_while_loop_vmap_of_jvp():
+    """JAX: LaxControlFlowTest.testWhileJVP under vmap (vmap of the jvp, batched tangents)"""
+    cond = lambda x: le(x[0, 2], 8)  # noqa: E731
+    loop = partial(vt.while_loop, cond, lambda x: x * x)
+    loop_ref = partial(while_loop_reference, cond, lambda x: x * x)
+    xs = np.stack([np.arange(9.0).reshape((3, 3)), np.arange(9.0).reshape((3, 3)) / 2 + 1])
+    ans = vt.vmap(lambda x: vt.jvp(loop, (x,), (x,)))(xs)
+    for i in range(2):
+        want = vt.jvp(loop_ref, (xs[i],), (xs[i],))
+        jtu.assert_all_close(tuple(np.asarray(a)[i] for a in ans), want, check_dtypes=False)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_cond_vmap_grad_closure(jit):
+    """JAX: LaxControlFlowTest.testCondGrad4 under vmap (grad with respect to the operand and to a value a branch
+    closes over, per example)"""
+    def fun(x, y):
+        return vt.cond(x < 3, lambda _: 2.0 * vt.sin(y) * x, lambda x: 2.0 * x * x, x)
+
+    def ref(x, y):
+        return 2.0 * vt.sin(y) * x if x < 3 else 2.0 * x * x
+
+    g = vt.vmap(vt.grad(fun, argnums=(0, 1)))
+    if jit:
+        g = vt.jit(g)
+    xs, ys = np.array([2.0, 3.5, 1.0, 4.0]), np.array([5.8, 0.3, -1.0, 2.0])
+    ans = g(xs, ys)
+    for i in range(4):
+        want = vt.grad(ref, argnums=(0, 1))(xs[i], ys[i])
+        jtu.assert_all_close(tuple(np.asarray(a)[i] for a in ans), want, check_dtypes=False, rtol=1e-14)
+
+
+def test_cond_vmap_check_grads():
+    """JAX: LaxControlFlowTest.testCondGrad2 under vmap (a batched predicate: check_grads at order 2)"""
+    def f(x):
+        return vt.sum(vt.vmap(lambda x: vt.cond(x[0] < 2, lambda x: np.array([1.0, 2.0]) * x * x,
+                                                lambda x: vt.sin(x), x))(x))
+
+    x = np.array([[2.14, 2.14], [1.72, 1.72], [0.5, 3.0]])
+    jtu.check_grads(f, (x,), order=2, rtol={np.float64: 2e-3})
+
+
+@pytest.mark.parametrize("sum_first_n", [_sum_first_n_tuple, _sum_first_n_dict], ids=["tuple", "dict"])
+def test_fori_loop_state_vmap_grad(sum_first_n):
+    """JAX: LaxControlFlowTest.testForiLoopTupleState, testForiLoopDictState under vmap and grad (each example's
+    gradient of the sum of its first 5 squared values is 2 x on those, 0 after)"""
+    x = np.random.RandomState(0).randn(3, 10)
+    g = vt.vmap(vt.grad(lambda x: sum_first_n(x * x, 5)))(x)
+    want = np.where(np.arange(10) < 5, 2 * x, 0.0)
+    jtu.assert_all_close(g, want, rtol=1e-14)
+    jtu.assert_all_close(vt.jit(vt.vmap(vt.grad(lambda x: sum_first_n(x * x, 5))))(x), want, rtol=1e-14)
+
+
+def test_scan_checkpointed_hessian():
+    """JAX: LaxControlFlowTest.testScanHigherOrderDifferentiation (a checkpointed scan's Hessian equals the plain
+    scan's)"""
+    d = 0.75
+
+    def f(c, a):
+        b = vt.sin(c * vt.sum(vt.cos(d * a)))
+        c = 0.9 * vt.cos(d * vt.sum(vt.sin(c * a)))
+        return c, b
+
+    as_ = np.arange(6.0).reshape((3, 2)) / 3
+    loss = lambda scan: lambda c: vt.sum(scan(f, c, as_)[1]) + scan(f, c, as_)[0]  # noqa: E731
+    c = np.array(1.0)
+    jtu.assert_all_close(vt.hessian(loss(_scan_checkpointed))(c), vt.hessian(loss(vt.scan))(c), rtol=1e-12)
+    jtu.assert_all_close(vt.hessian(loss(vt.scan))(c), vt.hessian(loss(scan_reference))(c), rtol=1e-12)
+
+
+# --- JAX's forwarding and constification tests: loops whose carries are forwarded, constant or rewritten ----------
+
+
+def split_list(args, ns):
+    args = list(args)
+    lists = []
+    for n in ns:
+        lists.append(args[:n])
+        args = args[n:]
+    lists.append(args)
+    return lists
+
+
+def _sampled(ranges, repeat, count):
+    """`count` of the itertools.product(ranges, repeat=repeat) cases JAX runs, evenly spaced."""
+    import itertools
+
+    cases = list(itertools.product(range(ranges), repeat=repeat))
+    return [cases[i] for i in np.linspace(0, len(cases) - 1, count).astype(int)]
+
+
+def test_while_readonly_carry_optimization():
+    """JAX: LaxControlFlowTest.test_while_readonly_carry_optimization (float counter; w mapped back with out_axes 0,
+    JAX's out_axes=(None, 0) being unsupported)"""
+    def foo(w, x, c_max):
+        def while_body(val):
+            c, x, w = val
+            return c + 1, x @ w, w
+
+        _, x, w = vt.while_loop(lambda val: val[0] < c_max, while_body, (0.0, x, w))
+        return w, x
+
+    w, xs, c_maxs = np.ones((2, 2)), np.ones((4, 2)), np.arange(4.0)
+    w_, x_ = vt.vmap(foo, in_axes=(None, 0, 0))(w, xs, c_maxs)
+    jtu.assert_all_close(w_, np.broadcast_to(w, (4, 2, 2)), check_dtypes=False)
+    jtu.assert_all_close(x_, np.stack([xs[i] @ np.linalg.matrix_power(w, i) for i in range(4)]), check_dtypes=False)
+
+
+@pytest.mark.parametrize("seed, num_body_consts, num_inplace_fwds_cond_uses, num_inplace_fwds_cond_doesnt_use, "
+                         "num_noninplace_fwds", _sampled(3, 5, 9))
+def test_while_constification_correctness(seed, num_body_consts, num_inplace_fwds_cond_uses,
+                                          num_inplace_fwds_cond_doesnt_use, num_noninplace_fwds):
+    """JAX: LaxControlFlowTest.test_while_constification_correctness (9 of its 243 cases; a float counter)"""
+    num_fwds = num_inplace_fwds_cond_uses + num_inplace_fwds_cond_doesnt_use + num_noninplace_fwds
+    num_carry = num_fwds + 4
+    rng = np.random.RandomState(seed)
+    perm = rng.permutation(num_carry)
+    iperm = np.argsort(perm)
+    body_consts = [rng.randn(3) for _ in range(num_body_consts)]
+    init_vals = list(rng.uniform(size=num_carry))
+
+    def cond_fun(c):
+        i, c = c
+        c = [c[i] for i in iperm]
+        c, _ = split_list(c, [num_inplace_fwds_cond_uses])
+        return (i < 2) + 0.0 * sum(c)
+
+    def body_fun(c):
+        i, c = c
+        c = [c[i] for i in iperm]
+        inplace_fwds, noninplace_fwds, dont_fwd = split_list(
+            c, [num_inplace_fwds_cond_uses + num_inplace_fwds_cond_doesnt_use, num_noninplace_fwds])
+        dont_fwd = [vt.sin(x) * sum(vt.sum(c) for c in body_consts) for x in dont_fwd]
+        new_c_perm = [*inplace_fwds, *dont_fwd, *noninplace_fwds]
+        return (i + 1, [new_c_perm[i] for i in perm])
+
+    i, outs = vt.while_loop(cond_fun, body_fun, (0.0, init_vals))
+    assert float(i) == 2
+    _, outs_ref = body_fun(body_fun((0.0, [vt.asarray(v) for v in init_vals])))
+    jtu.assert_all_close(outs, outs_ref, check_dtypes=False)
+
+
+def test_while_constification_correctness_manually():
+    """JAX: LaxControlFlowTest.test_while_constification_correctness_manually"""
+    def body_fun(c):
+        for _ in range(2):
+            vt.sin(np.zeros(3))
+        return 0.0, 1.0, c[0]
+
+    outs = vt.while_loop(lambda c: vt.equal(c[1], 0.0), body_fun, (5.0, 0.0, 3.14))
+    jtu.assert_all_close(outs, (0.0, 1.0, 5.0))
+
+
+def test_scan_readonly_carry_optimization():
+    """JAX: LaxControlFlowTest.test_scan_readonly_carry_optimization (JAX asserts no crash under out_axes=None; here
+    mapped at 0, each example's y)"""
+    def f(x, y):
+        def g(_, y):
+            y, _ = vt.scan(lambda y, _: (y, None), y, None, length=1)
+            return y
+
+        return vt.cond(x < 0, g, g, x, y)
+
+    out = vt.vmap(f, (0, None))(np.arange(3.0), 3.0)
+    jtu.assert_all_close(out, np.full(3, 3.0))
+
+
+@pytest.mark.parametrize("seed, num_body_consts, num_inplace_fwds, num_noninplace_fwds", _sampled(3, 4, 9))
+def test_scan_constification_correctness(seed, num_body_consts, num_inplace_fwds, num_noninplace_fwds):
+    """JAX: LaxControlFlowTest.test_scan_constification_correctness (9 of its 81 cases; ys 0. where JAX's are int 0)"""
+    num_carry = num_inplace_fwds + num_noninplace_fwds + 4
+    rng = np.random.RandomState(seed)
+    perm = rng.permutation(num_carry)
+    iperm = np.argsort(perm)
+    body_consts = [rng.randn(3) for _ in range(num_body_consts)]
+    init_vals = list(rng.uniform(size=num_carry))
+
+    def body_fun(c, _):
+        c = [c[i] for i in iperm]
+        inplace_fwds, noninplace_fwds, dont_fwd = split_list(c, [num_inplace_fwds, num_noninplace_fwds])
+        dont_fwd = [vt.sin(x) * sum(vt.sum(c) for c in body_consts) for x in dont_fwd]
+        new_c_perm = [*inplace_fwds, *dont_fwd, *noninplace_fwds]
+        return [new_c_perm[i] for i in perm], [0.0 for _ in range(3)]
+
+    xs = [np.arange(2.0) for _ in range(2)]
+    outs = vt.scan(body_fun, init_vals, xs)[0]
+    init = [vt.asarray(v) for v in init_vals]
+    outs_ref = body_fun(body_fun(init, [x[0] for x in xs])[0], [x[1] for x in xs])[0]
+    jtu.assert_all_close(outs, outs_ref, check_dtypes=False)
+
+
+def _forwarding_body(rng, num_body_consts, num_const_fwds, num_input_fwds):
+    num_carry = num_const_fwds + 4
+    num_xs = num_input_fwds + 2
+    num_ys = num_xs + 1
+    carry_perm = rng.permutation(num_carry)
+    carry_iperm = np.argsort(carry_perm)
+    xs_perm = rng.permutation(num_xs)
+    ys_perm = rng.permutation(num_ys)
+    f = np.arange(num_xs)
+    f = [f[i] if idx < num_input_fwds else None for idx, i in enumerate(xs_perm)]
+    f += [None]
+    in_fwd = [f[i] for i in ys_perm]
+    body_consts = [rng.randn(3) for _ in range(num_body_consts)]
+    init_vals = list(rng.uniform(size=num_carry))
+
+    def body_fun(c, x):
+        c = [c[i] for i in carry_iperm]
+        carry_fwds, carry_dont_fwd = split_list(c, [num_const_fwds])
+        carry_dont_fwd = [vt.sin(x) * sum(vt.sum(c) for c in body_consts) for x in carry_dont_fwd]
+        new_c_perm = [*carry_fwds, *carry_dont_fwd]
+        new_c = [new_c_perm[i] for i in carry_perm]
+        x = [x[i] for i in xs_perm]
+        x_fwd, x_dont_fwd = split_list(x, [num_input_fwds])
+        x_dont_fwd = [vt.cos(x) * sum(vt.sum(c) for c in body_consts) for x in x_dont_fwd]
+        y = [*x_fwd, *x_dont_fwd, 0.0]
+        return new_c, [y[i] for i in ys_perm]
+
+    xs = list(rng.uniform(size=(num_xs, 2)))
+    return body_fun, init_vals, xs, in_fwd
+
+
+@pytest.mark.parametrize("seed, num_body_consts, num_const_fwds, num_input_fwds", _sampled(3, 4, 9))
+def test_scan_forwarding_correctness(seed, num_body_consts, num_const_fwds, num_input_fwds):
+    """JAX: LaxControlFlowTest.test_scan_forwarding_correctness (9 of its 81 cases)"""
+    body_fun, init_vals, xs, in_fwd = _forwarding_body(np.random.RandomState(seed), num_body_consts, num_const_fwds,
+                                                       num_input_fwds)
+    final, outs = vt.scan(body_fun, init_vals, xs)
+    for f, y in zip(in_fwd, outs):
+        if f is not None:
+            jtu.assert_all_close(y, xs[f])
+    init = [vt.asarray(v) for v in init_vals]
+    final_ref = body_fun(body_fun(init, [x[0] for x in xs])[0], [x[1] for x in xs])[0]
+    jtu.assert_all_close(final, final_ref, check_dtypes=False)
+
+
+@pytest.mark.parametrize("seed, num_body_consts, num_const_fwds, num_input_fwds", _sampled(3, 4, 9))
+def test_scan_vjp_forwarding_correctness(seed, num_body_consts, num_const_fwds, num_input_fwds):
+    """JAX: LaxControlFlowTest.test_scan_vjp_forwarding_correctness (its forwarded carries, xs and ys, without the
+    custom_jvp vtape lacks: the scan's vjp against the unrolled loop's, scan_reference)"""
+    body_fun, init_vals, xs, _ = _forwarding_body(np.random.RandomState(seed), max(num_body_consts, 1),
+                                                  num_const_fwds, num_input_fwds)
+    xs = np.stack(xs, axis=1)  # rows are steps
+
+    def unrolled(init, xs):
+        c, ys = init, []
+        for t in range(xs.shape[0]):
+            c, y = body_fun(c, list(xs[t]))
+            ys.append(vt.stack([vt.asarray(v) for v in y]))
+        return c, vt.stack(ys)
+
+    scanned = lambda init, xs: (lambda r: (r[0], vt.stack(r[1], 1)))(  # noqa: E731
+        vt.scan(lambda c, x: body_fun(c, list(x)), init, xs))
+    (final, outs), vjp = vt.vjp(scanned, init_vals, xs)
+    (final_ref, outs_ref), vjp_ref = vt.vjp(unrolled, init_vals, xs)
+    jtu.assert_all_close(final, final_ref, check_dtypes=False, rtol=1e-14)
+    jtu.assert_all_close(outs, outs_ref, check_dtypes=False, rtol=1e-14)
+    jtu.assert_all_close(vjp((final, outs)), vjp_ref((final, outs)), check_dtypes=False, rtol=1e-13, atol=1e-15)
