@@ -43,8 +43,8 @@ inline View columns(View v, std::int64_t from, std::int64_t count) {
 // Writes t's elements (batched or not; an unbatched t goes to every example) into `out`, a per-example vector view.
 inline void write(const KernelArgs& k, const Tensor& t, const View& out) {
   if (out.shape.back() == 0) return;
-  const View from = batched_view(t.dtype(), const_cast<void*>(t.raw_data()), {t.numel()}, t.is_batched(), k.batch,
-                                 k.batched);
+  const View from =
+      batched_view(t.dtype(), const_cast<void*>(t.raw_data()), {t.numel()}, t.is_batched(), k.batch, k.batched);
   k.backend.copy(from, out);
 }
 

@@ -74,9 +74,10 @@ std::vector<Tensor> run(const std::shared_ptr<Function>& f, const std::vector<Te
 
 // The pullback of f as a function of (f's arguments..., the packed results' cotangent): the float arguments'
 // cotangents, packed. It runs f's code under a transform of its own, so gradients f takes inside are differentiable
-// wherever this pullback is differentiated in turn (its own pullback runs it under another transform).
-FlatFunction pullback_code(std::shared_ptr<Function> f) {
-  return [f](const std::vector<Tensor>& a) {
+// wherever this pullback is differentiated in turn (its own pullback runs it under another transform). It holds f's
+// code, not f, which holds it.
+FlatFunction pullback_code(FlatFunction f) {
+  return [f = std::move(f)](const std::vector<Tensor>& a) {
     std::vector<Tensor> in(a.begin(), a.end() - 1);
     const Tensor& cotangent = a.back();
     TransformScope scope;
@@ -86,15 +87,15 @@ FlatFunction pullback_code(std::shared_ptr<Function> f) {
         x = watch(x);
         wrt.push_back(x);
       }
-    const Tensor packed = pack_results(f->code(in), cotangent.dtype(), cotangent.device());
+    const Tensor packed = pack_results(f(in), cotangent.dtype(), cotangent.device());
     return std::vector<Tensor>{
         pack_results(backward({packed}, {cotangent}, wrt, scope.nested), cotangent.dtype(), cotangent.device())};
   };
 }
 
 // The jvp of f as a function of (f's arguments..., a tangent per float argument): the packed results' tangent.
-FlatFunction tangent_code(std::shared_ptr<Function> f, std::size_t arity) {
-  return [f, arity](const std::vector<Tensor>& a) {
+FlatFunction tangent_code(FlatFunction f, std::size_t arity) {
+  return [f = std::move(f), arity](const std::vector<Tensor>& a) {
     std::vector<Tensor> in(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(arity));
     const std::vector<Tensor> tangents(a.begin() + static_cast<std::ptrdiff_t>(arity), a.end());
     TransformScope scope;
@@ -104,7 +105,7 @@ FlatFunction tangent_code(std::shared_ptr<Function> f, std::size_t arity) {
         x = watch(x);
         wrt.push_back(x);
       }
-    const std::vector<Tensor> results = f->code(in);
+    const std::vector<Tensor> results = f(in);
     const DType dtype = results.empty() ? DType::f64 : results[0].dtype();
     const Device device = results.empty() ? Device{} : results[0].device();
     return std::vector<Tensor>{push_forward({pack_results(results, dtype, device)}, wrt, tangents)[0]};
@@ -126,7 +127,7 @@ std::shared_ptr<Function> derived(const std::shared_ptr<Function>& f, std::share
 std::vector<Tensor> call_adjoint(const Node& node, const Tensor&, const Tensor& gout, const AdjointContext& context) {
   const Call& c = call_of(node.attrs);
   const std::shared_ptr<Function> pullback =
-      derived(c.function, &Function::pullback, [&] { return pullback_code(c.function); });
+      derived(c.function, &Function::pullback, [&] { return pullback_code(c.function->code); });
   std::vector<Tensor> args = node.inputs;
   args.push_back(gout);
   const Tensor packed = run(pullback, args)[0];
@@ -148,7 +149,7 @@ Tensor call_tangent(const Node& node, const Tensor&, const std::vector<Tensor>& 
   const Call& c = call_of(node.attrs);
   const std::size_t arity = node.inputs.size();
   const std::shared_ptr<Function> jvp =
-      derived(c.function, &Function::tangent, [&] { return tangent_code(c.function, arity); });
+      derived(c.function, &Function::tangent, [&] { return tangent_code(c.function->code, arity); });
   std::vector<Tensor> args = node.inputs;
   for (std::size_t i = 0; i < arity; ++i) {
     const Tensor& x = node.inputs[i];
@@ -173,7 +174,11 @@ std::optional<std::vector<Tensor>> call_as_op(const std::shared_ptr<Function>& f
                                               std::shared_ptr<const CacheEntry> entry) {
   if (!entry)
     entry = f->cache->get(
-        args, [&f](const std::vector<Tensor>& symbolic) { return Traced{f->code(symbolic), std::any()}; }, true);
+        args,
+        [&f](const std::vector<Tensor>& symbolic) {
+          return Traced{f->code(symbolic), std::any()};
+        },
+        true);
   if (entry->runs_eagerly) return std::nullopt;
   // One op has one output: the results packed into one vector, so they must share a floating-point dtype with the
   // float arguments (whose cotangents are packed likewise), and be batched exactly where the op's output is (a

@@ -89,8 +89,9 @@ class Jitted {
   // structure of arguments, so any call's tracer runs the same function. It holds the tracer with the GIL's rules.
   std::shared_ptr<vt::detail::Function> function(nb::callable& tracer) {
     if (!function_) {
+      tracer_ = keep(tracer);
       function_ = std::make_shared<vt::detail::Function>();
-      function_->code = [t = keep(tracer)](const Tensors& args) {
+      function_->code = [t = tracer_](const Tensors& args) {
         nb::gil_scoped_acquire gil;
         return nb::cast<Tensors>(nb::cast<nb::tuple>((*t)(args))[0]);
       };
@@ -99,9 +100,33 @@ class Jitted {
     return function_;
   }
 
+ public:
+  // The garbage collector's view of what this object holds: the tracer (whose function may refer back to the
+  // jitted object, a cycle through C++ that the collector would not see otherwise).
+  static int traverse(PyObject* self, visitproc visit, void* arg) {
+    Py_VISIT(Py_TYPE(self));
+    if (!nb::inst_ready(self)) return 0;
+    const Jitted* j = nb::inst_ptr<Jitted>(self);
+    if (j->tracer_) Py_VISIT(j->tracer_->ptr());
+    return 0;
+  }
+  static int clear(PyObject* self) {
+    Jitted* j = nb::inst_ptr<Jitted>(self);
+    j->function_.reset();
+    j->tracer_.reset();
+    return 0;
+  }
+
+ private:
   std::shared_ptr<vt::detail::JitCache> cache_;
-  std::shared_ptr<vt::detail::Function> function_;  // touched with the GIL held
+  // Touched with the GIL held. Ops made by the function's calls share them and keep them alive while they live.
+  Skeleton tracer_;
+  std::shared_ptr<vt::detail::Function> function_;
 };
+
+PyType_Slot jitted_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(&Jitted::traverse)},
+                              {Py_tp_clear, reinterpret_cast<void*>(&Jitted::clear)},
+                              {0, nullptr}};
 
 nb::dict as_dict(const vt::PlanSummary& s) {
   nb::dict d;
@@ -174,7 +199,7 @@ void bind_transforms(nb::module_& m) {
   m.attr("batched_out") = vt::batched_out;
   m.def("tracking", [](const Tensor& t) { return t.defined() && t.impl().tracked; });
 
-  nb::class_<Jitted>(m, "Jitted")
+  nb::class_<Jitted>(m, "Jitted", nb::type_slots(jitted_slots))
       .def(nb::init<const std::string&>(), nb::arg("passes") = "")
       .def("call", &Jitted::call, nb::arg("inputs"), nb::arg("tracer"))
       .def(
