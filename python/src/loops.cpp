@@ -66,6 +66,13 @@ void bind_loops(nb::module_& m) {
         [](const Tensors& got, const std::vector<nb::tuple>& shapes, const std::string& name, const std::string& what) {
           vt::detail::check_leaves(got, shapes_of(shapes), name.c_str(), what.c_str());
         });
+  // A concrete unbatched predicate's truth, or None when it is traced or batched.
+  m.def("_concrete_truth", [](const Tensor& pred) -> std::optional<bool> {
+    vt::detail::check_predicate(pred, "while_loop");
+    bool value = false;
+    if (vt::detail::concrete_predicate(pred, value)) return value;
+    return std::nullopt;
+  });
   m.def("_cond_flat", [](const Tensor& pred, const vt::detail::Branch& on_true, const vt::detail::Branch& on_false) {
     return vt::detail::cond_flat(pred, on_true, on_false);
   });

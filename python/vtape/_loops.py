@@ -32,6 +32,8 @@ def _loop(f: Callable, init: Any, xs_leaves: list, x_def, index_x: bool, length:
             x = a[0]
         elif x_def is None:
             x = None
+        elif not xs_leaves:  # xs a pytree without arrays, () say: the body gets it as it is
+            x = tree_unflatten(x_def, [])
         else:
             x = tree_unflatten(x_def, _vtape._unpack(a[2], x_shapes, -1))
         out = f(carry, x)
@@ -69,6 +71,10 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
             raise ValueError("scan: give xs or length")
         return _loop(f, init, [], None, False, int(length), 0, reverse, checkpoint_every, "scan")
     xs_leaves, x_def = _leaves(xs)
+    if not xs_leaves:  # a pytree without arrays: the length says how many steps
+        if length is None:
+            raise ValueError("scan: xs holds no array; give length")
+        return _loop(f, init, [], x_def, False, int(length), 0, reverse, checkpoint_every, "scan")
     n = _vtape._loop_length(xs_leaves, "scan")
     if length is not None and int(length) != n:
         raise ValueError(f"scan: length {length} but xs have {n} rows")
@@ -89,6 +95,11 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any):
     the value the loop exits with; batched, it runs until every example is done, and a finished example keeps its
     value."""
     init_leaves, init_def = _leaves(init_val)
+    if not init_leaves:  # nothing to carry: the loop can only end at once, or never
+        if _vtape._concrete_truth(asarray(cond_fun(init_val))) is False:
+            return init_val
+        raise _vtape.Error("while_loop: the carry holds no tensor, and the predicate is not a false constant: the loop "
+                           "would never end")
     shapes = _vtape._leaf_shapes(init_leaves, False)
 
     def carry_of(flat):

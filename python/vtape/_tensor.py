@@ -31,7 +31,12 @@ def asarray(x, dtype=None) -> Tensor:
         a = a.astype(np.float64)
     if a.dtype not in _SUPPORTED:
         kind = a.dtype.kind
-        a = a.astype(np.float64 if kind in "fc" else np.int64 if kind in "iu" else a.dtype)
+        # Nothing is dropped silently: vtape has no complex dtype, and an unsigned integer must fit int64.
+        if kind == "c":
+            raise TypeError(f"vtape.asarray: complex input ({a.dtype}) is not supported: vtape's tensors are real")
+        if kind == "u" and a.size and a.max() > np.iinfo(np.int64).max:
+            raise TypeError(f"vtape.asarray: {a.dtype} values above {np.iinfo(np.int64).max} do not fit int64")
+        a = a.astype(np.float64 if kind == "f" else np.int64 if kind in "iu" else a.dtype)
         if a.dtype not in _SUPPORTED:
             raise TypeError(f"vtape.asarray: cannot make a tensor of {x!r} (dtype {a.dtype})")
     return _vtape._from_array(a)

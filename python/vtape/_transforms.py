@@ -239,6 +239,8 @@ class _Vmapped:
         """One axis (or None) per leaf: in_axes is an int or None for every argument, or one entry per argument,
         each an int or None for all its leaves or a pytree of its structure (JAX's prefix rule)."""
         axes = self.in_axes
+        if any(isinstance(a, bool) for a in tree_flatten(axes, is_leaf=lambda x: x is None)[0]):
+            raise TypeError(f"vmap: in_axes must be ints or None (or pytrees of them), got {axes!r}")
         if isinstance(axes, (int, type(None))):
             axes = [axes] * len(args)
         if len(axes) != len(args):
@@ -357,5 +359,7 @@ def _unbatch_tree(tree):
 def jit(f: Callable | None = None, *, passes: str = ""):
     """jit(f) or @jit: see Jitted. `passes` turns plan passes off ("-name") or on ("+name"), as JitOptions."""
     if f is None:
-        return lambda g: Jitted(g, passes)
+        return lambda g: jit(g, passes=passes)
+    if not callable(f):
+        raise TypeError(f"jit: expected a callable, got {f!r}")
     return Jitted(f, passes)

@@ -71,9 +71,6 @@ def test_cholesky_upper():
 
 
 @pytest.mark.filterwarnings("ignore:Casting complex values")
-@defect("vtape.asarray casts a complex matrix to float64, dropping the imaginary part (numpy's ComplexWarning only): "
-        "cholesky of a complex Hermitian matrix returns the factor of its real part, where JAX returns the complex "
-        "factor (a refusal, TypeError or vtape.Error, would do until vtape has complex dtypes)")
 def test_cholesky_complex_refused_or_right():
     """JAX: NumpyLinalgTest.testCholesky (complex128)"""
     rng = jtu.rand_default(_rng())
