@@ -117,6 +117,31 @@ def tup(xs) -> str:
     return xs[0] if len(xs) == 1 else "(" + ", ".join(xs) + ")"
 
 
+KEYS = "abcd"
+
+
+def pack(items, struct) -> str:
+    """A loop carry's source: a tensor, a tuple, a dict or a list of them."""
+    items = list(items)
+    if struct == "dict":
+        return "{" + ", ".join(f"{KEYS[k]!r}: {x}" for k, x in enumerate(items)) + "}"
+    if struct == "list":
+        return "[" + ", ".join(items) + "]"
+    return tup(items)
+
+
+def unpacked(name: str, n: int, struct) -> str:
+    """The right-hand side that unpacks carry `name` of n leaves into names."""
+    return ", ".join(f"{name}[{KEYS[k]!r}]" for k in range(n)) if struct == "dict" else name
+
+
+def assign_carry(ind: str, names, src: str, struct, tmp: str) -> list:
+    names = list(names)
+    if struct == "dict":
+        return [f"{ind}{tmp} = {src}", f"{ind}{', '.join(names)} = {unpacked(tmp, len(names), struct)}"]
+    return [f"{ind}{tup(names)} = {src}"]
+
+
 class Fn:
     """A nested function: def name(params): unpacking, statements, return."""
 
@@ -170,9 +195,9 @@ class Dead(Stmt):
 
 
 class Scan(Stmt):
-    def __init__(self, sid, fn, inits, carry_outs, xs, T, reverse, ys, yshape):
+    def __init__(self, sid, fn, inits, carry_outs, xs, T, reverse, ys, yshape, struct=None, ckpt=0):
         self.sid, self.fn, self.inits, self.carry_outs, self.xs, self.T = sid, fn, inits, carry_outs, xs, T
-        self.reverse, self.ys, self.yshape = reverse, ys, yshape
+        self.reverse, self.ys, self.yshape, self.struct, self.ckpt = reverse, ys, yshape, struct, ckpt
         self.outs = list(carry_outs) + ([ys] if ys is not None else [])
 
     def fns(self):
@@ -181,8 +206,8 @@ class Scan(Stmt):
     def emit(self, r, ind):
         s = self.sid
         lines = self.fn.render(r, ind)
-        init = tup(self.inits)
-        out = tup(v.name for v in self.carry_outs)
+        init = pack(self.inits, self.struct)
+        names = [v.name for v in self.carry_outs]
         ys = self.ys.name if self.ys is not None else f"_ys{s}"
         xs = "None" if not self.xs else tup(self.xs) if len(self.xs) > 1 else self.xs[0]
         if r.mode == "loop":
@@ -191,7 +216,11 @@ class Scan(Stmt):
                 args += f", length={self.T}"
             if self.reverse:
                 args += ", reverse=True"
-            lines.append(f"{ind}{out}, {ys} = vt.scan({args})")
+            if self.ckpt:
+                args += f", checkpoint_every={self.ckpt}"
+            lines.append(f"{ind}_r{s} = vt.scan({args})")
+            lines += assign_carry(ind, names, f"_r{s}[0]", self.struct, f"_o{s}")
+            lines.append(f"{ind}{ys} = _r{s}[1]")
             return lines
         lines.append(f"{ind}_c{s} = {init}")
         if self.xs:
@@ -209,15 +238,16 @@ class Scan(Stmt):
         lines.append(f"{ind}    _y{s}.append(_yt{s})")
         if self.reverse:
             lines.append(f"{ind}_y{s}.reverse()")
-        lines.append(f"{ind}{out} = _c{s}")
+        lines += assign_carry(ind, names, f"_c{s}", self.struct, f"_o{s}")
         if self.ys is not None:
             lines.append(f"{ind}{ys} = vt.stack(_y{s}, 0) if _y{s} else vt.zeros({shape_lit((0,) + self.yshape)})")
         return lines
 
 
 class Fori(Stmt):
-    def __init__(self, sid, fn, inits, outs, lo, hi):
+    def __init__(self, sid, fn, inits, outs, lo, hi, struct=None):
         self.sid, self.fn, self.inits, self.outs, self.lo, self.hi = sid, fn, inits, list(outs), lo, hi
+        self.struct = struct
 
     def fns(self):
         return [self.fn]
@@ -225,15 +255,15 @@ class Fori(Stmt):
     def emit(self, r, ind):
         s = self.sid
         lines = self.fn.render(r, ind)
-        out = tup(v.name for v in self.outs)
+        names = [v.name for v in self.outs]
+        init = pack(self.inits, self.struct)
         if r.mode == "loop":
-            lines.append(f"{ind}{out} = vt.fori_loop({self.lo}, {self.hi}, {self.fn.name}, {tup(self.inits)})")
-            return lines
-        lines.append(f"{ind}_c{s} = {tup(self.inits)}")
+            src = f"vt.fori_loop({self.lo}, {self.hi}, {self.fn.name}, {init})"
+            return lines + assign_carry(ind, names, src, self.struct, f"_o{s}")
+        lines.append(f"{ind}_c{s} = {init}")
         lines.append(f"{ind}for _i{s} in range({self.lo}, {self.hi}):")
         lines.append(f"{ind}    _c{s} = {self.fn.name}(vt.asarray(_i{s}), _c{s})")
-        lines.append(f"{ind}{out} = _c{s}")
-        return lines
+        return lines + assign_carry(ind, names, f"_c{s}", self.struct, f"_o{s}")
 
 
 class While(Stmt):
@@ -413,6 +443,7 @@ class Gen:
         if t == ():
             if len(s) == 1:
                 return rng.choice([f"vt.sum({e})", f"vt.mean({e})", f"{paren(e)}[{rng.randrange(s[0])}]",
+                                   f"vt.logsumexp({e})",
                                    f"vt.sum({paren(e)} * {paren(e)})" if is_name(e) else f"vt.sum({e})"])
             return rng.choice([f"vt.sum({e})", f"vt.mean({e})", f"{paren(e)}[{rng.randrange(s[0])}, {rng.randrange(s[1])}]"])
         if len(t) == 1:
@@ -428,6 +459,10 @@ class Gen:
                 if s == t:
                     return e
             a = s[0]
+            if rng.random() < 0.12:
+                self.features.add("gather")
+                idx = ", ".join(str(rng.randrange(a)) for _ in range(k))
+                return f"{paren(e)}[np.array([{idx}])]"
             if a > k and rng.random() < 0.75:
                 if a >= 2 * k - 1 and k > 1 and rng.random() < 0.3:
                     return f"{paren(e)}[::2][0:{k}]" if (a + 1) // 2 >= k else f"{paren(e)}[0:{k}]"
@@ -475,6 +510,8 @@ class Gen:
         if depth <= 0 or r < 0.3:
             return self.leaf(scope, ctx, shape)
         if r < 0.62:
+            if len(shape) == 1 and rng.random() < 0.08:
+                return f"vt.cumsum({self.expr(scope, ctx, shape, depth - 1)}, 0)"
             return self.unary(self.expr(scope, ctx, shape, depth - 1), True)
         if r < 0.66 and shape != ():
             self.features.add("where")
@@ -601,8 +638,11 @@ class Gen:
         else:
             yshape = rng.choice([(), (2,), (3,)])
             y = self.expr(body, inner_ctx, yshape)
+        struct = None if len(cs) == 1 else rng.choice([None, None, "dict", "list"])
+        if struct:
+            self.features.add(f"{struct}-carry")
         cname = cs[0].name if len(cs) == 1 else f"c{sid}"
-        unpack = [] if len(cs) == 1 else [([c.name for c in cs], cname)]
+        unpack = [] if len(cs) == 1 else [([c.name for c in cs], unpacked(cname, len(cs), struct))]
         if nxs == 0:
             xname = f"_x{sid}"
         elif nxs == 1:
@@ -610,10 +650,13 @@ class Gen:
         else:
             xname = f"x{sid}"
             unpack.append(([x.name for x in xvars], xname))
-        fn = Fn(f"body{sid}", [cname, xname], unpack, stmts, f"{tup(upd)}, {y}")
+        fn = Fn(f"body{sid}", [cname, xname], unpack, stmts, f"{pack(upd, struct)}, {y}")
         outs = [self.add(scope, ctx, c.shape, weight=3.0) for c in cs]
         ys = self.add(scope, ctx, (T,) + yshape, weight=2.5) if yshape is not None else None
-        return Scan(sid, fn, inits, outs, xs, T, rng.random() < 0.15, ys, yshape)
+        ckpt = rng.choice([1, 2]) if T > 1 and rng.random() < 0.15 else 0
+        if ckpt:
+            self.features.add("scan-checkpoint")
+        return Scan(sid, fn, inits, outs, xs, T, rng.random() < 0.15, ys, yshape, struct, ckpt)
 
     def gen_fori(self, scope, ctx):
         rng, sid = self.rng, int(self.fresh(""))
@@ -631,13 +674,16 @@ class Gen:
             self.features.add("nested-loop")
         stmts = self.block(body, inner_ctx, rng.choice([1, 1, 2, 3]))
         upd = [self.update(body, inner_ctx, c) for c in cs]
+        struct = None if len(cs) == 1 else rng.choice([None, None, "dict", "list"])
+        if struct:
+            self.features.add(f"{struct}-carry")
         cname = cs[0].name if len(cs) == 1 else f"c{sid}"
-        unpack = [] if len(cs) == 1 else [([c.name for c in cs], cname)]
-        fn = Fn(f"body{sid}", [f"i{sid}", cname], unpack, stmts, tup(upd), pre)
+        unpack = [] if len(cs) == 1 else [([c.name for c in cs], unpacked(cname, len(cs), struct))]
+        fn = Fn(f"body{sid}", [f"i{sid}", cname], unpack, stmts, pack(upd, struct), pre)
         lo = rng.choice([0, 0, 1, 2])
         hi = lo + rng.choices([0, 1, 2, 3], [0.05, 0.35, 0.35, 0.25])[0]
         outs = [self.add(scope, ctx, c.shape, weight=3.0) for c in cs]
-        return Fori(sid, fn, inits, outs, lo, hi)
+        return Fori(sid, fn, inits, outs, lo, hi, struct)
 
     def gen_while_(self, scope, ctx):
         rng, sid = self.rng, int(self.fresh(""))
@@ -961,7 +1007,7 @@ class Program:
             if layer["kind"] in ORDER:
                 st[f"fd{k}"] = fd_code(layer, k, lv)
         if use_jax:
-            cmp.append(("jax", "full", 1e-7, "jax"))
+            cmp.append(("full", "jax", 1e-7, "jax"))
         return st, cmp
 
 
@@ -1228,9 +1274,11 @@ def jax_namespace():
         asarray=jnp.asarray, sum=jnp.sum, mean=jnp.mean, sin=jnp.sin, cos=jnp.cos, tanh=jnp.tanh, exp=jnp.exp,
         log=jnp.log, log1p=jnp.log1p, sqrt=jnp.sqrt, square=jnp.square, abs=jnp.abs, sigmoid=jax.nn.sigmoid,
         softplus=jax.nn.softplus, erf=jax.scipy.special.erf, maximum=jnp.maximum, clip=jnp.clip, where=jnp.where,
-        reshape=jnp.reshape, concatenate=jnp.concatenate, stack=jnp.stack, full=jnp.full, zeros=jnp.zeros,
+        reshape=jnp.reshape, concatenate=jnp.concatenate, cumsum=jnp.cumsum,
+        logsumexp=jax.scipy.special.logsumexp, stack=jnp.stack, full=jnp.full, zeros=jnp.zeros,
         ones=jnp.ones, astype=lambda x, d: jnp.asarray(x).astype(d), float64=jnp.float64,
-        scan=jax.lax.scan, fori_loop=jax.lax.fori_loop, while_loop=jax.lax.while_loop, cond=jax.lax.cond,
+        scan=lambda f, init, xs=None, length=None, reverse=False, checkpoint_every=0: jax.lax.scan(
+            f, init, xs, length=length, reverse=reverse), fori_loop=jax.lax.fori_loop, while_loop=jax.lax.while_loop, cond=jax.lax.cond,
         grad=jax.grad, value_and_grad=jax.value_and_grad, jvp=jax.jvp, vjp=jax.vjp, jacfwd=jax.jacfwd,
         jacrev=jax.jacrev, hessian=jax.hessian, vmap=jax.vmap, jit=jax.jit, tree_map=jax.tree_util.tree_map)
     return types.SimpleNamespace(**names)
@@ -1244,7 +1292,7 @@ def repro_source(prog: Program, failure: dict, use_jax: bool) -> str:
     head = [f"# vtape composition fuzzer: seed {prog.seed}, {kind}" + (f" at stage {stage}" if stage else ""),
             "# " + failure.get("message", "").splitlines()[0][:300] if failure.get("message") else "#",
             f"# stack: {describe_stack(prog.layers)}; features: {', '.join(sorted(prog.features))}"]
-    if kind == "jax":
+    if failure.get("oracle") == "jax":
         lines = head + ["import numpy as np", "import vtape", "", "SOURCE = r'''", prog.module().rstrip(), "'''",
                         HARNESS.replace("vt.", "vtape."), JAX_SHIM,
                         "vt = vtape",
@@ -1635,6 +1683,12 @@ def reduce_failure(seed: int, target: dict, use_jax: bool, timeout: float, budge
 # ================================================================================================ the command line
 
 
+def signature(f: dict) -> str:
+    """A failure's kind and the gist of its message (numbers and shapes left out): one reduction per signature."""
+    msg = re.sub(r"\[.*|[-+]?\d[\d.e+-]*|\(.*", "", f["message"].splitlines()[0] if f["message"] else "")[:80]
+    return f"{f['kind']}|{f.get('stage') if f['kind'] != 'raise' else ''}|{msg}"
+
+
 def summarize(results: list, elapsed: float, args, repros: dict) -> str:
     from collections import Counter
 
@@ -1690,6 +1744,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repro-dir", default="fuzz-compose-repros")
     ap.add_argument("--no-reduce", dest="reduce", action="store_false", default=True)
     ap.add_argument("--reduce-budget", type=int, default=100, help="runs per reduced failure")
+    ap.add_argument("--max-reduce", type=int, default=40, help="failures reduced (one per kind of failure)")
     ap.add_argument("--max-show", type=int, default=40)
     ap.add_argument("--json", help="write every program's outcome to this file")
     ap.add_argument("--show", type=int, metavar="SEED", help="print program SEED's source and exit")
@@ -1720,6 +1775,7 @@ def main(argv=None) -> int:
     results = run_jobs(jobs, args.jobs, args.timeout, args.threads, tick)
     elapsed = time.monotonic() - t0
     repros = {}
+    reduced: set = set()
     failed = [r for r in results if r["failures"]]
     if failed:
         os.makedirs(args.repro_dir, exist_ok=True)
@@ -1729,7 +1785,9 @@ def main(argv=None) -> int:
             if key in repros or f["kind"] == "harness":
                 continue
             red = None
-            if args.reduce and len(failed) <= 60:
+            sig = signature(f)
+            if args.reduce and sig not in reduced and len(reduced) < args.max_reduce:
+                reduced.add(sig)
                 red = reduce_failure(r["seed"], f, args.jax and f["kind"] == "mismatch:jax", args.timeout,
                                      args.reduce_budget)
             prog = Program(r["seed"], *(() if red is None else (red["stub"], red["drop_layers"], red["drop_terms"])))
