@@ -1371,7 +1371,7 @@ def run_program(job: dict, vt, jax_ns, progress) -> dict:
         except Exception as e:  # noqa: BLE001
             msg = f"{type(e).__name__}: {e}"
             errors[name] = msg
-            if isinstance(e, clean) and prog.while_under_reverse and re.search("while", str(e), re.I):
+            if isinstance(e, clean) and prog.while_under_reverse and re.search(r"while_loop.*reverse", str(e), re.I):
                 expected.append(f"{name}: {msg}")
                 continue
             if name.startswith("fd") and isinstance(e, clean) and prog.while_under_reverse:
@@ -1731,6 +1731,154 @@ def summarize(results: list, elapsed: float, args, repros: dict) -> str:
     return "\n".join(lines)
 
 
+# ================================================================================================ source minimization
+
+
+def _outcome_line(line: str) -> str:
+    return re.sub(r"\(.*?\)|\[.*|[-+]?\d[\d.e+-]*", "#", line)[:90]
+
+
+def script_outcome(src: str, timeout: float) -> str:
+    """How a repro script ends: "ok", "signal N" (SIGALRM: past `timeout`) or its exception's type and message,
+    numbers and shapes left out (so that a smaller program failing the same way has the same outcome). The script
+    runs in a fork of this process (which has imported vtape but run nothing), so a crash is an outcome too."""
+    import signal as _signal
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(r)
+        _signal.alarm(max(1, int(timeout)))
+        try:
+            sys.stdout = sys.stderr = open(os.devnull, "w")
+            exec(compile(src, "<candidate>", "exec"), {"__name__": "__main__"})
+            msg = "ok"
+        except BaseException as e:  # noqa: BLE001
+            msg = _outcome_line(f"{type(e).__name__}: {e}".splitlines()[0])
+        os.write(w, msg.encode())
+        os._exit(0)
+    os.close(w)
+    chunks = []
+    while True:
+        b = os.read(r, 4096)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(r)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFSIGNALED(status):
+        return f"signal {os.WTERMSIG(status)}"
+    return b"".join(chunks).decode() or f"exit {os.WEXITSTATUS(status)}"
+
+
+PROGRAM_FUNCTIONS = ("F", "F_plain", "S_full", "S_nojit", "S_loop")
+
+
+def minimize_source(src: str, timeout: float = 60.0, log=None) -> str:
+    """Delta debugging over the syntax tree of the program in a repro script (F, F_plain and the stacks, the
+    constants; the check itself is kept): deletes statements and replaces expressions by one of their operands while
+    the script fails the same way (script_outcome). Returns the smallest script found."""
+    import ast
+
+    os.environ.update({k: v for k, v in worker_env(1).items() if k not in os.environ})
+    import vtape  # noqa: F401  (imported once, before the forks)
+
+    want = script_outcome(src, timeout)
+    if want == "ok":
+        raise ValueError("the script does not fail")
+    tree = ast.parse(src)
+    runs = [0]
+
+    def holds() -> bool:
+        try:
+            cand = ast.unparse(tree)
+        except Exception:  # noqa: BLE001
+            return False
+        runs[0] += 1
+        return script_outcome(cand, timeout) == want
+
+    program = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in PROGRAM_FUNCTIONS]
+
+    def bodies():
+        """Every statement list inside the program's functions, innermost first, then the module's."""
+        out = []
+        for fn in program:
+            for node in ast.walk(fn):
+                for field in ("body", "orelse"):
+                    b = getattr(node, field, None)
+                    if isinstance(b, list) and b and isinstance(b[0], ast.stmt):
+                        out.append((node, field))
+        return out[::-1]
+
+    def operands(node):
+        if isinstance(node, ast.BinOp):
+            return [node.left, node.right]
+        if isinstance(node, ast.UnaryOp):
+            return [node.operand]
+        if isinstance(node, ast.Call):
+            return [a for a in node.args if not isinstance(a, ast.Starred)]
+        if isinstance(node, ast.Subscript):
+            return [node.value]
+        return []
+
+    def note(what):
+        if log:
+            log(f"{what} ({runs[0]} runs)")
+
+    # constants and inputs the check does not read go first (module-level assignments of K.., unused defs)
+    k = 0
+    while k < len(tree.body):
+        node = tree.body[k]
+        removable = (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and
+                     re.fullmatch(r"K\d+", node.targets[0].id)) or \
+                    (isinstance(node, ast.FunctionDef) and node.name in ("F_plain", "S_nojit", "S_loop"))
+        if removable:
+            del tree.body[k]
+            if holds():
+                note("deleted a definition")
+                program[:] = [n for n in program if n is not node]
+                continue
+            tree.body.insert(k, node)
+        k += 1
+    changed = True
+    while changed:
+        changed = False
+        for owner, field in bodies():
+            k = 0
+            while k < len(getattr(owner, field)):
+                body = getattr(owner, field)
+                if len(body) == 1:
+                    break
+                setattr(owner, field, body[:k] + body[k + 1 :])
+                if holds():
+                    changed = True
+                    note("deleted a statement")
+                else:
+                    setattr(owner, field, body)
+                    k += 1
+        for fn in program:
+            for parent in list(ast.walk(fn)):
+                for name, value in ast.iter_fields(parent):
+                    items = value if isinstance(value, list) else [value]
+                    for i, node in enumerate(items):
+                        if not isinstance(node, ast.expr):
+                            continue
+                        for sub in operands(node):
+                            if isinstance(value, list):
+                                value[i] = sub
+                            else:
+                                setattr(parent, name, sub)
+                            if holds():
+                                changed = True
+                                note("replaced an expression by an operand")
+                                break
+                            if isinstance(value, list):
+                                value[i] = node
+                            else:
+                                setattr(parent, name, node)
+    return ast.unparse(tree) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--count", type=int, default=200)
@@ -1748,10 +1896,21 @@ def main(argv=None) -> int:
     ap.add_argument("--max-show", type=int, default=40)
     ap.add_argument("--json", help="write every program's outcome to this file")
     ap.add_argument("--show", type=int, metavar="SEED", help="print program SEED's source and exit")
+    ap.add_argument("--minimize", metavar="FILE", help="shrink the repro script FILE while it fails the same way; "
+                    "writes FILE's name with _min before .py")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         worker_main()
+        return 0
+    if args.minimize:
+        src = open(args.minimize).read()
+        out = minimize_source(src, args.timeout, log=lambda m: print(m, file=sys.stderr))
+        path = args.minimize[:-3] + "_min.py"
+        with open(path, "w") as fh:
+            fh.write(out)
+        print(f"{path}: {len(src.splitlines())} -> {len(out.splitlines())} lines, failing as: "
+              f"{script_outcome(out, args.timeout)}")
         return 0
     if args.show is not None:
         p = Program(args.show)
