@@ -1147,7 +1147,7 @@ def fd_code(layer: dict, k: int, lv: int) -> str:
     it, on the unrolled program: raises AssertionError on a mismatch."""
     kind = layer["kind"]
     head = f"G = S_loop(F_plain)[{lv - 1}]\nx, d = XF{k}, DF{k}\n"
-    h1, h2 = "(1e-5, 1e-4, 1e-6)", "(1e-3, 3e-4, 3e-3)"
+    h1, h2 = "(1e-5, 1e-4, 1e-6)", "(1e-3, 1e-4, 3e-5, 1e-5)"
     if kind == "grad":
         return head + f"fd_check('grad', np.vdot(_np(vt.grad(G)(x)), d), lambda h, s=0: fd1(G, x, d, h, s), {h1}, 1e-6)"
     if kind == "value_and_grad":
@@ -1285,6 +1285,9 @@ def jax_namespace():
 '''
 
 
+CHECK_MARK = "# ---------------------------------------------------------------- the check"
+
+
 def repro_source(prog: Program, failure: dict, use_jax: bool) -> str:
     """A runnable script: the program, then the check that failed (it raises, crashes or prints the mismatch)."""
     st, cmp = prog.checks(use_jax)
@@ -1303,7 +1306,7 @@ def repro_source(prog: Program, failure: dict, use_jax: bool) -> str:
                         "print('vtape:', R_full)", "print('jax:  ', R_jax)",
                         "check(R_full, R_jax, 1e-7, 'vtape against jax')"]
         return "\n".join(lines) + "\n"
-    lines = head + ["import numpy as np", "import vtape as vt", HARNESS, prog.module()]
+    lines = head + ["import numpy as np", "import vtape as vt", HARNESS, prog.module(), CHECK_MARK]
     need = []
 
     def want(s):
@@ -1735,7 +1738,11 @@ def summarize(results: list, elapsed: float, args, repros: dict) -> str:
 
 
 def _outcome_line(line: str) -> str:
-    return re.sub(r"\(.*?\)|\[.*|[-+]?\d[\d.e+-]*", "#", line)[:90]
+    """An exception's line without its numbers where they are values (a mismatch), with them where they are shapes
+    (an error: a smaller program that raises for other shapes is not the same failure)."""
+    if line.startswith("AssertionError"):
+        return re.sub(r"\(.*?\)|\[.*|[-+]?\d[\d.e+-]*", "#", line)[:90]
+    return line[:160]
 
 
 def script_outcome(src: str, timeout: float) -> str:
@@ -1771,18 +1778,30 @@ def script_outcome(src: str, timeout: float) -> str:
     return b"".join(chunks).decode() or f"exit {os.WEXITSTATUS(status)}"
 
 
-PROGRAM_FUNCTIONS = ("F", "F_plain", "S_full", "S_nojit", "S_loop")
-
-
 def minimize_source(src: str, timeout: float = 60.0, log=None) -> str:
-    """Delta debugging over the syntax tree of the program in a repro script (F, F_plain and the stacks, the
-    constants; the check itself is kept): deletes statements and replaces expressions by one of their operands while
-    the script fails the same way (script_outcome). Returns the smallest script found."""
+    """Delta debugging over the syntax tree of the program in a repro script (F, or F_plain where the check reads
+    only that; the stacks and the check are kept, definitions the check does not need go): deletes statements and
+    replaces expressions by one of their operands while the script fails the same way (script_outcome) and the
+    program still runs eagerly. Returns the smallest script found."""
     import ast
 
     os.environ.update({k: v for k, v in worker_env(1).items() if k not in os.environ})
     import vtape  # noqa: F401  (imported once, before the forks)
 
+    if CHECK_MARK not in src:
+        raise ValueError("not a repro of tools/fuzz_compose.py (its check is not marked)")
+    check = src.split(CHECK_MARK)[1]
+    reads = [f for f in ("F", "F_plain") if re.search(rf"\b{f}\b", check)]
+    if len(reads) != 1:
+        # the check compares F with F_plain: shrinking one of them alone would make them differ
+        raise ValueError("the check compares the program with its unrolled form: reduce it with the generator's "
+                         "reducer (the default of a campaign), not by its source")
+    target = reads[0]
+    if not re.search(rf"R_prog(_plain)? = {target}\(P0\)", check):
+        # the program must stay valid: it runs eagerly on one example (else deleting a vmap that made the shapes
+        # fit would "reproduce" a shape error)
+        src = src.replace(CHECK_MARK, CHECK_MARK + f"\ntry:\n    {target}(P0)\nexcept Exception:\n"
+                                                  "    raise SystemExit('the program no longer runs eagerly')", 1)
     want = script_outcome(src, timeout)
     if want == "ok":
         raise ValueError("the script does not fail")
@@ -1797,7 +1816,7 @@ def minimize_source(src: str, timeout: float = 60.0, log=None) -> str:
         runs[0] += 1
         return script_outcome(cand, timeout) == want
 
-    program = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in PROGRAM_FUNCTIONS]
+    program = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == target]
 
     def bodies():
         """Every statement list inside the program's functions, innermost first, then the module's."""
@@ -1831,7 +1850,8 @@ def minimize_source(src: str, timeout: float = 60.0, log=None) -> str:
         node = tree.body[k]
         removable = (isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) and
                      re.fullmatch(r"K\d+", node.targets[0].id)) or \
-                    (isinstance(node, ast.FunctionDef) and node.name in ("F_plain", "S_nojit", "S_loop"))
+                    (isinstance(node, ast.FunctionDef) and node.name in ("F", "F_plain", "S_full", "S_nojit", "S_loop")
+                     and node.name != target)
         if removable:
             del tree.body[k]
             if holds():
