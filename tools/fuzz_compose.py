@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import re
@@ -596,9 +595,6 @@ class Gen:
         a, b = rng.choice([(0.5, 0.5), (0.8, 0.3), (0.9, 0.2)])
         return f"{a} * {c.name} + {b} * vt.tanh({self.expr(scope, ctx, c.shape)})"
 
-    def body_ctx(self, ctx, **kw):
-        return ctx.inner(**kw)
-
     def gen_scan(self, scope, ctx):
         rng, sid = self.rng, self.fresh("")
         sid = int(sid)
@@ -767,8 +763,7 @@ class Gen:
         if kind in ("grad", "value_and_grad", "hessian"):
             oshape = ()
         else:
-            oshape = rng.choice([(), (2,)]) if not (kind in ("jacfwd", "jacrev") and ashape != ()) else \
-                rng.choice([(), (2,)])
+            oshape = rng.choice([(), (2,)])
         # the result reads the argument and (mostly) something the function closes over
         ye = self.expr(body, inner, oshape, 1)
         if y.name not in ye:

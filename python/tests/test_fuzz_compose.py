@@ -23,9 +23,9 @@ SEEDS = range(1, 301)
 # Programs of the budget that find defects not fixed yet (issue 45's campaign on the code of 2026-12-06); each is
 # run below, not counted as a failure of the budget. Delete a seed here when its defect is fixed.
 KNOWN = {
-    4: "vmap(hessian(f)) with a jacfwd inside a scan body closing over the parameter: derivatives times the batch size",
-    173: "grad of a scan whose body vmaps over a constant: 'unbatch: a batched argument of a jitted function ...'",
-    252: "a jvp inside vmap whose primal's graph holds a vmap's result: 'jvp: a batch of tangents ...' raised",
+    4: "vmap(hessian(f)), f's scan body taking jacfwd of a function closing over the parameter: times the batch size",
+    173: "grad of a scan whose body vmaps over values the loop does not carry: 'unbatch: a batched argument ...' raised",
+    252: "a jvp inside a vmap whose primal's graph holds a vmap's result: 'jvp: a batch of tangents ...' raised",
 }
 
 
