@@ -1864,6 +1864,9 @@ def minimize_source(src: str, timeout: float = 60.0, log=None) -> str:
                 body = getattr(owner, field)
                 if len(body) == 1:
                     break
+                if isinstance(body[k], ast.Return):  # a function keeps its result
+                    k += 1
+                    continue
                 setattr(owner, field, body[:k] + body[k + 1 :])
                 if holds():
                     changed = True
