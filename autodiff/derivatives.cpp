@@ -82,6 +82,7 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> jvp_flat(const FlatFunction&
   }
   std::vector<Tensor> out = f(in);
   check_floating_results(out, "jvp");
+  outer |= scope.differentiated_by_older(out);
   std::vector<Tensor> tangent = push_forward(out, wrt, used);
   for (Tensor& t : tangent) t = release(t, outer);
   for (Tensor& o : out) o = release(o, outer);
@@ -94,6 +95,7 @@ Jacobians jacfwd_flat(const FlatFunction& f, std::vector<Tensor> in, const std::
   const std::vector<Tensor> wrt = watch_arguments(in, argnums, "jacfwd", outer);
   const std::vector<Tensor> out = f(in);
   check_floating_results(out, "jacfwd");
+  outer |= scope.differentiated_by_older(out);
   Jacobians jac(out.size());
   for (std::size_t k = 0; k < wrt.size(); ++k) {
     std::vector<std::vector<Tensor>> columns(out.size());  // per result, one column per element of wrt[k]
@@ -114,6 +116,7 @@ Jacobians jacrev_flat(const FlatFunction& f, std::vector<Tensor> in, const std::
   const std::vector<Tensor> wrt = watch_arguments(in, argnums, "jacrev", outer);
   const std::vector<Tensor> out = f(in);
   check_floating_results(out, "jacrev");
+  outer |= scope.differentiated_by_older(out);
   Jacobians jac(out.size());
   for (std::size_t i = 0; i < out.size(); ++i) {
     std::vector<std::vector<Tensor>> rows(wrt.size());  // per variable, one row per element of out[i]

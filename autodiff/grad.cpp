@@ -1,5 +1,7 @@
 #include "grad.hpp"
 
+#include <atomic>
+
 #include <unordered_map>
 #include <unordered_set>
 
@@ -10,6 +12,7 @@
 #include "../ops/elementwise.hpp"
 #include "../ops/layout.hpp"
 #include "../ops/reduce.hpp"
+#include "vmap.hpp"
 
 namespace vt {
 
@@ -48,6 +51,22 @@ std::vector<Tensor> topological_order(const std::vector<Tensor>& outputs) {
 
 thread_local int open_transforms = 0;
 
+// The tensors of `order` (inputs first) computed from a variable in `wrt`, the variables included: where a sweep's
+// cotangents or tangents flow.
+std::unordered_set<const TensorImpl*> relevant_to(const std::vector<Tensor>& order, const std::vector<Tensor>& wrt) {
+  std::unordered_set<const TensorImpl*> relevant;
+  for (const Tensor& w : wrt) relevant.insert(w.impl_ptr().get());
+  for (const Tensor& t : order) {
+    if (relevant.count(t.impl_ptr().get()) || !t.impl().node) continue;
+    for (const Tensor& in : t.impl().node->inputs)
+      if (relevant.count(in.impl_ptr().get())) {
+        relevant.insert(t.impl_ptr().get());
+        break;
+      }
+  }
+  return relevant;
+}
+
 // A cotangent batched like its primal. A batched primal whose cotangent is the same for every
 // example gets copies. An unbatched primal used by every example receives the sum of their
 // cotangents when the differentiated outputs are unbatched (a loss over the batch); when they are
@@ -74,28 +93,17 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
   for (std::size_t i = 0; i < outputs.size(); ++i)
     per_example_outputs |= outputs[i].is_batched() || (!cotangents.empty() && cotangents[i].is_batched());
   const std::vector<Tensor> order = topological_order(outputs);
-  // A batch of cotangents for an unbatched result that is itself a reduction over a batch cannot be kept apart from
-  // the batch it reduces (both would be the one batch axis).
+  const std::unordered_set<const TensorImpl*> relevant = relevant_to(order, wrt);
+  // A batch of cotangents for an unbatched result that is itself a reduction over a batch, of values the cotangents
+  // flow through, cannot be kept apart from the batch it reduces (both would be the one batch axis).
   for (std::size_t i = 0; i < cotangents.size(); ++i)
     if (cotangents[i].is_batched() && !outputs[i].is_batched())
       for (const Tensor& t : order)
-        if (t.is_batched())
+        if (t.is_batched() && relevant.count(t.impl_ptr().get()))
           fail(
               "vjp: a batch of cotangents (a pullback under vmap) for an unbatched result computed from batched "
               "values (a reduction over their batch): the two batches would share one axis; pull back one "
               "cotangent at a time");
-
-  // A tensor is relevant when it is a variable or computed from one.
-  std::unordered_set<const TensorImpl*> relevant;
-  for (const Tensor& w : wrt) relevant.insert(w.impl_ptr().get());
-  for (const Tensor& t : order) {
-    if (relevant.count(t.impl_ptr().get()) || !t.impl().node) continue;
-    for (const Tensor& in : t.impl().node->inputs)
-      if (relevant.count(in.impl_ptr().get())) {
-        relevant.insert(t.impl_ptr().get());
-        break;
-      }
-  }
 
   std::unordered_map<const TensorImpl*, Tensor> cot;
   auto accumulate = [&](const Tensor& t, const Tensor& g) {
@@ -156,12 +164,19 @@ std::vector<Tensor> push_forward(const std::vector<Tensor>& outputs, const std::
     tangent[wrt[i].impl_ptr().get()] = tangents[i];
     directions |= tangents[i].is_batched() && !wrt[i].is_batched();
   }
-  if (directions)
+  // A batch of tangents for an unbatched primal meets the batched values its tangents flow through example by
+  // example: right in a vmap body, whose batched values are all the one vmap's examples, unless a value reduces over
+  // that batch; elsewhere the tangents' batch and the values' would share one axis.
+  if (directions) {
+    const std::unordered_set<const TensorImpl*> relevant = relevant_to(order, wrt);
+    const bool one_batch = detail::in_vmap_body();
     for (const Tensor& t : order)
-      if (t.is_batched())
+      if (t.is_batched() && relevant.count(t.impl_ptr().get()) &&
+          (!one_batch || (t.impl().node && t.impl().node->op->reduces_batch)))
         fail(
             "jvp: a batch of tangents (a jvp under vmap) for an unbatched primal that meets batched values: the two "
             "batches would share one axis; push one tangent at a time");
+  }
 
   for (const Tensor& t : order) {
     if (!t.impl().node || tangent.contains(t.impl_ptr().get()) || !is_floating(t.dtype())) continue;
@@ -203,11 +218,29 @@ bool differentiating() { return open_transforms > 0; }
 IsolatedTrace::IsolatedTrace() : open_transforms_(open_transforms) { open_transforms = 0; }
 IsolatedTrace::~IsolatedTrace() { open_transforms = open_transforms_; }
 
-TransformScope::TransformScope() : nested(open_transforms > 0) { ++open_transforms; }
-TransformScope::~TransformScope() { --open_transforms; }
+namespace {
+std::atomic<std::uint64_t> transforms_made{0};
+thread_local std::uint64_t innermost_transform = 0;
+}  // namespace
+
+TransformScope::TransformScope() : nested(open_transforms > 0), id(++transforms_made), previous_(innermost_transform) {
+  ++open_transforms;
+  innermost_transform = id;
+}
+TransformScope::~TransformScope() {
+  --open_transforms;
+  innermost_transform = previous_;
+}
+
+bool TransformScope::differentiated_by_older(const std::vector<Tensor>& results) const {
+  for (const Tensor& r : results)
+    if (r.defined() && r.impl().tracked && r.impl().tracked_since < id) return true;
+  return false;
+}
 
 Tensor watch(const Tensor& x) {
   Tensor w = apply(identity_op, {x});
+  if (!w.impl().tracked) w.impl().tracked_since = innermost_transform ? innermost_transform : ++transforms_made;
   w.impl().tracked = true;
   return w;
 }
@@ -219,6 +252,7 @@ Tensor release(const Tensor& result, bool keep) {
   auto impl = std::make_shared<TensorImpl>(result.impl());
   impl->node = nullptr;
   impl->tracked = false;
+  impl->tracked_since = 0;
   return Tensor(std::move(impl));
 }
 
@@ -274,6 +308,7 @@ std::pair<Tensor, std::vector<Tensor>> value_and_grad_flat(const FlatFunction& f
   const std::vector<Tensor> results = f(in);
   if (results.size() != 1) fail("grad: the function returns {} results; it must return one scalar", results.size());
   const Tensor out = scalar_output(results[0], "grad");
+  outer |= scope.differentiated_by_older({out});
   std::vector<Tensor> grads = backward({out}, {}, wrt, outer);
   for (Tensor& g : grads) g = release(g, outer);
   return {release(out, outer), std::move(grads)};
@@ -287,6 +322,7 @@ std::pair<std::vector<Tensor>, FlatPullback> vjp_flat(const FlatFunction& f, std
     if (is_floating(x.dtype())) x = watch(x);  // an integer primal gets a zero cotangent
   }
   const std::vector<Tensor> out = f(in);
+  outer |= scope.differentiated_by_older(out);
   FlatPullback pullback = [out, wrt = in, outer](const std::vector<Tensor>& cotangents) {
     if (cotangents.size() != out.size())
       fail("vjp: the pullback takes one cotangent per result of the function: {} for {}", cotangents.size(),

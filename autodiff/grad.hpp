@@ -35,12 +35,22 @@ std::vector<Tensor> push_forward(const std::vector<Tensor>& outputs, const std::
 namespace detail {
 // Marks a differentiating transform (grad, vjp) as running on this thread. `nested`: another one
 // was already running, so it may differentiate this one's results through captured variables.
+// `id` orders transforms by age (process-wide, increasing): watch() marks its variables with it.
 struct TransformScope {
   TransformScope();
   ~TransformScope();
   TransformScope(const TransformScope&) = delete;
   TransformScope& operator=(const TransformScope&) = delete;
   const bool nested;
+  const std::uint64_t id;
+  // Whether any of `results` depends on an older transform's variables (a tensor the function closed
+  // over that an enclosing grad tracks, also where no transform is open on this thread: inside a jit
+  // trace): that transform differentiates these results too, so their graph must be kept, written with
+  // differentiable ops.
+  bool differentiated_by_older(const std::vector<Tensor>& results) const;
+
+ private:
+  std::uint64_t previous_;
 };
 // True while a differentiating transform runs on this thread (its function, its reverse sweep or a
 // pullback): ops may be recorded for a gradient, also through tensors a function captures.

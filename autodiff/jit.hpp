@@ -227,7 +227,9 @@ struct Function {
   FlatFunction code;                // the function on flat tensors: traced by `cache`, or run op by op
   std::shared_ptr<JitCache> cache;  // its plans
   std::mutex mutex;                 // guards the two below
-  std::shared_ptr<Function> pullback, tangent;
+  // By the scopes the function was called in (per example, in a vmap body: call.cpp's Context), which its
+  // derivatives run its code in again.
+  std::array<std::shared_ptr<Function>, 4> pullback, tangent;
 };
 // f's results on `args` as one op running `entry` (f's plan for them; looked up when null), or nullopt where a plan
 // cannot serve as one op: the plan runs op by op (it captured a tracked tensor), or the results are not all floats of

@@ -1,8 +1,11 @@
 #include "vmap.hpp"
 
+#include <algorithm>
 #include <numeric>
 
+#include "../ops/creation.hpp"
 #include "../ops/indexing.hpp"
+#include "jit.hpp"
 
 namespace vt::detail {
 
@@ -13,6 +16,8 @@ thread_local int vmap_body_depth = 0;
 bool in_vmap_body() { return vmap_body_depth > 0; }
 VmapBody::VmapBody() { ++vmap_body_depth; }
 VmapBody::~VmapBody() { --vmap_body_depth; }
+InVmapBody::InVmapBody(bool on) : previous_(vmap_body_depth) { vmap_body_depth = on ? std::max(previous_, 1) : 0; }
+InVmapBody::~InVmapBody() { vmap_body_depth = previous_; }
 
 Tensor map_axis(const Tensor& x, std::int64_t axis, std::size_t arg) {
   if (x.is_batched()) {
@@ -81,6 +86,38 @@ std::optional<std::int64_t> axis_of(const InAxes& in_axes, std::size_t i) {
   return in_axes.empty() ? std::optional<std::int64_t>(0) : in_axes[i];
 }
 
+// A map over an axis of size 0: f traced once on symbolic arguments (an example's types, nothing computed) for the
+// results' shapes, each result then empty along the mapped axis (at out_axes), as JAX gives.
+std::vector<Tensor> empty_results(const FlatFunction& f, const std::vector<Tensor>& in, const InAxes& in_axes,
+                                  std::int64_t out_axes) {
+  std::vector<Tensor> args = in;
+  for (std::size_t i = 0; i < in.size(); ++i)
+    if (const auto axis = axis_of(in_axes, i)) {
+      Shape shape = in[i].shape();
+      shape.erase(shape.begin() + normalize_axis(*axis, in[i].ndim(), "vmap"));
+      auto impl = std::make_shared<TensorImpl>();
+      impl->dtype = in[i].dtype();
+      impl->shape = std::move(shape);
+      impl->batched = in[i].is_batched();
+      impl->device = in[i].device();
+      args[i] = Tensor(std::move(impl));
+    }
+  std::vector<Tensor> results;
+  {
+    const TracingScope shapes_only;
+    const DeferConstantOps nothing_computed;
+    results = f(args);
+  }
+  std::vector<Tensor> out;
+  for (const Tensor& r : results) {
+    Shape shape = r.shape();
+    shape.insert(shape.begin() + normalize_axis(out_axes == batched_out ? 0 : out_axes, r.ndim() + 1, "vmap out_axes"),
+                 0);
+    out.push_back(zeros(shape, r.dtype(), r.device()));
+  }
+  return out;
+}
+
 // vmap inside a vmap body: a loop over the mapped per-example axis (see vmap).
 std::vector<Tensor> vmap_by_loop(const FlatFunction& f, const std::vector<Tensor>& in, const InAxes& in_axes,
                                  std::int64_t out_axes) {
@@ -88,7 +125,7 @@ std::vector<Tensor> vmap_by_loop(const FlatFunction& f, const std::vector<Tensor
   for (std::size_t i = 0; i < in.size(); ++i)
     if (const auto axis = axis_of(in_axes, i)) size = nested_axis_size(in[i], *axis, i, size);
   if (size < 0) fail("vmap: no argument is mapped");
-  if (size == 0) fail("vmap: a vmap inside a vmap body maps an axis of size 0, which gives no result to stack");
+  if (size == 0) return empty_results(f, in, in_axes, out_axes);
   std::vector<std::vector<Tensor>> results;
   for (std::int64_t k = 0; k < size; ++k) {
     std::vector<Tensor> args = in;

@@ -22,7 +22,8 @@
 /// mapped axis, each call batched over the outer vmap's whole batch, and the results are stacked
 /// at out_axes (0 by default) of the per-example result. So vmap(vmap(f))(X) with X [B1, B2, ...]
 /// equals loops of f over both axes, its batch B1 one kernel call per op, its B2 a loop (traced B2
-/// times under jit): put the larger batch outside.
+/// times under jit): put the larger batch outside. An axis of size 0 gives results of size 0 along
+/// out_axes (f traced once on symbolic arguments for their shapes; nothing computed).
 #include <limits>
 #include <optional>
 #include <vector>
@@ -44,6 +45,18 @@ inline constexpr std::int64_t batched_out = std::numeric_limits<std::int64_t>::m
 namespace detail {
 // Marks a vmap body running on this thread: a vmap called inside one maps by a loop.
 bool in_vmap_body();
+// Sets whether a vmap body runs on this thread while it lives: a function run again as it ran where it was called
+// (a jitted function's derivatives, autodiff/jit/call.cpp).
+class InVmapBody {
+ public:
+  explicit InVmapBody(bool on);
+  ~InVmapBody();
+  InVmapBody(const InVmapBody&) = delete;
+  InVmapBody& operator=(const InVmapBody&) = delete;
+
+ private:
+  int previous_;
+};
 struct VmapBody {
   VmapBody();
   ~VmapBody();

@@ -65,7 +65,7 @@ DeferConstantOps::DeferConstantOps(bool on) : previous_(defer_constant_ops) { de
 DeferConstantOps::~DeferConstantOps() { defer_constant_ops = previous_; }
 bool DeferConstantOps::active() { return defer_constant_ops; }
 
-PerExampleScope::PerExampleScope() : previous_(per_example) { per_example = true; }
+PerExampleScope::PerExampleScope(bool on) : previous_(per_example) { per_example = on; }
 PerExampleScope::~PerExampleScope() { per_example = previous_; }
 bool PerExampleScope::active() { return per_example; }
 
@@ -142,6 +142,7 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
   std::vector<Operand> values;
   values.reserve(inputs.size());
   bool symbolic = false, traced = false, deferred_input = false, tracked = false, batched = false;
+  std::uint64_t tracked_since = 0;
   std::int64_t batch = 0;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor& t = inputs[i];
@@ -152,7 +153,10 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
     symbolic |= t.is_symbolic();
     deferred_input |= t.is_symbolic() && t.impl().deferred;
     traced |= t.is_symbolic() && !t.impl().deferred;
-    tracked |= t.impl().tracked;
+    if (t.impl().tracked) {
+      tracked_since = tracked ? std::min(tracked_since, t.impl().tracked_since) : t.impl().tracked_since;
+      tracked = true;
+    }
     if (t.is_batched() && (!t.is_symbolic() || t.impl().deferred)) {  // a known batch size
       if (batched && t.impl().batch != batch)
         fail("{}: batched inputs have different batch sizes ({} and {})", op.name, batch, t.impl().batch);
@@ -181,6 +185,7 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
   impl->batch = out.batched ? (traced ? traced_batch(inputs) : batch) : 0;
   impl->device = op.output_device ? op.output_device(attrs) : inputs.empty() ? Device{} : inputs[0].device();
   impl->tracked = tracked && op.adjoint != nullptr && is_floating(out.dtype);  // no gradient through integers
+  impl->tracked_since = impl->tracked ? tracked_since : 0;
   impl->deferred = defer;
 
   if (!symbolic && op.aliases_input) {
@@ -214,6 +219,9 @@ namespace detail {
 
 void materialize(const Tensor& t) {
   if (!t.defined() || !t.impl().deferred) return;
+  // Computed while a function is being recorded (a loop's body), a value keeps its node: a replay computes it again
+  // from the replayed inputs, rather than reading this one's (a batch a vmap inside the body made, say) from outside.
+  const bool recorded = CaptureScope::active() != nullptr;
   // A deferred tensor may escape its trace and be read from several threads at once: one computes
   // it, the others wait and then see its storage. Recursive: computing it reads its inputs, which
   // come back here.
@@ -241,7 +249,7 @@ void materialize(const Tensor& t) {
     const Tensor value = apply(*impl.node->op, impl.node->inputs, impl.node->attrs);
     impl.storage = value.impl().storage;
     impl.offset = value.impl().offset;
-    impl.node.reset();  // a constant now: its inputs may go
+    if (!recorded) impl.node.reset();  // a constant now: its inputs may go
     stack.pop_back();
   }
 }

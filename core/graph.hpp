@@ -248,7 +248,8 @@ void run_kernel(const OpDef& op, const Attrs& attrs, const KernelViews& views, s
 /// (per thread) marks those regions.
 class PerExampleScope {
  public:
-  PerExampleScope();
+  /// `on` false: ops are not per example while it lives (a function run as it was where it was called).
+  explicit PerExampleScope(bool on = true);
   ~PerExampleScope();
   PerExampleScope(const PerExampleScope&) = delete;
   PerExampleScope& operator=(const PerExampleScope&) = delete;

@@ -59,6 +59,9 @@ struct TensorImpl {
   std::int64_t offset = 0;           ///< in elements; the data is contiguous from here
   std::shared_ptr<Node> node;        ///< the op that made it, when recorded
   bool tracked = false;              ///< a gradient may flow through it
+  /// When tracked: the oldest transform (its id, autodiff/grad.hpp's TransformScope) whose variables it depends on.
+  /// A transform whose result depends on an older one's variables is itself differentiated by that one.
+  std::uint64_t tracked_since = 0;
   /// Made while jit traces from constants only: recorded for the plan (which computes it on its
   /// first run), not computed. Its batch size is known; reading its values computes it then (once).
   bool deferred = false;

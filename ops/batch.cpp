@@ -45,9 +45,13 @@ const OpDef broadcast_to_batch_op{
           k.backend.copy(k.in[0], k.out);
           if (unpack_attrs<SpreadAttrs>(k.attrs).mean) divide_by_batch(k, k.out);
         },
+    // A value every example shares gets the sum of their cotangents where the differentiated outputs are summed over
+    // the batch; where they are per example (grad inside vmap), each example keeps its own, as backward keeps them
+    // for an unbatched variable (the value may be per example where it was recorded: a loop body's).
     .adjoint =
-        [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
-          return std::vector<Tensor>{unpack_attrs<SpreadAttrs>(n.attrs).mean ? batch_mean(g) : batch_sum(g), Tensor()};
+        [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& context) {
+          if (unpack_attrs<SpreadAttrs>(n.attrs).mean) return std::vector<Tensor>{batch_mean(g), Tensor()};
+          return std::vector<Tensor>{context.sums_over_batch ? batch_sum(g) : g, Tensor()};
         },
     // Linear in x; `like` only gives the batch.
     .tangent =
@@ -153,6 +157,7 @@ Tensor traced_alias(Tensor x, Shape shape, bool batched, std::int64_t batch, con
   impl->batch = batched ? batch : 0;  // known while tracing: see known_batch_size
   impl->device = x.device();
   impl->tracked = x.impl().tracked;
+  impl->tracked_since = x.impl().tracked_since;
   impl->node = std::make_shared<Node>(Node{&op, pack_attrs(FixedBatchAttrs{batch}), {x}});
   Tensor result(std::move(impl));
   CaptureScope::wrote(result);

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "../vmap.hpp"
 #include "plan.hpp"
 
 namespace vt::detail {
@@ -20,7 +21,10 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }
 
 std::string key_of(const std::vector<Tensor>& inputs) {
+  // The scopes a trace's ops read: reductions over all axes exclude the batch per example, and a vmap in a vmap
+  // body maps by a loop.
   std::string key = PerExampleScope::active() ? "per-example;" : "";
+  if (in_vmap_body()) key += "vmap-body;";
   for (const Tensor& t : inputs) {
     if (!t.defined()) fail("jit: argument is an undefined tensor");
     key += fmt::format("{}:{}:{}:{};", name_of(t.dtype()), to_string(t.device()), t.is_batched() ? "b" : "u",

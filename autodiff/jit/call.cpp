@@ -9,18 +9,34 @@
 #include "../../ops/layout.hpp"
 #include "../jit.hpp"
 #include "../kernel_tensors.hpp"
+#include "../vmap.hpp"
 #include "plan.hpp"
 
 namespace vt::detail {
 
 namespace {
 
-// What a call op runs: a function's plan for its arguments' types.
+// The scopes a function's code reads (reductions over all axes exclude the batch per example; a vmap in a vmap body
+// maps by a loop): its derivatives run its code in those of its call, not in those of the sweep that differentiates.
+struct Context {
+  bool per_example, vmap_body;
+  static Context now() { return {PerExampleScope::active(), in_vmap_body()}; }
+  std::size_t index() const { return (per_example ? 2 : 0) + (vmap_body ? 1 : 0); }
+};
+
+std::vector<Tensor> run_in(const FlatFunction& f, const std::vector<Tensor>& args, Context context) {
+  const PerExampleScope per_example(context.per_example);
+  const InVmapBody vmap_body(context.vmap_body);
+  return f(args);
+}
+
+// What a call op runs: a function's plan for its arguments' types, and the scopes it was called in.
 struct Call {
   std::shared_ptr<Function> function;
   std::shared_ptr<const CacheEntry> entry;
   DType dtype;  // of every result, packed in order
   std::int64_t packed;
+  Context context;
 };
 
 const Call& call_of(const Attrs& attrs) { return *static_cast<const Call*>(attrs.object.get()); }
@@ -76,8 +92,8 @@ std::vector<Tensor> run(const std::shared_ptr<Function>& f, const std::vector<Te
 // cotangents, packed. It runs f's code under a transform of its own, so gradients f takes inside are differentiable
 // wherever this pullback is differentiated in turn (its own pullback runs it under another transform). It holds f's
 // code, not f, which holds it.
-FlatFunction pullback_code(FlatFunction f) {
-  return [f = std::move(f)](const std::vector<Tensor>& a) {
+FlatFunction pullback_code(FlatFunction f, Context context) {
+  return [f = std::move(f), context](const std::vector<Tensor>& a) {
     std::vector<Tensor> in(a.begin(), a.end() - 1);
     const Tensor& cotangent = a.back();
     TransformScope scope;
@@ -87,15 +103,15 @@ FlatFunction pullback_code(FlatFunction f) {
         x = watch(x);
         wrt.push_back(x);
       }
-    const Tensor packed = pack_results(f(in), cotangent.dtype(), cotangent.device());
+    const Tensor packed = pack_results(run_in(f, in, context), cotangent.dtype(), cotangent.device());
     return std::vector<Tensor>{
         pack_results(backward({packed}, {cotangent}, wrt, scope.nested), cotangent.dtype(), cotangent.device())};
   };
 }
 
 // The jvp of f as a function of (f's arguments..., a tangent per float argument): the packed results' tangent.
-FlatFunction tangent_code(FlatFunction f, std::size_t arity) {
-  return [f = std::move(f), arity](const std::vector<Tensor>& a) {
+FlatFunction tangent_code(FlatFunction f, std::size_t arity, Context context) {
+  return [f = std::move(f), arity, context](const std::vector<Tensor>& a) {
     std::vector<Tensor> in(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(arity));
     const std::vector<Tensor> tangents(a.begin() + static_cast<std::ptrdiff_t>(arity), a.end());
     TransformScope scope;
@@ -105,17 +121,18 @@ FlatFunction tangent_code(FlatFunction f, std::size_t arity) {
         x = watch(x);
         wrt.push_back(x);
       }
-    const std::vector<Tensor> results = f(in);
+    const std::vector<Tensor> results = run_in(f, in, context);
     const DType dtype = results.empty() ? DType::f64 : results[0].dtype();
     const Device device = results.empty() ? Device{} : results[0].device();
     return std::vector<Tensor>{push_forward({pack_results(results, dtype, device)}, wrt, tangents)[0]};
   };
 }
 
-std::shared_ptr<Function> derived(const std::shared_ptr<Function>& f, std::shared_ptr<Function> Function::*which,
+std::shared_ptr<Function> derived(const std::shared_ptr<Function>& f,
+                                  std::array<std::shared_ptr<Function>, 4> Function::*which, Context context,
                                   const std::function<FlatFunction()>& code) {
   const std::lock_guard lock(f->mutex);
-  std::shared_ptr<Function>& slot = (*f).*which;
+  std::shared_ptr<Function>& slot = ((*f).*which)[context.index()];
   if (!slot) {
     slot = std::make_shared<Function>();
     slot->code = code();
@@ -127,7 +144,7 @@ std::shared_ptr<Function> derived(const std::shared_ptr<Function>& f, std::share
 std::vector<Tensor> call_adjoint(const Node& node, const Tensor&, const Tensor& gout, const AdjointContext& context) {
   const Call& c = call_of(node.attrs);
   const std::shared_ptr<Function> pullback =
-      derived(c.function, &Function::pullback, [&] { return pullback_code(c.function->code); });
+      derived(c.function, &Function::pullback, c.context, [&] { return pullback_code(c.function->code, c.context); });
   std::vector<Tensor> args = node.inputs;
   args.push_back(gout);
   const Tensor packed = run(pullback, args)[0];
@@ -148,8 +165,8 @@ std::vector<Tensor> call_adjoint(const Node& node, const Tensor&, const Tensor& 
 Tensor call_tangent(const Node& node, const Tensor&, const std::vector<Tensor>& tangents) {
   const Call& c = call_of(node.attrs);
   const std::size_t arity = node.inputs.size();
-  const std::shared_ptr<Function> jvp =
-      derived(c.function, &Function::tangent, [&] { return tangent_code(c.function->code, arity); });
+  const std::shared_ptr<Function> jvp = derived(c.function, &Function::tangent, c.context,
+                                                [&] { return tangent_code(c.function->code, arity, c.context); });
   std::vector<Tensor> args = node.inputs;
   for (std::size_t i = 0; i < arity; ++i) {
     const Tensor& x = node.inputs[i];
@@ -201,7 +218,7 @@ std::optional<std::vector<Tensor>> call_as_op(const std::shared_ptr<Function>& f
   }
   if (!dtype || plan.outputs.empty()) return std::nullopt;
   Attrs attrs;
-  attrs.object = std::make_shared<const Call>(Call{f, entry, *dtype, packed});
+  attrs.object = std::make_shared<const Call>(Call{f, entry, *dtype, packed, Context::now()});
   return unpack_results(apply(call_op, args, std::move(attrs)), result_shapes(plan));
 }
 

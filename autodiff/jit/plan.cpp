@@ -142,6 +142,16 @@ void find_batch_size(Plan& plan) {
     }
     plan.fixed_batch = b;
   }
+  // A batched constant (a value made from constants only, under vmap of a plain tensor) has its batch size too.
+  for (const PlanValue& v : plan.values)
+    if (v.kind == PlanValue::Kind::constant && v.batched && plan.fixed_batch >= 0 &&
+        v.constant.batch_size() != plan.fixed_batch) {
+      plan.runs_op_by_op = fmt::format(
+          "the function maps over a plain tensor of {} examples and captures a batch of {} (a vmap of a constant), "
+          "and a plan has one batch size",
+          plan.fixed_batch, v.constant.batch_size());
+      return;
+    }
   if (plan.fixed_batch >= 0) untie_batched_arguments(plan);
 }
 

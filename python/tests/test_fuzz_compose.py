@@ -22,11 +22,8 @@ _spec.loader.exec_module(fc)
 SEEDS = range(1, 301)
 # Programs of the budget that find defects not fixed yet (issue 45's campaign on the code of 2026-12-06); each is
 # run below, not counted as a failure of the budget. Delete a seed here when its defect is fixed.
-KNOWN = {
-    4: "vmap(hessian(f)), f's scan body taking jacfwd of a function closing over the parameter: times the batch size",
-    173: "grad of a scan whose body vmaps over values the loop does not carry: 'unbatch: a batched argument ...' raised",
-    252: "a jvp inside a vmap whose primal's graph holds a vmap's result: 'jvp: a batch of tangents ...' raised",
-}
+# Seeds of the budget that fail today, each a defect being fixed (empty: none).
+KNOWN: dict[int, str] = {}
 
 
 def _failures(results):
