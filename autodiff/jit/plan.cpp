@@ -143,15 +143,25 @@ void find_batch_size(Plan& plan) {
     plan.fixed_batch = b;
   }
   // A batched constant (a value made from constants only, under vmap of a plain tensor) has its batch size too.
-  for (const PlanValue& v : plan.values)
-    if (v.kind == PlanValue::Kind::constant && v.batched && plan.fixed_batch >= 0 &&
-        v.constant.batch_size() != plan.fixed_batch) {
+  std::int64_t constant_batch = -1;
+  for (const PlanValue& v : plan.values) {
+    if (v.kind != PlanValue::Kind::constant || !v.batched) continue;
+    const std::int64_t b = v.constant.batch_size();
+    if (plan.fixed_batch >= 0 && b != plan.fixed_batch) {
       plan.runs_op_by_op = fmt::format(
           "the function maps over a plain tensor of {} examples and captures a batch of {} (a vmap of a constant), "
           "and a plan has one batch size",
-          plan.fixed_batch, v.constant.batch_size());
+          plan.fixed_batch, b);
       return;
     }
+    if (constant_batch >= 0 && b != constant_batch) {
+      plan.runs_op_by_op = fmt::format(
+          "the function captures batches of {} and of {} (vmaps of constants), and a plan has one batch size",
+          constant_batch, b);
+      return;
+    }
+    constant_batch = b;
+  }
   if (plan.fixed_batch >= 0) untie_batched_arguments(plan);
 }
 

@@ -227,6 +227,26 @@ def test_jit_of_two_vmaps_of_different_sizes_equals_eager():
     np.testing.assert_array_equal(np.asarray(vt.jit(vt.grad(K))(p)), np.asarray(vt.grad(K)(p)))
 
 
+def test_jit_of_jacrev_through_vmaps_of_two_sizes_equals_eager():
+    # Found by tools/fuzz_compose.py (seed 6692): the pullbacks of two vmaps of sizes 2 and 1 leave batched constants
+    # of both sizes in the plan of jacrev, which jit refused at the call; it now runs op by op.
+    K21 = np.array([[-0.65, -0.6, -0.89], [0.24, -0.02, 0.25]])
+    K22 = np.array([[0.18, 0.24, -0.54], [-0.83, -0.59, 0.08]])
+
+    def F(p):
+        v13, v14 = p[::2], p[0:2]
+        v19 = vt.vmap(lambda r, u: vt.mean(p), in_axes=(0, None))(v14, v14)
+        return vt.vmap(lambda r: v19 @ K21 - (r @ K22 - vt.concatenate([v14, v14], 0)[0:3]))(vt.reshape(v13, (1, 2)))
+
+    x = np.array([0.614122, 0.834586, 0.232768])
+    expected = np.asarray(vt.jacrev(F)(x))
+    assert expected.shape == (1, 3, 3)
+    np.testing.assert_allclose(np.asarray(vt.jit(vt.jacrev(F))(x)), expected, rtol=1e-14, atol=1e-15)
+    # F is linear in p: its Jacobian is F's change along each unit vector.
+    cols = [np.asarray(F(x + e)) - np.asarray(F(x)) for e in np.eye(3)]
+    np.testing.assert_allclose(expected, np.stack(cols, -1), rtol=1e-12, atol=1e-12)
+
+
 # ---------------------------------------------------------------- grad(jit(f)) traces once
 
 
