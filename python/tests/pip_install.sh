@@ -10,10 +10,10 @@ python=$2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$python" -m venv --system-site-packages "$work/venv"
-# Debug: the test checks the packaging, not the speed, and an unoptimised build compiles in a fraction of the time
-# (the Eigen kernels most of all), which keeps it off the CI run's critical path.
+# Without optimisation or debug information (build type None), as tests/consumer/check.sh builds vtape again: the
+# packaging is under test, not the speed, and an optimised build of the library was the longest test of the suite.
 "$work/venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
-  -Cbuild-dir="$work/build" -Ccmake.build-type=Debug "$src"
+  -Cbuild-dir="$work/build" -Ccmake.build-type=None "$src"
 cd "$work"
 "$work/venv/bin/python" - "$work/venv" <<'PY'
 import sys
