@@ -188,6 +188,35 @@ TEST_CASE("jit of a function with two vmaps over plain tensors of different size
   CHECK_THAT(jk.explain(p), Catch::Contains("op by op") && Catch::Contains("(4 and 3)"));
 }
 
+TEST_CASE("jit of jacrev through vmaps of sizes 2 and 1 equals eager (the composition fuzzer's seed 6692)",
+          "[composition][jit]") {
+  // The pullbacks of the two vmaps leave batched constants of both sizes in jacrev's plan, which jit refused at the
+  // call; a plan has one batch size, so it runs op by op.
+  const Tensor K21 = Tensor::from_vector({-0.65, -0.6, -0.89, 0.24, -0.02, 0.25}, {2, 3});
+  const Tensor K22 = Tensor::from_vector({0.18, 0.24, -0.54, -0.83, -0.59, 0.08}, {2, 3});
+  const auto F = [&](const Tensor& p) {
+    const Tensor v13 = take(p, Tensor::from_ints({0, 2}, {2})), v14 = slice(p, 0, 0, 2);
+    const Tensor v19 = vmap([&](const Tensor&, const Tensor&) { return mean(p); }, {0, not_mapped}, 0)(v14, v14);
+    return vmap(
+        [&](const Tensor& r) {
+          return matmul(v19, K21) - (matmul(r, K22) - slice(concatenate({v14, v14}), 0, 0, 3));
+        },
+        {0}, 0)(reshape(v13, {1, 2}));
+  };
+  const Tensor x = Tensor::from_vector({0.614122, 0.834586, 0.232768}, {3});
+  const Tensor expected = jacrev(F)(x);
+  REQUIRE(expected.shape() == Shape{1, 3, 3});
+  require_close(jit(jacrev(F))(x), expected.to_vector<double>(), 1e-14);
+  // F is linear in p: its Jacobian's column j is F's change along the unit vector e_j.
+  const std::vector<double> e = expected.to_vector<double>();
+  for (std::int64_t j = 0; j < 3; ++j) {
+    std::vector<double> step(3, 0.0);
+    step[static_cast<std::size_t>(j)] = 1;
+    const std::vector<double> change = (F(x + Tensor::from_vector(step, {3})) - F(x)).to_vector<double>();
+    for (std::size_t i = 0; i < 3; ++i) CHECK(std::abs(e[i * 3 + static_cast<std::size_t>(j)] - change[i]) < 1e-12);
+  }
+}
+
 TEST_CASE(
     "a scan of no steps gives the carry and no ys, eager, jitted and differentiated (JAX's testForiLoopIssue8152)",
     "[composition][loops]") {
