@@ -107,6 +107,7 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
 
   std::unordered_map<const TensorImpl*, Tensor> cot;
   auto accumulate = [&](const Tensor& t, const Tensor& g) {
+    if (g.impl().no_cotangent) return;
     auto [it, fresh] = cot.try_emplace(t.impl_ptr().get(), g);
     if (!fresh) it->second = add(it->second, g);
   };
@@ -122,6 +123,20 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
     accumulate(outputs[i], match_batching(seed, outputs[i], per_example_outputs));
   }
 
+  // Who reads what, gathered on an adjoint's first question.
+  std::unordered_map<const TensorImpl*, std::vector<Tensor>> read_by;
+  bool read_by_known = false;
+  const std::function<std::vector<Tensor>(const Tensor&)> readers = [&](const Tensor& x) {
+    if (!read_by_known) {
+      for (const Tensor& o : outputs) read_by[o.impl_ptr().get()].push_back(Tensor());
+      for (const Tensor& t : order)
+        if (t.impl().node)
+          for (const Tensor& in : t.impl().node->inputs) read_by[in.impl_ptr().get()].push_back(t);
+      read_by_known = true;
+    }
+    const auto found = read_by.find(x.impl_ptr().get());
+    return found == read_by.end() ? std::vector<Tensor>{} : found->second;
+  };
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Tensor& t = *it;
     const auto found = cot.find(t.impl_ptr().get());
@@ -129,7 +144,8 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
     const Node& node = *t.impl().node;
     AdjointContext context{.needs = std::vector<bool>(node.inputs.size()),
                            .differentiated = differentiable,
-                           .sums_over_batch = !per_example_outputs};
+                           .sums_over_batch = !per_example_outputs,
+                           .readers = &readers};
     for (std::size_t i = 0; i < node.inputs.size(); ++i)
       context.needs[i] = relevant.count(node.inputs[i].impl_ptr().get()) > 0;
     if (OpCounter* counter = OpCounter::active()) ++counter->adjoints[std::string(node.op->name)];
@@ -236,6 +252,12 @@ bool TransformScope::differentiated_by_older(const std::vector<Tensor>& results)
   for (const Tensor& r : results)
     if (r.defined() && r.impl().tracked && r.impl().tracked_since < id) return true;
   return false;
+}
+
+Tensor no_cotangent(const Tensor& x) {
+  Tensor z = zeros(x.shape(), x.dtype(), x.device());
+  z.impl().no_cotangent = true;
+  return z;
 }
 
 Tensor watch(const Tensor& x) {

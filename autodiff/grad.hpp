@@ -68,6 +68,9 @@ struct IsolatedTrace {
  private:
   int open_transforms_;
 };
+// Zeros like x that stand for no cotangent at all: a backward pass skips them (and concatenate's adjoint passes on a
+// cotangent joined from pieces at its own seams piece by piece, so a piece of these reaches nothing).
+Tensor no_cotangent(const Tensor& x);
 // x marked as a variable of a new transform (connected to x's own history when an outer
 // transform watches x).
 Tensor watch(const Tensor& x);

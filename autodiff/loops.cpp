@@ -7,11 +7,15 @@
 #include "../core/graph.hpp"
 #include "../ops/batch.hpp"
 #include "../ops/creation.hpp"
+#include "../ops/indexing.hpp"
+#include "../ops/layout.hpp"
 #include "../ops/reduce.hpp"
 #include "grad.hpp"
 #include "jit.hpp"
 #include "kernel_tensors.hpp"
 
+#include <algorithm>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -260,6 +264,109 @@ const OpDef scan_op{.name = "scan",
 // The zeros of a vector of n, batched when `like` is.
 Tensor zero_vector(std::int64_t n, const Tensor& like) { return zeros({n}, like.dtype(), like.device()); }
 
+// Marks in `read` the columns of the loop's rows [T, carry + y] that the differentiated program reads, where `v` holds
+// the rows' columns [base, base + v's last axis): through the unit-step slices and the reshapes that keep the last axis
+// (which keep each element's column), as a loop's results are unpacked; any other reader reads all of v's columns.
+void mark_read(const Tensor& v, std::int64_t base, const std::function<std::vector<Tensor>(const Tensor&)>& readers,
+               std::vector<bool>& read) {
+  const std::int64_t width = v.ndim() == 0 ? 1 : v.shape(-1);
+  for (const Tensor& r : readers(v)) {
+    const auto window = unit_slice_window(r);
+    if (window && window->axis == static_cast<std::int64_t>(v.ndim()) - 1) {
+      mark_read(r, base + window->start, readers, read);
+    } else if (window || (r.defined() && r.impl().node->op == &reshape_op && r.ndim() > 0 && v.ndim() > 0 &&
+                          r.shape(-1) == width)) {
+      mark_read(r, base, readers, read);
+    } else {
+      const auto end = std::min(base + width, static_cast<std::int64_t>(read.size()));
+      if (base < end) std::fill(read.begin() + base, read.begin() + end, true);
+    }
+  }
+}
+
+// The columns [lo, hi) of the runs where `wanted` holds, in order.
+std::vector<std::pair<std::int64_t, std::int64_t>> runs(const std::vector<bool>& wanted) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  const auto n = static_cast<std::int64_t>(wanted.size());
+  for (std::int64_t i = 0; i < n;) {
+    if (!wanted[static_cast<std::size_t>(i)]) {
+      ++i;
+      continue;
+    }
+    std::int64_t j = i;
+    while (j < n && wanted[static_cast<std::size_t>(j)]) ++j;
+    out.emplace_back(i, j);
+    i = j;
+  }
+  return out;
+}
+
+// The parts of a body's flat result `flat` (a vector) covering the columns where `wanted` holds, each with its
+// cotangent from `ct`: the tensors the body joined (concatenate) where a run of columns covers whole ones, so that a
+// backward pass from them never reaches the ones left out; a slice of `flat` elsewhere.
+void wanted_parts(const Tensor& flat, const Tensor& ct, const std::vector<bool>& wanted, std::vector<Tensor>& parts,
+                  std::vector<Tensor>& cts) {
+  std::vector<std::int64_t> bounds{0};  // the joined tensors' offsets, and the end
+  const Node* joined = flat.impl().node ? flat.impl().node.get() : nullptr;
+  if (joined && joined->op == &concatenate_op)
+    for (const Tensor& in : joined->inputs) bounds.push_back(bounds.back() + in.numel());
+  for (const auto& [lo, hi] : runs(wanted)) {
+    const auto first = std::find(bounds.begin(), bounds.end(), lo), last = std::find(bounds.begin(), bounds.end(), hi);
+    if (bounds.size() > 1 && first != bounds.end() && last != bounds.end()) {
+      for (auto b = first; b != last; ++b) {
+        parts.push_back(joined->inputs[static_cast<std::size_t>(b - bounds.begin())]);
+        cts.push_back(slice(ct, 0, *b, *(b + 1)));
+      }
+    } else {
+      parts.push_back(slice(flat, 0, lo, hi));
+      cts.push_back(slice(ct, 0, lo, hi));
+    }
+  }
+}
+
+// The columns of `input` (a vector, one of the body's arguments `args`) that the computation of `outs` from `args`
+// reads: through its unit-step slices; any other reader reads all of it.
+std::vector<bool> columns_read(const std::vector<Tensor>& outs, const Tensor& input, const std::vector<Tensor>& args) {
+  std::vector<bool> read(static_cast<std::size_t>(input.numel()), false);
+  std::unordered_set<const TensorImpl*> seen;
+  for (const Tensor& a : args) seen.insert(&a.impl());  // the walk stops at the body's arguments
+  std::vector<Tensor> stack(outs);
+  for (const Tensor& o : outs)
+    if (&o.impl() == &input.impl()) std::fill(read.begin(), read.end(), true);  // returned as it came
+  while (!stack.empty()) {
+    const Tensor t = stack.back();
+    stack.pop_back();
+    if (!t.impl().tracked || !t.impl().node || !seen.insert(&t.impl()).second) continue;
+    for (const Tensor& in : t.impl().node->inputs) {
+      if (&in.impl() == &input.impl()) {
+        const auto window = unit_slice_window(t);
+        std::fill(read.begin() + (window ? window->start : 0), window ? read.begin() + window->stop : read.end(), true);
+      }
+      stack.push_back(in);
+    }
+  }
+  return read;
+}
+
+// The cotangent of a loop's initial carry `init` from `g`, where only the columns in `live` (all where empty) matter:
+// a tensor the initial carry joins whose columns are all dead gets none (not zeros, which would meet 0 x inf on the
+// way to it).
+Tensor init_cotangent(const Tensor& g, const Tensor& init, const std::vector<bool>& live) {
+  if (live.empty()) return g;
+  if (std::find(live.begin(), live.end(), true) == live.end()) return Tensor();
+  const Node* joined = init.impl().node.get();
+  if (!joined || joined->op != &concatenate_op) return g;
+  std::vector<Tensor> pieces;
+  std::int64_t start = 0;
+  for (const Tensor& in : joined->inputs) {
+    const std::int64_t stop = start + in.numel();
+    const bool dead = std::find(live.begin() + start, live.begin() + stop, true) == live.begin() + stop;
+    pieces.push_back(dead ? no_cotangent(in) : slice(g, 0, start, stop));
+    start = stop;
+  }
+  return concatenate_pieces(pieces, 0);
+}
+
 // The adjoint: the pullback of each step, from the last to the first, is a scan of its own whose
 // carry is the carry's cotangent followed by the lifted inputs' cotangents summed so far, and whose
 // x at step t is {carry before step t, x_t, the output row's cotangent}.
@@ -290,9 +397,17 @@ std::vector<Tensor> scan_adjoint(const Node& node, const Tensor& out, const Tens
   columns_of_x.push_back(gout);
   const Tensor xb = concatenate(columns_of_x, 1);
   const bool differentiable = context.differentiated;
+  // The columns of the rows that the differentiated program reads. A carry that nothing reads, directly or through
+  // the ys and the carries it feeds, is left out of the pullback (as JAX's scan drops it): its zero cotangent would
+  // meet 0 x inf where the body's derivative is infinite (sqrt at 0) and spread NaN to the rest.
+  std::vector<bool> read(static_cast<std::size_t>(Cc + Cy), context.readers == nullptr);
+  if (context.readers) mark_read(out, 0, *context.readers, read);
+  const bool reads_all = std::find(read.begin(), read.end(), false) == read.end();
+  const std::vector<bool> carry_read(read.begin(), read.begin() + Cc), y_read(read.begin() + Cc, read.end());
+  const auto live_carry = std::make_shared<std::vector<bool>>();  // the pullback's finding, when not every column
 
-  FlatBody pullback = [fwd, lifted, offsets, Cc, Cy, Cx, has_x = a.has_x,
-                       differentiable](const std::vector<Tensor>& args) {
+  FlatBody pullback = [fwd, lifted, offsets, Cc, Cy, Cx, has_x = a.has_x, differentiable, reads_all, carry_read, y_read,
+                       live_carry](const std::vector<Tensor>& args) {
     const Tensor& cb = args[1];
     const Tensor& xrow = args[2];
     const Tensor ct_carry = slice(cb, 0, 0, Cc);
@@ -315,10 +430,35 @@ std::vector<Tensor> scan_adjoint(const Node& node, const Tensor& out, const Tens
       if (!differentiable || ct.is_batched() || !out.is_batched()) return ct;
       return ct + broadcast_to_batch(zeros(ct.shape(), ct.dtype(), ct.device()), stop_gradient(out));
     };
-    std::vector<Tensor> outs{carry}, cts{per_example(g_carry + ct_carry, carry)};
-    if (Cy > 0) {
-      outs.push_back(y);
-      cts.push_back(per_example(g_y, y));
+    std::vector<Tensor> outs, cts;
+    if (reads_all) {
+      outs.push_back(carry);
+      cts.push_back(per_example(g_carry + ct_carry, carry));
+      if (Cy > 0) {
+        outs.push_back(y);
+        cts.push_back(per_example(g_y, y));
+      }
+    } else {
+      // The carry's live columns: those read, and those that feed them or the ys read in a later step (a fixed
+      // point of the body's dependences, at the granularity of the tensors it joins).
+      std::vector<bool> live = carry_read;
+      std::vector<Tensor> parts, part_cts;
+      const Tensor carry_ct = g_carry + ct_carry;
+      for (;;) {
+        parts.clear();
+        part_cts.clear();
+        wanted_parts(carry, carry_ct, live, parts, part_cts);
+        if (Cy > 0) wanted_parts(y, g_y, y_read, parts, part_cts);
+        std::vector<bool> next = columns_read(parts, fwd_args[1], fwd_args);
+        for (std::size_t c = 0; c < next.size(); ++c) next[c] = next[c] || carry_read[c];
+        if (next == live) break;
+        live = std::move(next);
+      }
+      *live_carry = live;
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        outs.push_back(parts[i]);
+        cts.push_back(per_example(part_cts[i], parts[i]));
+      }
     }
     const std::vector<Tensor> grads = backward(outs, cts, wrt, differentiable);
     std::vector<Tensor> next{grads[0]};
@@ -333,7 +473,8 @@ std::vector<Tensor> scan_adjoint(const Node& node, const Tensor& out, const Tens
   const Tensor back = scan_flat(pullback, zero_vector(size, init), xb, T, a.first_index, !a.reverse, "scan");
   const std::int64_t last = a.reverse ? T - 1 : 0;  // the pullback's final step
   const Tensor final_carry = reshape(slice(slice(back, 0, last, last + 1), 1, 0, size), {size});
-  std::vector<Tensor> grads{context.needs[0] ? slice(final_carry, 0, 0, Cc) : Tensor()};
+  std::vector<Tensor> grads{context.needs[0] ? init_cotangent(slice(final_carry, 0, 0, Cc), init, *live_carry)
+                                             : Tensor()};
   if (a.has_x) grads.push_back(context.needs[1] ? slice(back, 1, size, size + Cx) : Tensor());
   for (std::size_t i = 0; i < lifted.size(); ++i)
     grads.push_back(

@@ -65,6 +65,9 @@ struct TensorImpl {
   /// Made while jit traces from constants only: recorded for the plan (which computes it on its
   /// first run), not computed. Its batch size is known; reading its values computes it then (once).
   bool deferred = false;
+  /// A cotangent that stands for none (autodiff/grad.hpp's no_cotangent): zeros that a backward pass skips, so that
+  /// nothing downstream meets 0 x inf. Set only on tensors made for that.
+  bool no_cotangent = false;
 };
 
 class Tensor {

@@ -86,45 +86,61 @@ struct ConcatenateAttrs {
 };
 
 }  // namespace
-const OpDef concatenate_op{.name = "concatenate",
-                           .infer =
-                               [](const std::vector<ExampleType>& in, const Attrs& a) {
-                                 const auto axis = static_cast<std::size_t>(unpack_attrs<ConcatenateAttrs>(a).axis);
-                                 Shape s = in[0].shape;
-                                 for (std::size_t i = 1; i < in.size(); ++i) {
-                                   Shape other = in[i].shape;
-                                   if (other.size() == s.size()) other[axis] = s[axis];
-                                   if (other != s)
-                                     fail("concatenate: shapes {} and {} differ outside axis {}",
-                                          to_string(in[0].shape), to_string(in[i].shape), axis);
-                                   s[axis] = checked_add(s[axis], in[i].shape[axis], "concatenate", "the joined axis");
-                                 }
-                                 return ExampleType{in[0].dtype, s};
-                               },
-                           .forward =
-                               [](const KernelArgs& k) {
-                                 const auto axis =
-                                     k.lead() + static_cast<std::size_t>(unpack_attrs<ConcatenateAttrs>(k.attrs).axis);
-                                 std::int64_t start = 0;
-                                 for (const View& v : k.in) {
-                                   k.backend.copy(v, window(k.out, axis, start, v.shape[axis], 1));
-                                   start += v.shape[axis];
-                                 }
-                               },
-                           .adjoint =
-                               [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
-                                 const std::int64_t axis = unpack_attrs<ConcatenateAttrs>(n.attrs).axis;
-                                 std::vector<Tensor> out;
-                                 std::int64_t start = 0;
-                                 for (std::size_t i = 0; i < n.inputs.size(); ++i) {
-                                   const std::int64_t len = n.inputs[i].shape()[static_cast<std::size_t>(axis)];
-                                   out.push_back(ctx.needs[i] ? slice(g, axis, start, start + len) : Tensor());
-                                   start += len;
-                                 }
-                                 return out;
-                               },
-                           .tangent = linear_tangent,
-                           .integers = true};
+const OpDef concatenate_op{
+    .name = "concatenate",
+    .infer =
+        [](const std::vector<ExampleType>& in, const Attrs& a) {
+          const auto axis = static_cast<std::size_t>(unpack_attrs<ConcatenateAttrs>(a).axis);
+          Shape s = in[0].shape;
+          for (std::size_t i = 1; i < in.size(); ++i) {
+            Shape other = in[i].shape;
+            if (other.size() == s.size()) other[axis] = s[axis];
+            if (other != s)
+              fail("concatenate: shapes {} and {} differ outside axis {}", to_string(in[0].shape),
+                   to_string(in[i].shape), axis);
+            s[axis] = checked_add(s[axis], in[i].shape[axis], "concatenate", "the joined axis");
+          }
+          return ExampleType{in[0].dtype, s};
+        },
+    .forward =
+        [](const KernelArgs& k) {
+          const auto axis = k.lead() + static_cast<std::size_t>(unpack_attrs<ConcatenateAttrs>(k.attrs).axis);
+          std::int64_t start = 0;
+          for (const View& v : k.in) {
+            k.backend.copy(v, window(k.out, axis, start, v.shape[axis], 1));
+            start += v.shape[axis];
+          }
+        },
+    .adjoint =
+        [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+          const std::int64_t axis = unpack_attrs<ConcatenateAttrs>(n.attrs).axis;
+          std::vector<Tensor> out;
+          // A cotangent joined at the same seams: its pieces, one each (a piece that
+          // stands for no cotangent gives none).
+          if (const Node* joined = g.impl().node.get(); joined && joined->op == &concatenate_op &&
+                                                        joined->inputs.size() == n.inputs.size() &&
+                                                        unpack_attrs<ConcatenateAttrs>(joined->attrs).axis == axis) {
+            bool seams = true;
+            for (std::size_t i = 0; i < n.inputs.size(); ++i)
+              seams = seams && joined->inputs[i].shape() == n.inputs[i].shape();
+            if (seams) {
+              for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+                const Tensor& piece = joined->inputs[i];
+                out.push_back(ctx.needs[i] && !piece.impl().no_cotangent ? piece : Tensor());
+              }
+              return out;
+            }
+          }
+          std::int64_t start = 0;
+          for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+            const std::int64_t len = n.inputs[i].shape()[static_cast<std::size_t>(axis)];
+            out.push_back(ctx.needs[i] ? slice(g, axis, start, start + len) : Tensor());
+            start += len;
+          }
+          return out;
+        },
+    .tangent = linear_tangent,
+    .integers = true};
 namespace {
 
 Tensor diag_embed(const Tensor& v, std::int64_t rows, std::int64_t cols);
@@ -201,6 +217,21 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
   const std::int64_t count = hi > lo ? (hi - lo - 1) / step + 1 : 0;  // ceil((hi - lo) / step), without overflow
   if (lo == 0 && count == len && step == 1) return x;
   return apply(slice_op, {x}, pack_attrs(Window{ax, lo, step, count, len}));
+}
+
+std::optional<detail::SliceWindow> detail::unit_slice_window(const Tensor& t) {
+  if (!t.defined() || !t.impl().node || t.impl().node->op != &slice_op) return std::nullopt;
+  const Window w = unpack_attrs<Window>(t.impl().node->attrs);
+  if (w.step != 1 && w.count > 1) return std::nullopt;
+  return detail::SliceWindow{w.axis, w.start, w.start + w.count};
+}
+
+Tensor detail::concatenate_pieces(const std::vector<Tensor>& pieces, std::int64_t axis) {
+  Tensor t = concatenate(pieces, axis);
+  if (pieces.size() > 1 && !t.impl().node)
+    t.impl().node = std::make_shared<Node>(Node{
+        &concatenate_op, pack_attrs(ConcatenateAttrs{normalize_axis(axis, pieces[0].ndim(), "concatenate")}), pieces});
+  return t;
 }
 
 Tensor concatenate(const std::vector<Tensor>& xs, std::int64_t axis) {

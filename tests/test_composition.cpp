@@ -317,3 +317,76 @@ TEST_CASE("a jitted function under grad, jvp and hessian runs as one op whose de
   };
   require_close(grad(outer)(p0), grad([](const Tensor& q) { return sum(square(q) * q); })(p0), 1e-14);
 }
+
+TEST_CASE(
+    "a loop's carry and ys that nothing reads get no derivative, even where the body's is infinite (JAX drops "
+    "them)",
+    "[composition][loops]") {
+  // The carry (a, b): a' = a p, b' = sqrt(b) p from b = 0 p, where sqrt' is infinite; the ys sqrt(b) p. Only a is
+  // read: d/dp sum(a_3) = 3 p^2. A zero cotangent for b (or the ys) would give 0 x inf = NaN, and NaN for p through
+  // b's start (the fuzzer's seeds 50899 and 87192).
+  const auto F = [](const Tensor& p) {
+    const auto [c, ys] = scan(
+        [&](const std::pair<Tensor, Tensor>& carry, const Tensor&) {
+          const auto& [a, b] = carry;
+          return std::pair{std::pair{a * p, sqrt(b) * p}, sqrt(b) * p};
+        },
+        std::pair{ones({2}), p * 0.0}, std::int64_t{3});
+    return sum(c.first);
+  };
+  const Tensor p = Tensor::from_vector({0.5, -1.5}, {2});
+  const std::vector<double> expected{3 * 0.25, 3 * 2.25};
+  require_close(grad(F)(p), expected, 1e-15);
+  require_close(jit(grad(F))(p), expected, 1e-15);
+  require_close(grad(jit(F))(p), expected, 1e-15);
+  const Tensor ps = Tensor::from_vector({0.5, -1.5, 2.0, 0.25}, {2, 2});
+  require_close(vmap(grad(F))(ps), std::vector<double>{0.75, 6.75, 12.0, 0.1875}, 1e-15);
+  // The ys read, b is read through them: JAX gives NaN there too.
+  const auto reads_ys = [](const Tensor& q) {
+    const auto [c, ys] = scan(
+        [&](const std::pair<Tensor, Tensor>& carry, const Tensor&) {
+          const auto& [a, b] = carry;
+          return std::pair{std::pair{a * q, sqrt(b) * q}, sqrt(b) * q};
+        },
+        std::pair{ones({2}), q * 0.0}, std::int64_t{3});
+    return sum(c.first) + sum(ys);
+  };
+  CHECK(std::isnan(grad(reads_ys)(p).to_vector<double>()[0]));
+}
+
+TEST_CASE("a loop's carry that nothing reads still carries the derivative of the carries it feeds",
+          "[composition][loops]") {
+  // a' = a p + b, b' = b p, only a read: b feeds a, so b's path counts. Against the loop unrolled by hand.
+  const auto body = [](const Tensor& q, const Tensor& a, const Tensor& b) { return std::pair{a * q + b, b * q}; };
+  const auto looped = [&](const Tensor& q) {
+    const auto [c, ys] = scan(
+        [&](const std::pair<Tensor, Tensor>& carry, const Tensor&) {
+          return std::pair{body(q, carry.first, carry.second), std::tuple<>{}};
+        },
+        std::pair{ones({2}), q * 2.0}, std::int64_t{4});
+    return sum(c.first);
+  };
+  const auto unrolled = [&](const Tensor& q) {
+    std::pair<Tensor, Tensor> c{ones({2}), q * 2.0};
+    for (int t = 0; t < 4; ++t) c = body(q, c.first, c.second);
+    return sum(c.first);
+  };
+  const Tensor p = Tensor::from_vector({0.5, -1.5}, {2});
+  require_close(grad(looped)(p), grad(unrolled)(p), 1e-13);
+  require_close(jit(grad(looped))(p), grad(unrolled)(p), 1e-13);
+  require_close(hessian([&](const Tensor& q) { return looped(q); })(p), hessian(unrolled)(p), 1e-12);
+  // The carry unread but returned as the y, which is read (the fuzzer's seed 285): all of it counts.
+  const auto carry_as_y = [](const Tensor& q) {
+    const auto [c, ys] = scan(
+        [&](const Tensor& c, const Tensor&) {
+          return std::pair{c * q, c};
+        },
+        q * 2.0, std::int64_t{3});
+    return sum(ys);
+  };
+  const auto carry_as_y_unrolled = [](const Tensor& q) {
+    return sum(q * 2.0) + sum(q * q * 2.0) + sum(q * q * q * 2.0);
+  };
+  require_close(grad(carry_as_y)(p), grad(carry_as_y_unrolled)(p), 1e-13);
+  require_close(jit(grad(carry_as_y))(p), grad(carry_as_y_unrolled)(p), 1e-13);
+}

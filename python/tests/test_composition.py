@@ -198,6 +198,53 @@ def test_scan_body_returning_a_closed_over_value_as_its_y():
     assert float(vt.jit(G)(p)) == pytest.approx(float(G(p)), rel=1e-15)
 
 
+def test_a_carry_that_nothing_reads_gets_no_derivative_where_the_body_s_is_infinite():
+    # The fuzzer's seeds 50899 and 87192, reduced: b starts at 0 p, sqrt'(0) is infinite, only a is read. JAX drops
+    # the unread carry and the ys; a zero cotangent for them would give 0 x inf = NaN for p. d/dp sum(a_3) = 3 p^2.
+    def F(p):
+        def body(c, _):
+            a, b = c
+            return (a * p, vt.sqrt(b) * p), vt.sqrt(b) * p
+
+        (a, b), ys = vt.scan(body, (vt.ones((2,)), p * 0.0), None, length=3)
+        return vt.sum(a)
+
+    def G(p):  # fori_loop, a dict carry
+        def body(i, c):
+            return {"a": c["a"] * p, "b": vt.sqrt(c["b"]) * p}
+
+        return vt.sum(vt.fori_loop(0, 3, body, {"a": vt.ones((2,)), "b": p * 0.0})["a"])
+
+    p = np.array([0.5, -1.5])
+    for f in (F, G):
+        for g in (vt.grad(f), vt.jit(vt.grad(f)), vt.grad(vt.jit(f))):
+            np.testing.assert_allclose(np.asarray(g(p)), 3 * p**2, rtol=1e-15)
+    ps = np.array([[0.5, -1.5], [2.0, 0.25]])
+    np.testing.assert_allclose(np.asarray(vt.vmap(vt.grad(F))(ps)), 3 * ps**2, rtol=1e-15)
+
+
+def test_a_carry_that_nothing_reads_still_carries_the_derivative_of_the_carries_it_feeds():
+    def step(p, a, b):
+        return a * p + b, b * p
+
+    def looped(p):
+        (a, b), _ = vt.scan(lambda c, _: (step(p, *c), None), (vt.ones((2,)), p * 2.0), None, length=4)
+        return vt.sum(a)
+
+    def unrolled(p):
+        a, b = vt.ones((2,)), p * 2.0
+        for _ in range(4):
+            a, b = step(p, a, b)
+        return vt.sum(a)
+
+    p = np.array([0.5, -1.5])
+    np.testing.assert_allclose(np.asarray(vt.grad(looped)(p)), np.asarray(vt.grad(unrolled)(p)), rtol=1e-13)
+    x = p.copy()
+    for i in range(2):  # against central differences too
+        e = np.eye(2)[i]
+        assert float(vt.grad(looped)(p)[i]) == pytest.approx(central(lambda t: looped(x + t * e), 0.0), rel=1e-7)
+
+
 def test_a_dead_vmap_in_a_scan_body_does_not_batch_the_scan():
     def H(p):
         def body(c, x):
