@@ -302,26 +302,23 @@ std::vector<std::pair<std::int64_t, std::int64_t>> runs(const std::vector<bool>&
 }
 
 // The parts of a body's flat result `flat` (a vector) covering the columns where `wanted` holds, each with its
-// cotangent from `ct`: the tensors the body joined (concatenate) where a run of columns covers whole ones, so that a
-// backward pass from them never reaches the ones left out; a slice of `flat` elsewhere.
+// cotangent from `ct`: of the tensors the body joined (concatenate), the ones a run of columns covers and slices of
+// the ones it covers in part, so that a backward pass from them never reaches the ones left out.
 void wanted_parts(const Tensor& flat, const Tensor& ct, const std::vector<bool>& wanted, std::vector<Tensor>& parts,
                   std::vector<Tensor>& cts) {
   std::vector<std::int64_t> bounds{0};  // the joined tensors' offsets, and the end
   const Node* joined = flat.impl().node ? flat.impl().node.get() : nullptr;
   if (joined && joined->op == &concatenate_op)
     for (const Tensor& in : joined->inputs) bounds.push_back(bounds.back() + in.numel());
-  for (const auto& [lo, hi] : runs(wanted)) {
-    const auto first = std::find(bounds.begin(), bounds.end(), lo), last = std::find(bounds.begin(), bounds.end(), hi);
-    if (bounds.size() > 1 && first != bounds.end() && last != bounds.end()) {
-      for (auto b = first; b != last; ++b) {
-        parts.push_back(joined->inputs[static_cast<std::size_t>(b - bounds.begin())]);
-        cts.push_back(slice(ct, 0, *b, *(b + 1)));
-      }
-    } else {
-      parts.push_back(slice(flat, 0, lo, hi));
-      cts.push_back(slice(ct, 0, lo, hi));
+  if (bounds.size() == 1) bounds.push_back(flat.numel());  // one piece: flat itself
+  for (const auto& [lo, hi] : runs(wanted))
+    for (std::size_t i = 0; i + 1 < bounds.size(); ++i) {
+      const std::int64_t from = std::max(lo, bounds[i]), to = std::min(hi, bounds[i + 1]);
+      if (from >= to) continue;
+      const Tensor& piece = joined && joined->op == &concatenate_op ? joined->inputs[i] : flat;
+      parts.push_back(slice(reshape(piece, {piece.numel()}), 0, from - bounds[i], to - bounds[i]));
+      cts.push_back(slice(ct, 0, from, to));
     }
-  }
 }
 
 // The columns of `input` (a vector, one of the body's arguments `args`) that the computation of `outs` from `args`

@@ -147,9 +147,9 @@ struct AdjointContext {
   /// example for the reverse sweep to sum.
   bool sums_over_batch = false;
   /// The tensors of the differentiated program that read the node's output, where its cotangent comes from (an
-  /// undefined tensor among them: the output is itself one of the program's outputs, read whole). For an adjoint
-  /// whose work for a part of its output nothing reads is not only wasted but harmful (a loop's carry that nothing
-  /// reads meets 0 x inf in the body's derivative). Null where not known: then every part is read.
+  /// undefined tensor among them: the output is itself one of the program's outputs, read whole). An adjoint may
+  /// skip its work for the parts nothing reads; for a loop that work is harmful (a carry nothing reads meets 0 x inf
+  /// in the body's derivative). Valid during the adjoint's call; null where not known: then every part is read.
   const std::function<std::vector<Tensor>(const Tensor&)>* readers = nullptr;
 };
 

@@ -114,27 +114,22 @@ const OpDef concatenate_op{
     .adjoint =
         [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
           const std::int64_t axis = unpack_attrs<ConcatenateAttrs>(n.attrs).axis;
-          std::vector<Tensor> out;
-          // A cotangent joined at the same seams: its pieces, one each (a piece that
-          // stands for no cotangent gives none).
+          // A cotangent joined at the same seams from pieces that stand for no cotangent (autodiff's
+          // no_cotangent) gives those inputs none.
+          std::vector<bool> none(n.inputs.size(), false);
           if (const Node* joined = g.impl().node.get(); joined && joined->op == &concatenate_op &&
                                                         joined->inputs.size() == n.inputs.size() &&
                                                         unpack_attrs<ConcatenateAttrs>(joined->attrs).axis == axis) {
             bool seams = true;
             for (std::size_t i = 0; i < n.inputs.size(); ++i)
               seams = seams && joined->inputs[i].shape() == n.inputs[i].shape();
-            if (seams) {
-              for (std::size_t i = 0; i < n.inputs.size(); ++i) {
-                const Tensor& piece = joined->inputs[i];
-                out.push_back(ctx.needs[i] && !piece.impl().no_cotangent ? piece : Tensor());
-              }
-              return out;
-            }
+            for (std::size_t i = 0; seams && i < n.inputs.size(); ++i) none[i] = joined->inputs[i].impl().no_cotangent;
           }
+          std::vector<Tensor> out;
           std::int64_t start = 0;
           for (std::size_t i = 0; i < n.inputs.size(); ++i) {
             const std::int64_t len = n.inputs[i].shape()[static_cast<std::size_t>(axis)];
-            out.push_back(ctx.needs[i] ? slice(g, axis, start, start + len) : Tensor());
+            out.push_back(ctx.needs[i] && !none[i] ? slice(g, axis, start, start + len) : Tensor());
             start += len;
           }
           return out;

@@ -21,7 +21,8 @@ struct SliceWindow {
 /// concatenate, whose result keeps its pieces (its node) even where nothing records it: a cotangent built so gives
 /// concatenate's adjoint its pieces at the same seams, and none where a piece stands for no cotangent.
 Tensor concatenate_pieces(const std::vector<Tensor>& pieces, std::int64_t axis);
-/// Where `t` is a recorded slice of step 1 (its node is slice's): its window of its input; nullopt otherwise.
+/// Where `t` is a recorded slice whose elements are contiguous in its input (step 1, or one element): its window;
+/// nullopt otherwise.
 std::optional<SliceWindow> unit_slice_window(const Tensor& t);
 }  // namespace detail
 /// Joins tensors along an existing axis (concatenate) or a new one (stack); dtypes are promoted.

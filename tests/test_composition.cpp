@@ -341,6 +341,18 @@ TEST_CASE(
   require_close(grad(jit(F))(p), expected, 1e-15);
   const Tensor ps = Tensor::from_vector({0.5, -1.5, 2.0, 0.25}, {2, 2});
   require_close(vmap(grad(F))(ps), std::vector<double>{0.75, 6.75, 12.0, 0.1875}, 1e-15);
+  // Reversed over xs, and a reading only a[0] (a carry read in part is read whole).
+  const auto reversed_part = [](const Tensor& q) {
+    const auto [c, ys] = scan(
+        [&](const std::pair<Tensor, Tensor>& carry, const Tensor& x) {
+          const auto& [a, b] = carry;
+          return std::pair{std::pair{a * q * x, sqrt(b) * q}, sqrt(b) * q};
+        },
+        std::pair{ones({2}), q * 0.0}, Tensor::from_vector({1.0, 2.0, 3.0}, {3}), true);
+    return slice(c.first, 0, 0, 1);
+  };
+  require_close(grad([&](const Tensor& q) { return sum(reversed_part(q)); })(p), std::vector<double>{6 * 3 * 0.25, 0},
+                1e-14);
   // The ys read, b is read through them: JAX gives NaN there too.
   const auto reads_ys = [](const Tensor& q) {
     const auto [c, ys] = scan(
