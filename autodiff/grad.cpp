@@ -284,9 +284,9 @@ Tensor scalar_output(const Tensor& out, const char* transform) {
         "{}: the function returns a batch of scalars; reduce it over the batch (mean, sum, batch_mean) or take "
         "per-example gradients with vmap(grad(f))",
         transform);
-  if (is_integer(out.dtype()))
-    fail("{}: the function returns an {} scalar, which has no gradient; return a floating-point value", transform,
-         name_of(out.dtype()));
+  if (!is_floating(out.dtype()))
+    fail("{}: the function returns a scalar of dtype {}, which has no gradient; return a floating-point value",
+         transform, name_of(out.dtype()));
   if (out.numel() != 1 || out.ndim() != 0)
     fail("{}: the function must return a scalar, got shape {}; use vjp with a cotangent for other shapes", transform,
          to_string(out.shape()));
@@ -294,7 +294,7 @@ Tensor scalar_output(const Tensor& out, const char* transform) {
 }
 
 void check_differentiable(const Tensor& x, int argnum, const char* transform) {
-  if (is_integer(x.dtype()))
+  if (!is_floating(x.dtype()))
     fail(
         "{}: argument {} is {}, which has no gradient; differentiate with respect to floating-point arguments "
         "(leave it out of argnums, or convert it with astype)",

@@ -259,6 +259,7 @@ const OpDef scan_op{.name = "scan",
                     .tangent = scan_tangent,
                     .mixed_dtypes = true,
                     .integers = true,
+                    .booleans = true,
                     .runs_functions = true};
 
 // The zeros of a vector of n, batched when `like` is.
@@ -602,6 +603,7 @@ const OpDef while_op{.name = "while_loop",
                      .tangent = while_tangent,
                      .mixed_dtypes = true,
                      .integers = true,
+                     .booleans = true,
                      .runs_functions = true};
 
 }  // namespace

@@ -2,7 +2,7 @@
 // Element arithmetic shared by the CPU and CUDA kernels, so that both give the same integer
 // results (core/dtype.hpp): integer add, sub, mul, neg and abs wrap modulo 2^bits (computed in the
 // unsigned type, never signed overflow); float to integer conversion truncates toward zero, gives
-// 0 for NaN and saturates out of range (as XLA), never undefined behaviour.
+// 0 for NaN and saturates out of range (as XLA), never undefined behaviour; to bool is != 0.
 #include <cstdint>
 #include <type_traits>
 
@@ -26,7 +26,11 @@ VT_ELEMENT_FN constexpr T int_min() {
 
 template <class Out, class In>
 VT_ELEMENT_FN Out convert(In v) {
-  if constexpr (std::is_floating_point_v<In> && std::is_integral_v<Out>) {
+  if constexpr (std::is_same_v<Out, bool>) {
+    return v != In(0);  // NaN is true, as numpy
+  } else if constexpr (std::is_same_v<In, bool>) {
+    return v ? Out(1) : Out(0);
+  } else if constexpr (std::is_floating_point_v<In> && std::is_integral_v<Out>) {
     // 2^(bits-1) is exact in float and double; the integer's maximum itself may not be (float).
     constexpr In bound = static_cast<In>(Out(1) << (sizeof(Out) * 8 - 2)) * In(2);
     if (v != v) return Out(0);

@@ -93,6 +93,9 @@ Operand infer_output(const OpDef& op, const std::vector<Operand>& in, const Attr
     if (!op.integers && is_integer(in[i].dtype))
       fail("{}: takes floating-point tensors, got {} (input {}); convert it with astype", op.name, name_of(in[i].dtype),
            i);
+    if (!op.booleans && is_boolean(in[i].dtype))
+      fail("{}: takes {} tensors, got bool (input {}); convert it with astype", op.name,
+           op.integers ? "numeric" : "floating-point", i);
     if (!op.mixed_dtypes && in[i].dtype != in[0].dtype)
       fail("{}: dtype mismatch ({} and {})", op.name, name_of(in[0].dtype), name_of(in[i].dtype));
     batched |= in[i].batched;

@@ -51,15 +51,20 @@ enum class UnaryKind {
   sigmoid,
   softplus,
 };
-// Comparisons produce 1 or 0 in the operands' dtype.
+// Comparisons read operands of one dtype (any, bool too) and write bools; the other kinds read and
+// write one number dtype.
 // pow_base_grad(a, b) is pow's derivative in its base, b a^(b-1), and 0 where b = 0: one pass where
 // the composition needs a pow, a subtraction, a product and a select.
 // clang-format off
 enum class BinaryKind {
   add, sub, mul, div, pow, maximum, less, greater, equal,
-  minimum, pow_base_grad,
+  minimum, pow_base_grad, less_equal, greater_equal, not_equal,
 };
 // clang-format on
+constexpr bool is_comparison(BinaryKind k) {
+  return k == BinaryKind::less || k == BinaryKind::greater || k == BinaryKind::equal || k == BinaryKind::less_equal ||
+         k == BinaryKind::greater_equal || k == BinaryKind::not_equal;
+}
 enum class ReduceKind { sum, max };
 // How a scatter combines an update with the element it lands on: sum adds, max keeps the larger
 // (a NaN wins, as in reduce), assign overwrites.
@@ -172,7 +177,7 @@ class Backend {
   virtual void copy(const View& in, const View& out) = 0;
   virtual void unary(UnaryKind kind, const View& in, const View& out) = 0;
   virtual void binary(BinaryKind kind, const View& a, const View& b, const View& out) = 0;
-  // out = cond != 0 ? a : b
+  // out = cond ? a : b; cond is bool, a, b and out of one dtype (any).
   virtual void select(const View& cond, const View& a, const View& b, const View& out) = 0;
   // `out` has in's rank, with size 1 along the reduced axes.
   virtual void reduce(ReduceKind kind, const View& in, const View& out) = 0;

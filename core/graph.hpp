@@ -195,6 +195,9 @@ struct OpDef {
   /// The op accepts integer tensors (core/dtype.hpp lists which do). Every other op is for floats
   /// only: infer_output refuses integer inputs to it, naming the op and the dtype.
   bool integers = false;
+  /// The op accepts boolean tensors (core/dtype.hpp lists which do: those that move data, where,
+  /// comparisons); infer_output refuses them to every other op, naming it.
+  bool booleans = false;
   /// Each output element depends only on the inputs' elements at the same (broadcast) position, and
   /// the forward works on any sub-block of the output with the inputs' matching views (maps, where,
   /// casts): jit may run a run of such steps tile by tile (autodiff/jit/fuse.cpp).

@@ -34,6 +34,7 @@ const char* descr_of(DType d) {
     case DType::f32: return "<f4";
     case DType::i32: return "<i4";
     case DType::i64: return "<i8";
+    case DType::boolean: return "|b1";
     case DType::f64: break;
   }
   return "<f8";
@@ -74,10 +75,11 @@ Tensor load_npy(const std::string& path) {
   else if (descr == "<f4") dtype = DType::f32;
   else if (descr == "<i8") dtype = DType::i64;
   else if (descr == "<i4") dtype = DType::i32;
+  else if (descr == "|b1") dtype = DType::boolean;
   else
     fail(
-        "load_npy: '{}' holds dtype '{}'; vtape reads float32 ('<f4'), float64 ('<f8'), int32 ('<i4') and int64 "
-        "('<i8')",
+        "load_npy: '{}' holds dtype '{}'; vtape reads float32 ('<f4'), float64 ('<f8'), int32 ('<i4'), int64 "
+        "('<i8') and bool ('|b1')",
         path, descr);
   if (value_of(header, "fortran_order").substr(0, 4) == "True")
     fail("load_npy: '{}' is in Fortran order; save it in C order (np.ascontiguousarray)", path);
@@ -140,9 +142,14 @@ void save_npy(const std::string& path, const Tensor& t) {
   const char len_bytes[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
   out.write(len_bytes, 2);
   out.write(header.data(), static_cast<std::streamsize>(header.size()));
-  visit_dtype(t.dtype(), [&](auto zero) {
+  visit_dtype(is_boolean(t.dtype()) ? DType::i32 : t.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const std::vector<T> v = t.to_vector<T>();
+    if (is_boolean(t.dtype())) {  // one byte each, 0 or 1
+      const std::vector<char> bytes(v.begin(), v.end());
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+      return;
+    }
     out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
   });
   if (!out) fail("save_npy: writing '{}' failed", path);

@@ -209,13 +209,16 @@ std::string format_float(T v, const Style& st, int precision) {
 }
 
 // Every shown element as text, columns already aligned.
+// Booleans (read as integers) print as numpy's True and False, which in an array are as wide as False.
 template <class T>
-std::vector<std::string> element_texts(const std::vector<T>& values, int precision) {
+std::vector<std::string> element_texts(const std::vector<T>& values, int precision, bool booleans, bool scalar) {
   std::vector<std::string> out;
   out.reserve(values.size());
   if constexpr (std::is_integral_v<T>) {
-    std::size_t width = 0;
-    for (T v : values) out.push_back(fmt::format("{}", v)), width = std::max(width, out.back().size());
+    std::size_t width = booleans && !scalar ? 5 : 0;
+    for (T v : values)
+      out.push_back(booleans ? std::string(v ? "True" : "False") : fmt::format("{}", v)),
+          width = std::max(width, out.back().size());
     for (std::string& s : out) s.insert(0, width - s.size(), ' ');
   } else {
     const Style st = float_style(values, precision);
@@ -282,10 +285,10 @@ struct Layout {
 
 template <class T>
 std::string array_text(const Tensor& t, const View& full, const PrintOptions& o, int precision,
-                       const std::string& indent, std::int64_t width) {
+                       const std::string& indent, std::int64_t width, bool booleans = false) {
   const bool summarise = numel(full.shape) > o.threshold;
   const Shown<T> shown = shown_elements<T>(t, full, summarise, o.edgeitems);
-  const std::vector<std::string> words = element_texts(shown.values, precision);
+  const std::vector<std::string> words = element_texts(shown.values, precision, booleans, full.shape.empty());
   const Layout layout{words, shown.shape, shown.cut, contiguous_strides(shown.shape), o.edgeitems};
   return layout.recurse(0, 0, indent, width);
 }
@@ -346,6 +349,7 @@ fmt::format_context::iterator fmt::formatter<vt::Tensor>::format(const vt::Tenso
       case vt::DType::f64: body = vt::array_text<double>(t, full, o, digits, indent, width); break;
       case vt::DType::i32:
       case vt::DType::i64: body = vt::array_text<std::int64_t>(t, full, o, digits, indent, width); break;
+      case vt::DType::boolean: body = vt::array_text<std::int64_t>(t, full, o, digits, indent, width, true); break;
     }
   }
   // The dtype goes on a line of its own when it and the closing parenthesis would pass the width

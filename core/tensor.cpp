@@ -84,8 +84,8 @@ Tensor Tensor::from_vector(const std::vector<double>& values, const Shape& shape
 }
 
 Tensor Tensor::from_ints(const std::vector<std::int64_t>& values, const Shape& shape, DType dtype, Device device) {
-  if (!is_integer(dtype))
-    fail("from_ints: makes int32 or int64 tensors, not {}; use from_vector for floats", name_of(dtype));
+  if (is_floating(dtype))
+    fail("from_ints: makes int32, int64 or bool tensors, not {}; use from_vector for floats", name_of(dtype));
   if (static_cast<std::int64_t>(values.size()) != checked_numel(shape, "from_ints"))
     fail("from_ints: {} values do not fill shape {}", values.size(), to_string(shape));
   if (dtype == DType::i32)

@@ -107,7 +107,7 @@ class Tensor {
   bool is_symbolic() const { return impl().storage == nullptr; }
 
   // ---- element access (copies to the host from any device; for tests and small results).
-  /// T is float, double, std::int32_t or std::int64_t (any other type is a compile error); values
+  /// T is float, double, std::int32_t, std::int64_t or bool (any other type is a compile error); values
   /// are converted from the tensor's dtype as astype converts them (core/dtype.hpp: float to integer
   /// truncates toward zero, NaN gives 0, out of range saturates).
   template <class T = double>
@@ -178,7 +178,7 @@ namespace detail {
 template <class T>
 constexpr void check_element_type() {
   static_assert(is_element_type<T>,
-                "vtape: item<T>, at<T> and to_vector<T> read T = float, double, std::int32_t or std::int64_t; "
+                "vtape: item<T>, at<T> and to_vector<T> read T = float, double, std::int32_t, std::int64_t or bool; "
                 "read one of those and convert");
 }
 }  // namespace detail
@@ -202,9 +202,15 @@ T Tensor::at(std::initializer_list<std::int64_t> index) const {
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   detail::check_element_type<T>();
-  std::vector<T> out(static_cast<std::size_t>(stored_numel()));
-  read_all(dtype_of<T>(), out.data());
-  return out;
+  if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> has no data(): bytes first
+    std::vector<char> bytes(static_cast<std::size_t>(stored_numel()));
+    read_all(DType::boolean, bytes.data());
+    return std::vector<bool>(bytes.begin(), bytes.end());
+  } else {
+    std::vector<T> out(static_cast<std::size_t>(stored_numel()));
+    read_all(dtype_of<T>(), out.data());
+    return out;
+  }
 }
 
 template <class T>

@@ -10,7 +10,7 @@ namespace vt {
 template <class Derived>
 Tensor Tensor::from_eigen(const Eigen::MatrixBase<Derived>& m) {
   using T = typename Derived::Scalar;
-  static_assert(is_element_type<T>, "vtape tensors hold float, double, std::int32_t or std::int64_t");
+  static_assert(is_element_type<T>, "vtape tensors hold float, double, std::int32_t, std::int64_t or bool");
   const bool vector = Derived::ColsAtCompileTime == 1;
   Shape shape = vector ? Shape{m.rows()} : Shape{m.rows(), m.cols()};
   Tensor out = empty(shape, dtype_of<T>());

@@ -60,7 +60,8 @@ const OpDef broadcast_to_batch_op{
         },
     .mixed_dtypes = true,
     .handle_inputs = 0b10,
-    .integers = true};
+    .integers = true,
+    .booleans = true};
 
 const OpDef batch_sum_op{
     .name = "batch_sum",
@@ -89,13 +90,14 @@ const OpDef batch_max_op{.name = "batch_max",
                          .adjoint =
                              [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext&) {
                                const Tensor& x = n.inputs[0];
-                               const Tensor hit = equal(x, broadcast_to_batch(y, x));
+                               const Tensor hit = astype(equal(x, broadcast_to_batch(y, x)), x.dtype());
                                return std::vector<Tensor>{broadcast_to_batch(g / batch_sum(hit), x) * hit};
                              },
                          // The maximal examples' tangents, averaged where several tie.
                          .tangent =
                              [](const Node& n, const Tensor& y, const std::vector<Tensor>& t) {
-                               const Tensor hit = equal(n.inputs[0], broadcast_to_batch(y, n.inputs[0]));
+                               const Tensor hit =
+                                   astype(equal(n.inputs[0], broadcast_to_batch(y, n.inputs[0])), y.dtype());
                                return batch_sum(t[0] * hit) / batch_sum(hit);
                              },
                          .reduces_batch = true,
@@ -267,10 +269,13 @@ Tensor unbatch_like(const Tensor& x, const Tensor& like) {
 
 }  // namespace detail
 
-Tensor batch_sum(const Tensor& x) { return apply(batch_sum_op, {check_batched(x, "batch_sum")}); }
+Tensor batch_sum(const Tensor& x) {
+  check_batched(x, "batch_sum");
+  return apply(batch_sum_op, {is_boolean(x.dtype()) ? astype(x, DType::i64) : x});  // as sum: a count
+}
 Tensor batch_mean(const Tensor& x) {
   check_batched(x, "batch_mean");
-  return apply(batch_mean_op, {is_integer(x.dtype()) ? astype(x, DType::f64) : x});  // as mean
+  return apply(batch_mean_op, {is_floating(x.dtype()) ? x : astype(x, DType::f64)});  // as mean
 }
 Tensor batch_max(const Tensor& x) { return apply(batch_max_op, {check_batched(x, "batch_max")}); }
 

@@ -135,7 +135,7 @@ CheckedCholesky cholesky_checked(const Tensor& a) {
   const Tensor l = apply(cholesky_checked_op, {a}, factor_attrs(false));
   // A failed example's diagonal is NaN from the failing minor on: count those entries.
   const Tensor d = stop_gradient(diagonal(l));
-  const Tensor failed = sum(1.0 - equal(d, d), {-1});
+  const Tensor failed = sum(astype(not_equal(d, d), d.dtype()), {-1});
   const double n = static_cast<double>(a.shape(-1));
   return {l, where(greater(failed, zeros({}, a.dtype(), a.device())), (n + 1.0) - failed,
                    zeros({}, a.dtype(), a.device()))};

@@ -16,7 +16,7 @@ namespace {
 template <class ValueAt>
 Tensor from_host_values(const Shape& shape, DType dtype, Device device, std::string_view op, ValueAt value) {
   Tensor host = detail::allocate(shape, dtype, Device{}, op);
-  visit_dtype(dtype, [&](auto zero) {
+  visit_any_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     T* p = static_cast<T*>(const_cast<void*>(host.raw_data()));
     for (std::int64_t i = 0, n = host.numel(); i < n; ++i) p[i] = element::convert<T>(value(i));
@@ -63,14 +63,14 @@ Tensor linspace(double start, double stop, std::int64_t num, DType dtype, Device
 }
 
 Tensor randn(const Shape& shape, std::uint64_t seed, DType dtype, Device device) {
-  if (is_integer(dtype)) fail("randn: draws floating-point samples, not {}", name_of(dtype));
+  if (!is_floating(dtype)) fail("randn: draws floating-point samples, not {}", name_of(dtype));
   std::mt19937_64 gen(seed);
   std::normal_distribution<double> dist;
   return from_host_values(shape, dtype, device, "randn", [&](std::int64_t) { return dist(gen); });
 }
 
 Tensor rand(const Shape& shape, std::uint64_t seed, DType dtype, Device device) {
-  if (is_integer(dtype)) fail("rand: draws floating-point samples, not {}", name_of(dtype));
+  if (!is_floating(dtype)) fail("rand: draws floating-point samples, not {}", name_of(dtype));
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<double> dist;
   return from_host_values(shape, dtype, device, "rand", [&](std::int64_t) { return dist(gen); });

@@ -68,7 +68,7 @@ Tensor gap_inverses(const Tensor& w, const Shape& a) {
       dtype == DType::f32 ? std::numeric_limits<float>::epsilon() : std::numeric_limits<double>::epsilon();
   const Tensor tolerance = as_columns(max(abs(w), {-1}, true)) * std::sqrt(eps);
   const Tensor kept = greater(abs(gaps), tolerance);
-  return kept / where(kept, gaps, ones({}, dtype, device));
+  return astype(kept, dtype) / where(kept, gaps, ones({}, dtype, device));
 }
 
 // Abar = V (diag(wbar) + F o (V^T Vbar)) V^T, symmetrised, F_ij = 1 / (w_j - w_i) off the diagonal.

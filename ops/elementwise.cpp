@@ -140,7 +140,9 @@ Tensor to_input(const Node& n, std::size_t i, const Tensor& g) { return sum_to(g
 
 constexpr char add_name[] = "add", sub_name[] = "sub", mul_name[] = "mul", div_name[] = "div", pow_name[] = "pow",
                pow_base_grad_name[] = "pow_base_grad", maximum_name[] = "maximum", minimum_name[] = "minimum",
-               less_name[] = "less", greater_name[] = "greater", equal_name[] = "equal", where_name[] = "where";
+               less_name[] = "less", less_equal_name[] = "less_equal", greater_name[] = "greater",
+               greater_equal_name[] = "greater_equal", equal_name[] = "equal", not_equal_name[] = "not_equal",
+               where_name[] = "where";
 
 using Adjoint = std::vector<Tensor> (*)(const Node&, const Tensor&, const Tensor&, const AdjointContext&);
 using Tangent = Tensor (*)(const Node&, const Tensor&, const std::vector<Tensor>&);
@@ -255,7 +257,8 @@ const OpDef pow_op = binary_op<BinaryKind::pow, pow_name>(
 // maximum and minimum: a tie shares the derivative evenly. `Pick` is the comparison that selects a.
 template <Tensor (*Pick)(const Tensor&, const Tensor&)>
 Tensor share_of_a(const Node& n) {
-  return Pick(n.inputs[0], n.inputs[1]) + equal(n.inputs[0], n.inputs[1]) * 0.5;
+  const DType d = n.inputs[0].dtype();
+  return astype(Pick(n.inputs[0], n.inputs[1]), d) + astype(equal(n.inputs[0], n.inputs[1]), d) * 0.5;
 }
 template <Tensor (*Pick)(const Tensor&, const Tensor&)>
 std::vector<Tensor> extremum_adjoint(const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
@@ -272,14 +275,42 @@ Tensor extremum_tangent(const Node& n, const Tensor&, const std::vector<Tensor>&
 const OpDef maximum_op =
     binary_op<BinaryKind::maximum, maximum_name>(extremum_adjoint<greater>, extremum_tangent<greater>);
 const OpDef minimum_op = binary_op<BinaryKind::minimum, minimum_name>(extremum_adjoint<less>, extremum_tangent<less>);
-// Comparisons: no gradient flows through them; each writes a buffer of its own.
-const OpDef less_op = binary_op<BinaryKind::less, less_name>(nullptr, nullptr, false);
-const OpDef greater_op = binary_op<BinaryKind::greater, greater_name>(nullptr, nullptr, false);
-const OpDef equal_op = binary_op<BinaryKind::equal, equal_name>(nullptr, nullptr, false);
+// Comparisons: booleans of the broadcast shape, from operands of one dtype (any, bool too). No gradient
+// flows through them; each writes a buffer of its own (its elements are narrower than its operands').
+template <const char* Name>
+ExampleType comparison_type(const std::vector<ExampleType>& in, const Attrs& attrs) {
+  return {DType::boolean, broadcast_type<Name>(in, attrs).shape};
+}
+template <BinaryKind Kind, const char* Name>
+constexpr OpDef comparison_op() {
+  return {.name = Name,
+          .infer = comparison_type<Name>,
+          .forward = binary_forward<Kind>,
+          .adjoint = nullptr,
+          .tangent = nullptr,
+          .in_place = false,
+          .integers = true,
+          .booleans = true,
+          .elementwise = true};
+}
+const OpDef less_op = comparison_op<BinaryKind::less, less_name>();
+const OpDef less_equal_op = comparison_op<BinaryKind::less_equal, less_equal_name>();
+const OpDef greater_op = comparison_op<BinaryKind::greater, greater_name>();
+const OpDef greater_equal_op = comparison_op<BinaryKind::greater_equal, greater_equal_name>();
+const OpDef equal_op = comparison_op<BinaryKind::equal, equal_name>();
+const OpDef not_equal_op = comparison_op<BinaryKind::not_equal, not_equal_name>();
+
+// where(cond, a, b): a bool condition, values of one dtype, the three broadcast together.
+ExampleType where_type(const std::vector<ExampleType>& in, const Attrs& attrs) {
+  if (in[0].dtype != DType::boolean || in[1].dtype != in[2].dtype)
+    fail("where: a {} condition with {} and {} values (vt::where converts them first)", name_of(in[0].dtype),
+         name_of(in[1].dtype), name_of(in[2].dtype));
+  return {in[1].dtype, broadcast_type<where_name>(in, attrs).shape};
+}
 
 const OpDef where_op{
     .name = where_name,
-    .infer = broadcast_type<where_name>,
+    .infer = where_type,
     .forward =
         [](const KernelArgs& k) {
           k.backend.select(expand_view(k.in[0], k.out, k.batched), expand_view(k.in[1], k.out, k.batched),
@@ -299,8 +330,10 @@ const OpDef where_op{
           const Tensor zero = zeros({}, y.dtype(), y.device());
           return where(n.inputs[0], t[1].defined() ? t[1] : zero, t[2].defined() ? t[2] : zero);
         },
+    .mixed_dtypes = true,
     .in_place = true,
     .integers = true,
+    .booleans = true,
     .elementwise = true};
 
 // astype's attribute: the dtype to convert to.
@@ -321,6 +354,7 @@ const OpDef astype_op{
     .tangent = linear_tangent,
     .mixed_dtypes = true,
     .integers = true,
+    .booleans = true,
     .elementwise = true};
 
 // Promotes two tensors to a common dtype before a binary op.
@@ -330,6 +364,11 @@ Tensor binary(const OpDef& op, const Tensor& a, const Tensor& b) {
   return apply(op, {astype(a, d), astype(b, d)});
 }
 
+// Two booleans: + and maximum are or, * and minimum are and (as numpy); - has no meaning for them.
+bool both_boolean(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && is_boolean(a.dtype()) && is_boolean(b.dtype());
+}
+
 }  // namespace
 
 Tensor astype(const Tensor& x, DType dtype) {
@@ -337,37 +376,65 @@ Tensor astype(const Tensor& x, DType dtype) {
   return apply(astype_op, {x}, pack_attrs(AstypeAttrs{dtype}));
 }
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary(add_op, a, b); }
-Tensor sub(const Tensor& a, const Tensor& b) { return binary(sub_op, a, b); }
-Tensor mul(const Tensor& a, const Tensor& b) { return binary(mul_op, a, b); }
+Tensor add(const Tensor& a, const Tensor& b) { return both_boolean(a, b) ? logical_or(a, b) : binary(add_op, a, b); }
+Tensor sub(const Tensor& a, const Tensor& b) {
+  if (both_boolean(a, b))
+    fail("sub: of two bool tensors (shapes {} and {}) is not defined, as in numpy; use logical_xor, or astype first",
+         to_string(a.shape()), to_string(b.shape()));
+  return binary(sub_op, a, b);
+}
+Tensor mul(const Tensor& a, const Tensor& b) { return both_boolean(a, b) ? logical_and(a, b) : binary(mul_op, a, b); }
 Tensor div(const Tensor& a, const Tensor& b) {
-  if (a.defined() && b.defined() && is_integer(promote(a.dtype(), b.dtype())))  // true division
+  if (a.defined() && b.defined() && !is_floating(promote(a.dtype(), b.dtype())))  // true division
     return binary(div_op, astype(a, DType::f64), astype(b, DType::f64));
   return binary(div_op, a, b);
 }
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(pow_op, a, b); }
-Tensor maximum(const Tensor& a, const Tensor& b) { return binary(maximum_op, a, b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return binary(minimum_op, a, b); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return both_boolean(a, b) ? logical_or(a, b) : binary(maximum_op, a, b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return both_boolean(a, b) ? logical_and(a, b) : binary(minimum_op, a, b);
+}
 Tensor less(const Tensor& a, const Tensor& b) { return binary(less_op, a, b); }
+Tensor less_equal(const Tensor& a, const Tensor& b) { return binary(less_equal_op, a, b); }
 Tensor greater(const Tensor& a, const Tensor& b) { return binary(greater_op, a, b); }
+Tensor greater_equal(const Tensor& a, const Tensor& b) { return binary(greater_equal_op, a, b); }
 Tensor equal(const Tensor& a, const Tensor& b) { return binary(equal_op, a, b); }
+Tensor not_equal(const Tensor& a, const Tensor& b) { return binary(not_equal_op, a, b); }
+
+// The logical ops read their operands as booleans (nonzero is true) and are selections or
+// comparisons of booleans: one kernel each.
+Tensor logical_not(const Tensor& x) {
+  if (!x.defined()) fail("logical_not: undefined tensor operand");
+  return equal(x, zeros({}, x.dtype(), x.device()));
+}
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) fail("logical_and: undefined tensor operand");
+  return where(a, astype(b, DType::boolean), zeros({}, DType::boolean, b.device()));
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) fail("logical_or: undefined tensor operand");
+  return where(a, ones({}, DType::boolean, b.device()), astype(b, DType::boolean));
+}
+Tensor logical_xor(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) fail("logical_xor: undefined tensor operand");
+  return not_equal(astype(a, DType::boolean), astype(b, DType::boolean));
+}
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (!cond.defined() || !a.defined() || !b.defined()) fail("where: undefined tensor operand");
   const DType d = promote(a.dtype(), b.dtype());
-  // The condition in d must keep every nonzero nonzero: where promotion would not give d (float to
-  // integer, to a narrower type), cond != 0 is converted instead.
-  const bool exact = promote(cond.dtype(), d) == d;
-  const Tensor c = exact ? cond : 1 - equal(cond, zeros({}, cond.dtype(), cond.device()));
-  return apply(where_op, {astype(c, d), astype(a, d), astype(b, d)});
+  return apply(where_op, {astype(cond, DType::boolean), astype(a, d), astype(b, d)});
 }
 
 namespace detail {
 Tensor weak_scalar(const Tensor& like, double value) {
-  return Tensor::scalar(value, is_integer(like.dtype()) ? DType::f64 : like.dtype(), like.device());
+  return Tensor::scalar(value, is_floating(like.dtype()) ? like.dtype() : DType::f64, like.device());
 }
 Tensor weak_scalar(const Tensor& like, std::int64_t value) {
-  if (is_integer(like.dtype())) return Tensor::from_ints({value}, {}, like.dtype(), like.device());
+  if (is_integer(like.dtype()) || is_boolean(like.dtype()))
+    return Tensor::from_ints({value}, {}, is_boolean(like.dtype()) ? DType::i64 : like.dtype(), like.device());
   return Tensor::scalar(static_cast<double>(value), like.dtype(), like.device());
 }
 }  // namespace detail

@@ -6,7 +6,10 @@
 ///
 /// Integer tensors: neg, abs, sign, add, sub, mul, maximum, minimum, the comparisons, where and
 /// astype take them (integer arithmetic wraps); div is true division, in float64 when both operands
-/// are integers (as `/` in numpy and JAX); the other maps take floats only.
+/// are integers or booleans (as `/` in numpy and JAX); the other maps take floats only.
+/// Bool tensors: the comparisons, the logical ops, where and astype take them; with another dtype
+/// they promote to it (`mask * x`); of two, add and maximum are logical or, mul and minimum logical
+/// and (as numpy), and sub raises. An integer C++ scalar with a bool tensor gives int64 (`1 - mask`).
 #include <concepts>
 #include <cstdint>
 
@@ -62,11 +65,21 @@ Tensor minimum(const Tensor& a, const Tensor& b);  ///< ties split the gradient 
 /// gives a float64 result; to keep x's integer dtype, use minimum(maximum(x, lo), hi) with bounds
 /// that are tensors of that dtype.
 Tensor clip(const Tensor& x, double lo, double hi);
-/// Comparisons give 1 or 0 in the operands' (promoted) dtype, integer or float, and stop gradients.
+/// Comparisons give bool tensors (of the broadcast shape; the operands are promoted first) and stop
+/// gradients. NaN compares unequal to everything, itself included: only not_equal is true for it.
 Tensor less(const Tensor& a, const Tensor& b);
+Tensor less_equal(const Tensor& a, const Tensor& b);
 Tensor greater(const Tensor& a, const Tensor& b);
+Tensor greater_equal(const Tensor& a, const Tensor& b);
 Tensor equal(const Tensor& a, const Tensor& b);
-/// cond != 0 ? a : b, all three broadcast together; cond (of any dtype) takes no gradient.
+Tensor not_equal(const Tensor& a, const Tensor& b);
+/// Logical ops, giving bool tensors: their operands are read as booleans (any dtype: nonzero is true).
+Tensor logical_not(const Tensor& x);
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
+/// cond ? a : b, all three broadcast together; cond is read as a boolean (any dtype: nonzero, NaN
+/// included, is true) and takes no gradient.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor astype(const Tensor& x, DType dtype);
 

@@ -62,7 +62,8 @@ const OpDef take_op{
         },
     .tangent = linear_tangent,
     .mixed_dtypes = true,
-    .integers = true};
+    .integers = true,
+    .booleans = true};
 
 Attrs take_attrs(std::int64_t axis) { return pack_attrs(AxisAttrs{axis}); }
 

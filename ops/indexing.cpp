@@ -53,7 +53,8 @@ const OpDef slice_op{
     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{slice_scatter(g, n.attrs)}; },
     .tangent = linear_tangent,
-    .integers = true};
+    .integers = true,
+    .booleans = true};
 
 // The adjoint of slice: zeros of the sliced tensor's shape with g written into the window.
 const OpDef slice_scatter_op{.name = "slice_scatter",
@@ -76,7 +77,8 @@ const OpDef slice_scatter_op{.name = "slice_scatter",
                                    return std::vector<Tensor>{slice(g, w.axis, w.start, stop, w.step)};
                                  },
                              .tangent = linear_tangent,
-                             .integers = true};
+                             .integers = true,
+                             .booleans = true};
 
 Tensor slice_scatter(const Tensor& g, const Attrs& a) { return apply(slice_scatter_op, {g}, a); }
 
@@ -135,7 +137,8 @@ const OpDef concatenate_op{
           return out;
         },
     .tangent = linear_tangent,
-    .integers = true};
+    .integers = true,
+    .booleans = true};
 namespace {
 
 Tensor diag_embed(const Tensor& v, std::int64_t rows, std::int64_t cols);
@@ -154,7 +157,8 @@ const OpDef diagonal_op{.name = "diagonal",
                               return std::vector<Tensor>{diag_embed(g, s[s.size() - 2], s.back())};
                             },
                         .tangent = linear_tangent,
-                        .integers = true};
+                        .integers = true,
+                        .booleans = true};
 
 // Leading axes are kept; the last one becomes the diagonal of a [rows, cols] matrix.
 struct DiagEmbedAttrs {
@@ -179,7 +183,8 @@ const OpDef diag_embed_op{.name = "diag_embed",
                           .adjoint = [](const Node&, const Tensor&, const Tensor& g,
                                         const AdjointContext&) { return std::vector<Tensor>{diagonal(g)}; },
                           .tangent = linear_tangent,
-                          .integers = true};
+                          .integers = true,
+                          .booleans = true};
 
 // 1 on and below (lower) or above (upper) the k-th diagonal, else 0.
 Tensor triangle_mask(std::int64_t rows, std::int64_t cols, std::int64_t k, bool lower, DType dtype, Device device) {

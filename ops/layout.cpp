@@ -36,7 +36,8 @@ const OpDef reshape_op{
                   const AdjointContext&) { return std::vector<Tensor>{reshape(g, n.inputs[0].shape())}; },
     .tangent = linear_tangent,
     .aliases_input = true,
-    .integers = true};
+    .integers = true,
+    .booleans = true};
 
 Attrs reshape_attrs(const Shape& shape) { return pack_attrs(ShapeAttrs{shape}); }
 
@@ -73,7 +74,8 @@ const OpDef transpose_op{.name = "transpose",
                                return std::vector<Tensor>{transpose(g, inverse)};
                              },
                          .tangent = linear_tangent,
-                         .integers = true};
+                         .integers = true,
+                         .booleans = true};
 
 }  // namespace
 const OpDef broadcast_op{
@@ -89,7 +91,8 @@ const OpDef broadcast_op{
     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
                   const AdjointContext&) { return std::vector<Tensor>{sum_to(g, n.inputs[0].shape())}; },
     .tangent = linear_tangent,
-    .integers = true};
+    .integers = true,
+    .booleans = true};
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
   Shape target = shape;

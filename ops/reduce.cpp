@@ -71,14 +71,14 @@ const OpDef max_op{.name = "max",
                        [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext&) {
                          const Tensor& x = n.inputs[0];
                          const ReduceAttrs a = unpack_attrs<ReduceAttrs>(n.attrs);
-                         const Tensor hit = equal(x, spread(n, y));
+                         const Tensor hit = astype(equal(x, spread(n, y)), x.dtype());
                          const Tensor count = spread(n, sum(hit, a.axes, a.keepdims));
                          return std::vector<Tensor>{spread(n, g) * hit / count};
                        },
                    // The maximal elements' tangents, averaged where several tie (as the adjoint shares).
                    .tangent =
                        [](const Node& n, const Tensor& y, const std::vector<Tensor>& t) {
-                         const Tensor hit = equal(n.inputs[0], spread(n, y));
+                         const Tensor hit = astype(equal(n.inputs[0], spread(n, y)), y.dtype());
                          return apply(sum_op, {t[0] * hit}, n.attrs) / apply(sum_op, {hit}, n.attrs);
                        },
                    .integers = true};
@@ -134,12 +134,13 @@ Tensor per_example(Reduction reduction) {
 }  // namespace
 
 Tensor sum(const Tensor& x, const Axes& axes, bool keepdims) {
+  if (x.defined() && is_boolean(x.dtype())) return sum(astype(x, DType::i64), axes, keepdims);  // a count
   if (over_batch_too(x, axes)) return batch_sum(per_example([&] { return sum(x, axes, keepdims); }));
   return reduce(sum_op, x, axes, keepdims);
 }
 
 Tensor mean(const Tensor& x, const Axes& axes, bool keepdims) {
-  if (is_integer(x.dtype())) return mean(astype(x, DType::f64), axes, keepdims);  // as numpy: a float64 mean
+  if (!is_floating(x.dtype())) return mean(astype(x, DType::f64), axes, keepdims);  // as numpy: a float64 mean
   if (over_batch_too(x, axes)) return batch_mean(per_example([&] { return mean(x, axes, keepdims); }));
   if (x.numel() == 0) fail("mean: reduction over an empty tensor of shape {}", to_string(x.shape()));
   const Tensor s = sum(x, axes, keepdims);
@@ -148,16 +149,27 @@ Tensor mean(const Tensor& x, const Axes& axes, bool keepdims) {
 }
 
 Tensor max(const Tensor& x, const Axes& axes, bool keepdims) {
+  if (x.defined() && is_boolean(x.dtype()) && x.numel() > 0) return any(x, axes, keepdims);
   if (over_batch_too(x, axes)) return batch_max(per_example([&] { return max(x, axes, keepdims); }));
   for (int ax : normalize_axes(axes, x.ndim(), "max"))
     if (x.shape()[ax] == 0) fail("max: reduction over an empty axis {} of shape {}", ax, to_string(x.shape()));
   return reduce(max_op, x, axes, keepdims);
 }
 
+// Counts of the true elements, which are defined over no elements too (where max is not).
+Tensor any(const Tensor& x, const Axes& axes, bool keepdims) {
+  if (!x.defined()) fail("any: undefined tensor operand");
+  return greater(sum(astype(x, DType::boolean), axes, keepdims), Tensor::from_ints({0}, {}, DType::i64, x.device()));
+}
+Tensor all(const Tensor& x, const Axes& axes, bool keepdims) {
+  if (!x.defined()) fail("all: undefined tensor operand");
+  return equal(sum(logical_not(x), axes, keepdims), Tensor::from_ints({0}, {}, DType::i64, x.device()));
+}
+
 Tensor logsumexp(const Tensor& x, const Axes& axes, bool keepdims) {
   if (!x.defined()) fail("logsumexp: undefined tensor operand");
   (void)normalize_axes(axes, x.ndim(), "logsumexp");  // bad axes are named as logsumexp's
-  if (is_integer(x.dtype()))  // as apply words it for the float-only ops (else exp's error would name exp)
+  if (!is_floating(x.dtype()))  // as apply words it for the float-only ops (else exp's error would name exp)
     fail("logsumexp: takes floating-point tensors, got {} (input 0); convert it with astype", name_of(x.dtype()));
   if (x.numel() == 0) return log(sum(exp(x), axes, keepdims));  // log 0 = -inf over empty axes
   // The maximum, where finite, is subtracted before exp; an infinite or NaN maximum is left in

@@ -2,7 +2,8 @@
 /// @file
 /// Reductions over all axes (empty `axes`) or the given ones, with numpy's keepdims. Integer
 /// tensors: sum and max keep the dtype (sums wrap modulo 2^bits, exact whenever the result fits);
-/// mean is float64, as numpy's.
+/// mean is float64, as numpy's. Bool tensors (as numpy): sum counts the trues in int64, mean is
+/// float64, max is any.
 #include <vector>
 
 #include "../core/tensor.hpp"
@@ -15,6 +16,10 @@ Tensor sum(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
 Tensor mean(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
 /// Ties share the gradient evenly; NaN propagates.
 Tensor max(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
+/// Whether any, or every, element along `axes` is nonzero (true): bool tensors, from any dtype. Over
+/// no elements, any is false and all is true.
+Tensor any(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
+Tensor all(const Tensor& x, const Axes& axes = {}, bool keepdims = false);
 
 /// log(sum(exp(x))) over `axes`, computed stably with the maximum subtracted: all -inf gives -inf,
 /// any +inf gives +inf, NaN propagates, an empty reduction gives -inf. Gradient softmax(x) along the

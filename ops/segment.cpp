@@ -75,7 +75,7 @@ const OpDef segment_max_op{
           if (!ctx.needs[0]) return std::vector<Tensor>{Tensor(), Tensor()};
           // As vt::max: the maximal elements of each segment share its cotangent evenly.
           const Tensor &data = n.inputs[0], &ids = n.inputs[1];
-          const Tensor hit = equal(data, take(y, ids, 0));
+          const Tensor hit = astype(equal(data, take(y, ids, 0)), data.dtype());
           const Tensor count = segment_sum(hit, ids, segments_of(n));
           return std::vector<Tensor>{take(g, ids, 0) * hit / take(count, ids, 0), Tensor()};
         },
@@ -83,7 +83,7 @@ const OpDef segment_max_op{
     .tangent =
         [](const Node& n, const Tensor& y, const std::vector<Tensor>& t) {
           const Tensor &data = n.inputs[0], &ids = n.inputs[1];
-          const Tensor hit = equal(data, take(y, ids, 0));
+          const Tensor hit = astype(equal(data, take(y, ids, 0)), data.dtype());
           const Tensor count = segment_sum(hit, ids, segments_of(n));
           return segment_sum(t[0] * hit, ids, segments_of(n)) / maximum(count, ones({}, y.dtype(), y.device()));
         },

@@ -11,7 +11,8 @@ const OpDef stop_gradient_op{.name = "stop_gradient",
                              .forward = nullptr,
                              .adjoint = nullptr,
                              .aliases_input = true,
-                             .integers = true};
+                             .integers = true,
+                             .booleans = true};
 }  // namespace
 
 Tensor stop_gradient(const Tensor& x) {

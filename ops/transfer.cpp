@@ -27,7 +27,8 @@ const OpDef to_device_op{
                   const AdjointContext&) { return std::vector<Tensor>{to_device(g, n.inputs[0].device())}; },
     .tangent = linear_tangent,
     .output_device = [](const Attrs& a) { return unpack_attrs<TransferAttrs>(a).to; },
-    .integers = true};
+    .integers = true,
+    .booleans = true};
 
 }  // namespace
 

@@ -161,15 +161,18 @@ TEST_CASE("integer arithmetic is exact, wraps on overflow, and division is true 
   CHECK((ints({1}, DType::i32) / ones({1}, DType::f32)).dtype() == DType::f32);
 }
 
-TEST_CASE("comparisons on integers give the integers' dtype; on floats, 0/1 floats", "[int]") {
+TEST_CASE("comparisons on integers compare the integers exactly and give bools", "[int]") {
   const Tensor a = ints({big + 1, 2, 3}), b = ints({big, 2, 4});  // big + 1 and big are equal as doubles
-  CHECK(less(a, b).dtype() == DType::i64);
+  CHECK(less(a, b).dtype() == DType::boolean);
   CHECK(less(a, b).to_vector<std::int64_t>() == I64{0, 0, 1});
   CHECK(greater(a, b).to_vector<std::int64_t>() == I64{1, 0, 0});
   CHECK(equal(a, b).to_vector<std::int64_t>() == I64{0, 1, 0});
-  CHECK(less(ints({1, 5}, DType::i32), ints({3, 3}, DType::i32)).dtype() == DType::i32);
+  CHECK(not_equal(a, b).to_vector<std::int64_t>() == I64{1, 0, 1});
+  CHECK(less_equal(a, b).to_vector<std::int64_t>() == I64{0, 1, 1});
+  CHECK(greater_equal(a, b).to_vector<std::int64_t>() == I64{1, 1, 0});
+  CHECK(less(ints({1, 5}, DType::i32), ints({3, 3}, DType::i32)).dtype() == DType::boolean);
   const Tensor f = Tensor::from_vector({1.5, 2.0}, {2});
-  CHECK(less(f, ints({2, 2})).dtype() == DType::f64);
+  CHECK(less(f, ints({2, 2})).dtype() == DType::boolean);
   require_close(less(f, ints({2, 2})), {1, 0});
   require_close(equal(f, Tensor::from_vector({1.5, 3.0}, {2})), {1, 0});
 }
@@ -327,7 +330,7 @@ TEST_CASE("jit takes integer arguments, constants and results; one trace serves 
   const Tensor weights = ints({1, 2, 3});  // a captured integer constant
   auto step = jit([&](const Tensor& p, const Tensor& k) {
     const Tensor counts = k * weights + 1;             // int64
-    const Tensor small = less(k, ints({2}, Shape{}));  // int64 0/1
+    const Tensor small = less(k, ints({2}, Shape{}));  // bool
     const Tensor odd = k.astype(DType::i32) * 3;       // 12 bytes per example between 8-byte values in the arena
     return std::tuple{sum(p * counts, {0}) + sum(p * odd, {0}), counts, where(small, p, zeros({})),
                       sum(k, {0}).astype(DType::i32)};

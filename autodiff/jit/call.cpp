@@ -183,6 +183,7 @@ const OpDef call_op{.name = "jit",
                     .tangent = call_tangent,
                     .mixed_dtypes = true,
                     .integers = true,
+                    .booleans = true,
                     .runs_functions = true};
 
 }  // namespace

@@ -88,7 +88,7 @@ void CpuBackend::gather(const View& in, const View& indices, IndexedAxis axis, c
   if (recording()) return keep([=, this] { gather(in, indices, axis, out, failure); });
   check_same_rank(in, out, "cpu", "gather");
   check_same_rank(indices, out, "cpu", "gather");
-  visit_dtype(out.dtype, [&](auto zero) {
+  visit_any_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
     visit_index_dtype(indices.dtype, "gather", [&](auto index_zero) {
       using I = decltype(index_zero);

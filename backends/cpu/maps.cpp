@@ -329,11 +329,49 @@ void pow_base_grad_map(const View& a, const View& b, const View& out) {
   });
 }
 
+// out = a <kind> b, bools from operands of one dtype; an operand constant along the row is read once.
+template <class T, class Cmp>
+void compare_map(const View& a, const View& b, const View& out, Cmp cmp) {
+  const T* x = ptr<T>(a);
+  const T* z = ptr<T>(b);
+  bool* y = ptr<bool>(out);
+  for_each_row<3>(out.shape, {&a.strides, &b.strides, &out.strides}, [&](auto off, std::int64_t len, auto inner) {
+    const T *xr = x + off[0], *zr = z + off[1];
+    bool* yr = y + off[2];
+    if (inner[0] == 1 && inner[1] == 1 && inner[2] == 1) {
+      for (std::int64_t i = 0; i < len; ++i) yr[i] = cmp(xr[i], zr[i]);
+    } else if (inner[0] == 1 && inner[1] == 0 && inner[2] == 1) {
+      const T v = *zr;
+      for (std::int64_t i = 0; i < len; ++i) yr[i] = cmp(xr[i], v);
+    } else {
+      for (std::int64_t i = 0; i < len; ++i) yr[i * inner[2]] = cmp(xr[i * inner[0]], zr[i * inner[1]]);
+    }
+  });
+}
+
+void compare(BinaryKind kind, const View& a, const View& b, const View& out) {
+  if (a.dtype != b.dtype || out.dtype != DType::boolean)
+    fail("cpu compare: {} and {} into {} (internal error: the ops promote first)", name_of(a.dtype), name_of(b.dtype),
+         name_of(out.dtype));
+  visit_any_dtype(a.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    switch (kind) {
+      case BinaryKind::less: return compare_map<T>(a, b, out, [](T u, T v) { return u < v; });
+      case BinaryKind::less_equal: return compare_map<T>(a, b, out, [](T u, T v) { return u <= v; });
+      case BinaryKind::greater: return compare_map<T>(a, b, out, [](T u, T v) { return u > v; });
+      case BinaryKind::greater_equal: return compare_map<T>(a, b, out, [](T u, T v) { return u >= v; });
+      case BinaryKind::equal: return compare_map<T>(a, b, out, [](T u, T v) { return u == v; });
+      case BinaryKind::not_equal: return compare_map<T>(a, b, out, [](T u, T v) { return u != v; });
+      default: fail("cpu compare: map {} (internal error)", static_cast<int>(kind));
+    }
+  });
+}
+
 }  // namespace
 
 void CpuBackend::fill(const View& out, double value) {
   if (recording()) return keep_fill(out, value);
-  visit_dtype(out.dtype, [&](auto zero) {
+  visit_any_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
     T* y = ptr<T>(out);
     const T v = element::convert<T>(value);
@@ -352,9 +390,9 @@ void CpuBackend::copy(const View& in, const View& out) {
     return;
   }
   check_same_rank(in, out, "cpu", "copy");
-  visit_dtype(in.dtype, [&](auto zin) {
+  visit_any_dtype(in.dtype, [&](auto zin) {
     using In = decltype(zin);
-    visit_dtype(out.dtype, [&](auto zout) {
+    visit_any_dtype(out.dtype, [&](auto zout) {
       using Out = decltype(zout);
       const In* x = ptr<In>(in);
       Out* y = ptr<Out>(out);
@@ -426,18 +464,9 @@ void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const Vie
   if (recording()) return keep_binary(kind, a, b, out);
   check_same_rank(a, out, "cpu", "binary");
   check_same_rank(b, out, "cpu", "binary");
+  if (is_comparison(kind)) return compare(kind, a, b, out);
   visit_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
-    // Comparisons are the same for every type.
-    switch (kind) {
-      case BinaryKind::less:
-        return map2<T>(a, b, out, [](const auto& x, const auto& y) { return (x < y).template cast<T>(); });
-      case BinaryKind::greater:
-        return map2<T>(a, b, out, [](const auto& x, const auto& y) { return (x > y).template cast<T>(); });
-      case BinaryKind::equal:
-        return map2<T>(a, b, out, [](const auto& x, const auto& y) { return (x == y).template cast<T>(); });
-      default: break;
-    }
     if constexpr (std::is_integral_v<T>) {
       // Wrapping arithmetic (element.hpp), element by element.
       auto each = [&](auto fn) {
@@ -471,7 +500,7 @@ void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const Vie
             return x.binaryExpr(y, [](T u, T v) { return u < v || std::isnan(u) ? u : v; });
           });
 
-        default: return;  // comparisons, above
+        default: fail("cpu binary: map {} on {} (internal error)", static_cast<int>(kind), name_of(out.dtype));
       }
     }
   });
@@ -479,33 +508,35 @@ void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const Vie
 
 void CpuBackend::select(const View& cond, const View& a, const View& b, const View& out) {
   if (recording()) return keep([=, this] { select(cond, a, b, out); });
-  visit_dtype(out.dtype, [&](auto zero) {
+  if (cond.dtype != DType::boolean)
+    fail("cpu select: a {} condition (internal error: where converts it)", name_of(cond.dtype));
+  visit_any_dtype(out.dtype, [&](auto zero) {
     using T = decltype(zero);
-    const T* c = ptr<T>(cond);
+    const bool* c = ptr<bool>(cond);
     const T* x = ptr<T>(a);
     const T* z = ptr<T>(b);
     T* y = ptr<T>(out);
     // Rows whose operands are contiguous or one broadcast element take a loop with those strides
     // known to the compiler, which vectorises it (a blend); the values are the same either way.
     auto known = [&](auto sc, auto sa, auto sb, const auto& off, std::int64_t len) {
-      const T *cr = c + off[0], *xr = x + off[1], *zr = z + off[2];
+      const bool* cr = c + off[0];
+      const T *xr = x + off[1], *zr = z + off[2];
       T* yr = y + off[3];
-      for (std::int64_t i = 0; i < len; ++i) yr[i] = cr[i * sc] != T(0) ? xr[i * sa] : zr[i * sb];
+      for (std::int64_t i = 0; i < len; ++i) yr[i] = cr[i * sc] ? xr[i * sa] : zr[i * sb];
     };
     using One = std::integral_constant<std::int64_t, 1>;
     using Zero = std::integral_constant<std::int64_t, 0>;
-    for_each_row<4>(out.shape, {&cond.strides, &a.strides, &b.strides, &out.strides},
-                    [&](auto off, std::int64_t len, auto inner) {
-                      if (inner[3] == 1 && inner[0] == 1 && (inner[1] | 1) == 1 && (inner[2] | 1) == 1) {
-                        if (inner[1] == 1 && inner[2] == 1) return known(One{}, One{}, One{}, off, len);
-                        if (inner[1] == 0 && inner[2] == 1) return known(One{}, Zero{}, One{}, off, len);
-                        if (inner[1] == 1 && inner[2] == 0) return known(One{}, One{}, Zero{}, off, len);
-                        return known(One{}, Zero{}, Zero{}, off, len);
-                      }
-                      for (std::int64_t i = 0; i < len; ++i)
-                        y[off[3] + i * inner[3]] =
-                            c[off[0] + i * inner[0]] != T(0) ? x[off[1] + i * inner[1]] : z[off[2] + i * inner[2]];
-                    });
+    for_each_row<4>(
+        out.shape, {&cond.strides, &a.strides, &b.strides, &out.strides}, [&](auto off, std::int64_t len, auto inner) {
+          if (inner[3] == 1 && inner[0] == 1 && (inner[1] | 1) == 1 && (inner[2] | 1) == 1) {
+            if (inner[1] == 1 && inner[2] == 1) return known(One{}, One{}, One{}, off, len);
+            if (inner[1] == 0 && inner[2] == 1) return known(One{}, Zero{}, One{}, off, len);
+            if (inner[1] == 1 && inner[2] == 0) return known(One{}, One{}, Zero{}, off, len);
+            return known(One{}, Zero{}, Zero{}, off, len);
+          }
+          for (std::int64_t i = 0; i < len; ++i)
+            y[off[3] + i * inner[3]] = c[off[0] + i * inner[0]] ? x[off[1] + i * inner[1]] : z[off[2] + i * inner[2]];
+        });
   });
 }
 

@@ -294,12 +294,15 @@ void CudaBackend::binary(BinaryKind kind, const View& a, const View& b, const Vi
   check_same_rank(a, out, "cuda", "binary");
   check_same_rank(b, out, "cuda", "binary");
   auto entered = enter();
-  check(kernels::binary(stream_, kind, out.dtype,
+  // A comparison reads its operands' dtype and writes bools (kernels::binary).
+  check(kernels::binary(stream_, kind, a.dtype,
                         layout_of<3>("binary", out.shape, {&a.strides, &b.strides, &out.strides}), a.data, b.data,
                         out.data));
 }
 
 void CudaBackend::select(const View& cond, const View& a, const View& b, const View& out) {
+  if (cond.dtype != DType::boolean)
+    fail("cuda select: a {} condition (internal error: where converts it)", name_of(cond.dtype));
   auto entered = enter();
   check(kernels::select(stream_, out.dtype,
                         layout_of<4>("select", out.shape, {&cond.strides, &a.strides, &b.strides, &out.strides}),

@@ -126,9 +126,6 @@ __device__ __forceinline__ T apply_binary(BinaryKind kind, T x, T y) {
       case BinaryKind::mul: return element::mul(x, y);
       case BinaryKind::maximum: return x > y ? x : y;
       case BinaryKind::minimum: return x < y ? x : y;
-      case BinaryKind::less: return x < y ? T(1) : T(0);
-      case BinaryKind::greater: return x > y ? T(1) : T(0);
-      case BinaryKind::equal: return x == y ? T(1) : T(0);
       default:  // apply refuses div and pow for integers first: a bug, as the CPU's internal error
         __trap();
         return x;
@@ -142,13 +139,12 @@ __device__ __forceinline__ T apply_binary(BinaryKind kind, T x, T y) {
       case BinaryKind::div: return x / y;
       case BinaryKind::pow: return f ? powf(x, y) : pow(x, y);
       case BinaryKind::maximum: return x > y || isnan(x) ? x : y;  // NaN propagates, as on the CPU
-      case BinaryKind::less: return x < y ? T(1) : T(0);
-      case BinaryKind::greater: return x > y ? T(1) : T(0);
-      case BinaryKind::equal: return x == y ? T(1) : T(0);
       case BinaryKind::minimum: return x < y || isnan(x) ? x : y;  // NaN propagates, as on the CPU
       case BinaryKind::pow_base_grad: return y == T(0) ? T(0) : y * (f ? powf(x, y - T(1)) : pow(x, y - T(1)));
+      default:  // comparisons run compare_kernel: a bug, as the CPU's internal error
+        __trap();
+        return x;
     }
-    return x;
   }
 }
 
@@ -161,12 +157,35 @@ __global__ void binary_kernel(BinaryKind kind, Layout<3> l, const T* a, const T*
   }
 }
 
+// Comparisons: operands of any one dtype (bool too), bools out.
+template <class T>
+__device__ __forceinline__ bool apply_compare(BinaryKind kind, T x, T y) {
+  switch (kind) {
+    case BinaryKind::less: return x < y;
+    case BinaryKind::less_equal: return x <= y;
+    case BinaryKind::greater: return x > y;
+    case BinaryKind::greater_equal: return x >= y;
+    case BinaryKind::equal: return x == y;
+    case BinaryKind::not_equal: return x != y;
+    default: __trap(); return false;  // the other kinds run binary_kernel: a bug
+  }
+}
+
 template <class Index, class T>
-__global__ void select_kernel(Layout<4> l, const T* cond, const T* a, const T* b, T* out) {
+__global__ void compare_kernel(BinaryKind kind, Layout<3> l, const T* a, const T* b, bool* out) {
+  for (Index i = grid_start<Index>(); i < static_cast<Index>(l.total); i += grid_step<Index>()) {
+    std::int64_t off[3];
+    offsets_of(l, i, off);
+    out[off[2]] = apply_compare(kind, a[off[0]], b[off[1]]);
+  }
+}
+
+template <class Index, class T>
+__global__ void select_kernel(Layout<4> l, const bool* cond, const T* a, const T* b, T* out) {
   for (Index i = grid_start<Index>(); i < static_cast<Index>(l.total); i += grid_step<Index>()) {
     std::int64_t off[4];
     offsets_of(l, i, off);
-    out[off[3]] = cond[off[0]] != T(0) ? a[off[1]] : b[off[2]];
+    out[off[3]] = cond[off[0]] ? a[off[1]] : b[off[2]];
   }
 }
 
@@ -524,7 +543,7 @@ void visit_index_dtype(DType d, Fn&& fn) {
 // ---------------------------------------------------------------- launchers
 std::string fill(Stream s, DType dtype, const Layout<1>& l, void* out, double value) {
   if (l.total == 0) return {};
-  visit_dtype(dtype, [&](auto z) {
+  visit_any_dtype(dtype, [&](auto z) {
     using T = decltype(z);
     with_index(l, [&](auto index) {
       fill_kernel<decltype(index), T>
@@ -536,9 +555,9 @@ std::string fill(Stream s, DType dtype, const Layout<1>& l, void* out, double va
 
 std::string copy(Stream s, DType in_dtype, DType out_dtype, const Layout<2>& l, const void* in, void* out) {
   if (l.total == 0) return {};
-  visit_dtype(in_dtype, [&](auto zi) {
+  visit_any_dtype(in_dtype, [&](auto zi) {
     using In = decltype(zi);
-    visit_dtype(out_dtype, [&](auto zo) {
+    visit_any_dtype(out_dtype, [&](auto zo) {
       using Out = decltype(zo);
       with_index(l, [&](auto index) {
         copy_kernel<decltype(index), In, Out>
@@ -564,6 +583,16 @@ std::string unary(Stream s, UnaryKind kind, DType dtype, const Layout<2>& l, con
 std::string binary(Stream s, BinaryKind kind, DType dtype, const Layout<3>& l, const void* a, const void* b,
                    void* out) {
   if (l.total == 0) return {};
+  if (is_comparison(kind)) {
+    visit_any_dtype(dtype, [&](auto z) {
+      using T = decltype(z);
+      with_index(l, [&](auto index) {
+        compare_kernel<decltype(index), T><<<blocks_for(l.total), threads, 0, st(s)>>>(
+            kind, l, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<bool*>(out));
+      });
+    });
+    return launched("compare");
+  }
   visit_dtype(dtype, [&](auto z) {
     using T = decltype(z);
     with_index(l, [&](auto index) {
@@ -577,11 +606,11 @@ std::string binary(Stream s, BinaryKind kind, DType dtype, const Layout<3>& l, c
 std::string select(Stream s, DType dtype, const Layout<4>& l, const void* cond, const void* a, const void* b,
                    void* out) {
   if (l.total == 0) return {};
-  visit_dtype(dtype, [&](auto z) {
+  visit_any_dtype(dtype, [&](auto z) {
     using T = decltype(z);
     with_index(l, [&](auto index) {
       select_kernel<decltype(index), T><<<blocks_for(l.total), threads, 0, st(s)>>>(
-          l, static_cast<const T*>(cond), static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out));
+          l, static_cast<const bool*>(cond), static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(out));
     });
   });
   return launched("select");
@@ -633,7 +662,7 @@ std::string cumsum(Stream s, DType dtype, const Layout<2>& lines, std::int64_t n
 std::string gather(Stream s, DType dtype, DType index_dtype, const Layout<3>& l, IndexedAxis axis, const void* in,
                    const void* indices, void* out, std::int64_t* bad) {
   if (l.total == 0) return {};
-  visit_dtype(dtype, [&](auto z) {
+  visit_any_dtype(dtype, [&](auto z) {
     using T = decltype(z);
     visit_index_dtype(index_dtype, [&](auto zi) {
       using I = decltype(zi);

@@ -28,8 +28,10 @@ struct Layout {
 std::string fill(Stream s, DType dtype, const Layout<1>& layout, void* out, double value);
 std::string copy(Stream s, DType in_dtype, DType out_dtype, const Layout<2>& layout, const void* in, void* out);
 std::string unary(Stream s, UnaryKind kind, DType dtype, const Layout<2>& layout, const void* in, void* out);
+// dtype is the operands'; a comparison (is_comparison) writes bools, any other kind that dtype.
 std::string binary(Stream s, BinaryKind kind, DType dtype, const Layout<3>& layout, const void* a, const void* b,
                    void* out);
+// cond is bool; dtype is a's, b's and out's.
 std::string select(Stream s, DType dtype, const Layout<4>& layout, const void* cond, const void* a, const void* b,
                    void* out);
 // out[o] = reduce over r of in[kept(o) + reduced(r)]: `kept` walks (in, out) over the output's

@@ -114,6 +114,7 @@ void bind_ops(nb::module_& m) {
                                                  {"trigamma", vt::trigamma},
                                                  {"sigmoid", vt::sigmoid},
                                                  {"softplus", vt::softplus},
+                                                 {"logical_not", vt::logical_not},
                                                  {"stop_gradient", vt::stop_gradient},
                                                  {"as_batch", vt::as_batch},
                                                  {"unbatch", vt::unbatch},
@@ -126,10 +127,21 @@ void bind_ops(nb::module_& m) {
   for (const auto& [name, f] : unary) m.def(name, f, nb::arg("x"));
 
   // Binary maps (broadcasting), each also with a Python number on either side: a weak scalar of the tensor's dtype.
-  const std::pair<const char*, Binary> binary[] = {
-      {"add", vt::add},   {"sub", vt::sub},         {"mul", vt::mul},
-      {"div", vt::div},   {"maximum", vt::maximum}, {"minimum", vt::minimum},
-      {"less", vt::less}, {"greater", vt::greater}, {"equal", vt::equal}};
+  const std::pair<const char*, Binary> binary[] = {{"add", vt::add},
+                                                   {"sub", vt::sub},
+                                                   {"mul", vt::mul},
+                                                   {"div", vt::div},
+                                                   {"maximum", vt::maximum},
+                                                   {"minimum", vt::minimum},
+                                                   {"less", vt::less},
+                                                   {"greater", vt::greater},
+                                                   {"equal", vt::equal},
+                                                   {"less_equal", vt::less_equal},
+                                                   {"greater_equal", vt::greater_equal},
+                                                   {"not_equal", vt::not_equal},
+                                                   {"logical_and", vt::logical_and},
+                                                   {"logical_or", vt::logical_or},
+                                                   {"logical_xor", vt::logical_xor}};
   for (const auto& [name, f] : binary) {
     m.def(name, f, nb::arg("a"), nb::arg("b"));
     // Python ints first (an int stays an int with an integer tensor), then floats.
@@ -159,8 +171,9 @@ void bind_ops(nb::module_& m) {
 
   // Reductions.
   using Reduce = Tensor (*)(const Tensor&, const vt::Axes&, bool);
-  const std::pair<const char*, Reduce> reductions[] = {
-      {"sum", vt::sum}, {"mean", vt::mean}, {"max", vt::max}, {"logsumexp", vt::logsumexp}};
+  const std::pair<const char*, Reduce> reductions[] = {{"sum", vt::sum}, {"mean", vt::mean},
+                                                       {"max", vt::max}, {"any", vt::any},
+                                                       {"all", vt::all}, {"logsumexp", vt::logsumexp}};
   for (const auto& [name, f] : reductions)
     m.def(
         name, [f](const Tensor& x, nb::handle axis, bool keepdims) { return f(x, axes_of(axis), keepdims); },

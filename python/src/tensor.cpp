@@ -15,6 +15,7 @@ nb::dlpack::dtype dlpack_dtype(vt::DType d) {
     case vt::DType::f64: return nb::dtype<double>();
     case vt::DType::i32: return nb::dtype<std::int32_t>();
     case vt::DType::i64: return nb::dtype<std::int64_t>();
+    case vt::DType::boolean: return nb::dtype<bool>();
   }
   return nb::dtype<double>();
 }
@@ -24,8 +25,9 @@ vt::DType dtype_of(const nb::dlpack::dtype& d) {
   if (d == nb::dtype<double>()) return vt::DType::f64;
   if (d == nb::dtype<std::int32_t>()) return vt::DType::i32;
   if (d == nb::dtype<std::int64_t>()) return vt::DType::i64;
+  if (d == nb::dtype<bool>()) return vt::DType::boolean;
   throw nb::type_error(
-      "vtape: arrays of this dtype are not supported; use float32, float64, int32 or int64 (astype first)");
+      "vtape: arrays of this dtype are not supported; use float32, float64, int32, int64 or bool (astype first)");
 }
 
 std::vector<std::size_t> stored_shape(const vt::Tensor& t) {
@@ -82,7 +84,9 @@ vt::DType parse_dtype(nb::handle dtype) {
   if (name == "float32") return vt::DType::f32;
   if (name == "int64") return vt::DType::i64;
   if (name == "int32") return vt::DType::i32;
-  throw nb::type_error(("vtape: dtype " + name + " is not supported; use float64, float32, int64 or int32").c_str());
+  if (name == "bool") return vt::DType::boolean;
+  throw nb::type_error(
+      ("vtape: dtype " + name + " is not supported; use float64, float32, int64, int32 or bool").c_str());
 }
 
 void bind_tensor(nb::module_& m) {

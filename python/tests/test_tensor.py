@@ -38,7 +38,7 @@ def test_other_layouts_and_types_are_copied_or_converted():
     assert not np.shares_memory(np.asarray(strided), a)
     assert vt.asarray([1.0, 2.0]).dtype == np.float64
     assert vt.asarray([1, 2]).dtype == np.int64
-    assert vt.asarray(np.array([True, False])).dtype == np.float64  # masks are floating, as in C++
+    assert vt.asarray(np.array([True, False])).dtype == np.bool_  # as numpy's and JAX's masks
     assert vt.asarray(np.arange(3, dtype=np.int16)).dtype == np.int64
     assert vt.asarray(2.5).shape == ()
     with pytest.raises(TypeError):
@@ -61,7 +61,8 @@ def test_operators_broadcast_and_keep_the_tensors_dtype_with_python_numbers():
     np.testing.assert_allclose(np.asarray(2 / (x * x + 1)), 2 / (a * a + 1), rtol=1e-15)
     np.testing.assert_allclose(np.asarray(x**2), a**2, rtol=1e-15)
     np.testing.assert_allclose(np.asarray(-x @ a.T), -a @ a.T, rtol=1e-14)
-    np.testing.assert_array_equal(np.asarray(x > 0), (a > 0).astype(float))
+    np.testing.assert_array_equal(np.asarray(x > 0), a > 0)
+    assert (x > 0).dtype == np.bool_
     f = vt.asarray(a.astype(np.float32))
     assert (f * 2.5).dtype == np.float32
     assert (1 + f).dtype == np.float32

@@ -15,6 +15,8 @@ from ._vtape import (  # noqa: F401
     __version__,
     abs,
     add,
+    all,
+    any,
     arange,
     as_batch,
     astype,
@@ -45,7 +47,9 @@ from ._vtape import (  # noqa: F401
     eye,
     full,
     greater,
+    greater_equal,
     less,
+    less_equal,
     lgamma,
     linspace,
     load_npy,
@@ -53,6 +57,10 @@ from ._vtape import (  # noqa: F401
     log1p,
     log2,
     log10,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
     logdet,
     logsumexp,
     matmul,
@@ -62,6 +70,7 @@ from ._vtape import (  # noqa: F401
     minimum,
     mul,
     neg,
+    not_equal,
     ones,
     pow,
     qr,
@@ -120,10 +129,12 @@ float32 = "float32"
 float64 = "float64"
 int32 = "int32"
 int64 = "int64"
+bool_ = "bool"
 
 
 # The ops take numpy arrays (and lists of them) wherever they take tensors, as jax.numpy's do.
 def _accept_arrays():
+    import builtins
     import functools
 
     from . import _vtape
@@ -143,7 +154,7 @@ def _accept_arrays():
                 # A float where only a tensor is taken (vtape.exp(0.5)): as a float64 scalar tensor. Where a float
                 # is taken (add(x, 0.5): a weak scalar) the first call did not raise.
                 floats = [asarray(a) if isinstance(a, float) else a for a in args]
-                if all(a is b for a, b in zip(floats, args)):
+                if builtins.all(a is b for a, b in zip(floats, args)):  # this module's all is vtape.all
                     raise
                 return _f(*floats, **kwargs)
 

@@ -1,7 +1,7 @@
 """vtape.Tensor's Python side: numpy conversions, operators, indexing, and asarray.
 
 Tensors are immutable. numpy arrays come in without a copy where they are row-major and of a supported dtype
-(float32, float64, int32, int64): the tensor then reads the array's memory, so the array must not be written while
+(float32, float64, int32, int64, bool): the tensor then reads the array's memory, so the array must not be written while
 the tensor (or a jitted function that captured it) is in use. Going out, np.asarray(t) is a read-only view of the
 tensor's memory where its layout allows.
 """
@@ -15,20 +15,18 @@ import numpy as np
 from . import _vtape
 from ._vtape import Tensor
 
-_SUPPORTED = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.int64)}
+_SUPPORTED = {np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)}
 
 
 def asarray(x, dtype=None) -> Tensor:
     """x as a Tensor: a Tensor as it is (converted when `dtype` is given), a numpy array or anything with the buffer
     protocol or DLPack without a copy where its layout allows, Python numbers and sequences through numpy (floats as
-    float64, ints as int64, bools as float64, as vtape's masks are)."""
+    float64, ints as int64, bools as bool)."""
     if isinstance(x, Tensor):
         return x if dtype is None or np.dtype(dtype) == x.dtype else x.astype(np.dtype(dtype).name)
     if isinstance(x, np.ndarray) and dtype is None and x.dtype in _SUPPORTED:
         return _vtape._from_array(x)
     a = np.asarray(x, dtype=dtype)
-    if a.dtype == np.bool_:
-        a = a.astype(np.float64)
     if a.dtype not in _SUPPORTED:
         kind = a.dtype.kind
         # Nothing is dropped silently: vtape has no complex dtype, and an unsigned integer must fit int64.
@@ -84,6 +82,21 @@ def _binary(name: str, reflected: bool = False):
     if reflected:
         return lambda self, other: f(_operand(other), self)
     return lambda self, other: f(self, _operand(other))
+
+
+def _logical(name: str, reflected: bool = False):
+    """&, | and ^: logical ops of bool operands (a Python bool is one); numpy's bitwise ops on integers are not
+    vtape's."""
+    f = getattr(_vtape, name)
+
+    def op(self, other):
+        other = asarray(other)
+        if self.dtype != np.bool_ or other.dtype != np.bool_:
+            raise TypeError(f"{name}: & | ^ take bool tensors, got {self.dtype} and {other.dtype}; vtape has no "
+                            f"bitwise ops (compare first, or call vtape.{name})")
+        return f(other, self) if reflected else f(self, other)
+
+    return op
 
 
 def _normalize_index(index, ndim: int):
@@ -168,9 +181,20 @@ def _install() -> None:
                      ("matmul", "matmul")]:
         setattr(T, f"__{op}__", _binary(name))
         setattr(T, f"__r{op}__", _binary(name, reflected=True))
-    T.__lt__ = _binary("less")
-    T.__gt__ = _binary("greater")
-    T.__eq__ = _binary("equal")
+    for op, name in [("lt", "less"), ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal"),
+                     ("eq", "equal"), ("ne", "not_equal")]:
+        setattr(T, f"__{op}__", _binary(name))
+    # &, |, ^ and ~ are logical on bool tensors; numpy's bitwise meaning for integers is not vtape's.
+    for op, name in [("and", "logical_and"), ("or", "logical_or"), ("xor", "logical_xor")]:
+        setattr(T, f"__{op}__", _logical(name))
+        setattr(T, f"__r{op}__", _logical(name, reflected=True))
+
+    def __invert__(t):
+        if t.dtype != np.bool_:
+            raise TypeError(f"~ on a {t.dtype} tensor: vtape has no bitwise ops; ~ is logical not on bool tensors")
+        return _vtape.logical_not(t)
+
+    T.__invert__ = __invert__
     T.__neg__ = lambda t: _vtape.neg(t)
     T.__pos__ = lambda t: t
     T.__abs__ = lambda t: _vtape.abs(t)
@@ -178,7 +202,7 @@ def _install() -> None:
     T.T = property(lambda t: _vtape.transpose(t, list(reversed(range(t.ndim)))), doc="The axes reversed.")
     T.mT = property(lambda t: _vtape.swapaxes(t, -1, -2), doc="The last two axes swapped.")
     T.reshape = lambda t, *shape: _vtape.reshape(t, shape[0] if len(shape) == 1 else shape)
-    for name in ("sum", "mean", "max", "logsumexp"):
+    for name in ("sum", "mean", "max", "any", "all", "logsumexp"):
         setattr(T, name, (lambda f: lambda t, axis=None, keepdims=False: f(t, axis, keepdims))(getattr(_vtape, name)))
     T.__dlpack__ = lambda t, **kw: t.__array_view__().__dlpack__(**kw)
     T.__dlpack_device__ = lambda t: (1, 0)

@@ -156,9 +156,10 @@ Tensor exec(const Instr& in, const std::vector<Tensor>& R) {
     case Op::Div: return vt::div(A(0), A(1));
     case Op::Pow: return vt::pow(A(0), A(1));
     case Op::Maximum: return vt::maximum(A(0), A(1));
-    case Op::Less: return vt::less(A(0), A(1));
-    case Op::Greater: return vt::greater(A(0), A(1));
-    case Op::Equal: return vt::equal(A(0), A(1));
+    // Comparisons give bools; the program goes on with them as 0/1 floats, as a model multiplies by a mask.
+    case Op::Less: return vt::astype(vt::less(A(0), A(1)), vt::promote(A(0).dtype(), A(1).dtype()));
+    case Op::Greater: return vt::astype(vt::greater(A(0), A(1)), vt::promote(A(0).dtype(), A(1).dtype()));
+    case Op::Equal: return vt::astype(vt::equal(A(0), A(1)), vt::promote(A(0).dtype(), A(1).dtype()));
     case Op::AddS: return vt::add(A(0), S[0]);
     case Op::SubS: return vt::sub(A(0), S[0]);
     case Op::MulS: return vt::mul(A(0), S[0]);

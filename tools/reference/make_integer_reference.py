@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Integer .npy files for tests/test_integers.cpp, written by numpy (independent of vtape).
+"""Integer and bool .npy files for tests/test_integers.cpp and tests/test_bool.cpp, written by numpy (independent of
+vtape).
 
 Writes tests/data/ints/*.npy: int64 and int32 arrays (C order, little-endian), with values that
 float64 cannot hold exactly (above 2^53) and the extremes of each type, plus numpy's own results
@@ -30,3 +31,10 @@ np.save(out / "i64_max_axis0.npy", np.max(i64, axis=0))
 floats = np.array([2.7, -2.7, 0.5, -0.5, 1e6 + 0.9], dtype="<f8")
 np.save(out / "floats.npy", floats)
 np.save(out / "floats_as_i64.npy", floats.astype(np.int64))  # truncation toward zero
+
+# A bool mask ('|b1', one byte each) and numpy's comparisons of values with NaN, infinities and signed zeros.
+np.save(out / "mask.npy", np.array([[True, False, True], [False, False, True]]))
+special = np.array([np.nan, -np.inf, -1.0, -0.0, 0.0, 2.0, np.inf])
+a, b = np.meshgrid(special, special, indexing="ij")
+np.save(out / "special.npy", special)
+np.save(out / "special_compared.npy", np.stack([a < b, a <= b, a > b, a >= b, a == b, a != b]))

@@ -159,13 +159,12 @@ def test_np_maximum():
     jtu.assert_all_close(vt.vmap(lambda x: vt.maximum(x, 0.0))(x), np.maximum(x, 0.0), check_dtypes=False)
 
 
-@deliberate("comparisons return float 1/0 (vtape has no bool dtype yet; the guide, 'Tensors and dtypes')")
 def test_np_gtr_than():
     """JAX: BatchingTest.testNpGtrThan"""
     x = R(10, 5, 3, 7)
     ans = vt.vmap(lambda x: x > 1.0)(x)
-    assert ans.dtype == np.float64
-    np.testing.assert_array_equal(np.asarray(ans), (x > 1.0).astype(np.float64))
+    assert ans.dtype == np.bool_
+    np.testing.assert_array_equal(np.asarray(ans), x > 1.0)
 
 
 def test_np_maximum_per_example_grad():

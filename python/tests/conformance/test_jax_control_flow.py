@@ -233,13 +233,13 @@ def test_while_type_errors_structure():
         vt.while_loop(lambda c: True, lambda c: (1.0, 1.0), 0.0)
 
 
-@deliberate("a predicate is any scalar, nonzero meaning true (vtape has no bool dtype); a non-scalar one raises "
-            "vtape.Error, a ValueError, naming its shape, where JAX raises TypeError")
+@deliberate("a predicate is any scalar, nonzero meaning true (as where reads its condition), where JAX requires a "
+            "bool; a non-scalar one raises vtape.Error, a ValueError, naming its shape, where JAX raises TypeError")
 def test_while_type_errors_predicate():
     """JAX: LaxControlFlowTest.testWhileTypeErrors (cond_fun must return a boolean scalar)"""
     with pytest.raises(vt.Error, match=r"predicate has shape \[2\]"):
         vt.while_loop(lambda c: (1.0, 1.0), lambda c: c, 0.0)
-    # JAX rejects a float32 predicate; vtape takes it (comparisons return float masks).
+    # JAX rejects a float32 predicate; vtape takes it (nonzero is true).
     out = vt.while_loop(lambda c: vt.astype(c < 3, "float32"), lambda c: c + 1, np.float32(0.0))
     assert out.dtype == np.float32 and float(out) == 3.0
 
