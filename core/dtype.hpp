@@ -102,6 +102,15 @@ decltype(auto) visit_dtype(DType d, Fn&& fn) {
   return fn(double{});
 }
 
+/// Calls fn with an unsigned integer as wide as d's elements (std::uint8_t, std::uint32_t or std::uint64_t), for
+/// code that moves or compares elements as bits, whatever their type.
+template <class Fn>
+decltype(auto) visit_element_word(DType d, Fn&& fn) {
+  if (size_of(d) == 1) return fn(std::uint8_t{});
+  if (size_of(d) == 4) return fn(std::uint32_t{});
+  return fn(std::uint64_t{});
+}
+
 /// visit_dtype for the kernels that move or compare elements, which every dtype has (fill, copy,
 /// select, gather, comparisons): booleans too, as bool.
 template <class Fn>

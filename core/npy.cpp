@@ -118,6 +118,10 @@ Tensor load_npy(const std::string& path) {
   Tensor t = Tensor::empty(shape, dtype);
   if (!in.read(static_cast<char*>(const_cast<void*>(t.raw_data())), static_cast<std::streamsize>(bytes)))
     fail("load_npy: '{}' holds fewer values than its shape {} needs", path, to_string(shape));
+  if (dtype == DType::boolean) {  // a bool is one byte, 0 or 1: any other byte is true, as numpy reads it
+    auto* b = static_cast<unsigned char*>(const_cast<void*>(t.raw_data()));
+    for (std::int64_t i = 0; i < bytes; ++i) b[i] = b[i] != 0;
+  }
   return t;
 }
 

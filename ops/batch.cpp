@@ -277,7 +277,12 @@ Tensor batch_mean(const Tensor& x) {
   check_batched(x, "batch_mean");
   return apply(batch_mean_op, {is_floating(x.dtype()) ? x : astype(x, DType::f64)});  // as mean
 }
-Tensor batch_max(const Tensor& x) { return apply(batch_max_op, {check_batched(x, "batch_max")}); }
+Tensor batch_max(const Tensor& x) {
+  check_batched(x, "batch_max");
+  if (is_boolean(x.dtype()))
+    return astype(apply(batch_max_op, {astype(x, DType::i32)}), DType::boolean);  // as max: any
+  return apply(batch_max_op, {x});
+}
 
 Tensor broadcast_to_batch(const Tensor& x, const Tensor& like) {
   check_batched(like, "broadcast_to_batch");

@@ -149,10 +149,10 @@ Tensor mean(const Tensor& x, const Axes& axes, bool keepdims) {
 }
 
 Tensor max(const Tensor& x, const Axes& axes, bool keepdims) {
-  if (x.defined() && is_boolean(x.dtype()) && x.numel() > 0) return any(x, axes, keepdims);
   if (over_batch_too(x, axes)) return batch_max(per_example([&] { return max(x, axes, keepdims); }));
   for (int ax : normalize_axes(axes, x.ndim(), "max"))
     if (x.shape()[ax] == 0) fail("max: reduction over an empty axis {} of shape {}", ax, to_string(x.shape()));
+  if (is_boolean(x.dtype())) return any(x, axes, keepdims);
   return reduce(max_op, x, axes, keepdims);
 }
 

@@ -64,8 +64,8 @@ TEST_CASE("comparisons give bools that agree with numpy's on NaN, infinities and
       INFO(name_of(d) << ", comparison " << k);
       const Tensor got = ops[k](a, b);
       CHECK(got.dtype() == DType::boolean);
-      CHECK(got.to_vector<bool>() == slice(expected, 0, static_cast<std::int64_t>(k), static_cast<std::int64_t>(k + 1))
-                                         .to_vector<bool>());
+      CHECK(got.to_vector<bool>() ==
+            slice(expected, 0, static_cast<std::int64_t>(k), static_cast<std::int64_t>(k + 1)).to_vector<bool>());
       // The same under jit, with b broadcast the other way (its transpose, read along columns).
       auto jitted = jit([&](const Tensor& u, const Tensor& v) { return ops[k](u, transpose(v)); });
       CHECK(jitted(a, reshape(x, {7, 1})).to_vector<bool>() == got.to_vector<bool>());
@@ -121,7 +121,7 @@ TEST_CASE("bools in arithmetic promote to the other operand, and two bools add a
   CHECK((ratio[0] == 1.0 && std::isnan(ratio[1]) && ratio[2] == 1.0));
   const Tensor p = bools({false, false, true, true}), q = bools({false, true, false, true});
   CHECK((p + q).dtype() == DType::boolean);
-  CHECK((p + q).to_vector<bool>() == Bools{false, true, true, true});  // or
+  CHECK((p + q).to_vector<bool>() == Bools{false, true, true, true});    // or
   CHECK((p * q).to_vector<bool>() == Bools{false, false, false, true});  // and
   CHECK(maximum(p, q).to_vector<bool>() == Bools{false, true, true, true});
   CHECK(minimum(p, q).to_vector<bool>() == Bools{false, false, false, true});
@@ -163,8 +163,7 @@ TEST_CASE("ops that move data take bools; arithmetic and gradients refuse them b
   CHECK(m.at<double>({1, 2}) == 0.0);
   CHECK(full({2}, 3.0, DType::boolean).to_vector<bool>() == Bools{true, true});
   CHECK(eye(2, DType::boolean).to_vector<bool>() == Bools{true, false, false, true});
-  CHECK_THAT(error_of([&] { (void)exp(m); }),
-             Catch::Contains("exp: takes floating-point tensors, got bool (input 0)"));
+  CHECK_THAT(error_of([&] { (void)exp(m); }), Catch::Contains("exp: takes floating-point tensors, got bool (input 0)"));
   CHECK_THAT(error_of([&] { (void)neg(m); }), Catch::Contains("neg: takes numeric tensors, got bool"));
   CHECK_THAT(error_of([&] { (void)matmul(m, transpose(m)); }), Catch::Contains("got bool"));
   CHECK_THAT(error_of([&] { (void)randn({2}, 1, DType::boolean); }), Catch::Contains("randn"));
@@ -190,7 +189,8 @@ TEST_CASE("gradients through masks: where selects, a mask scales, comparisons st
     for (std::int64_t k = 0; k < 6 * b; ++k) v.push_back(0.1 * static_cast<double>(k) - 1.05);
     const Tensor X = Tensor::from_vector(v, {b, 6});
     const Tensor G = per_example(as_batch(X));
-    for (std::int64_t e = 0; e < b; ++e) require_close(slice(unbatch(G), 0, e, e + 1), grad(f)(slice(X, 0, e, e + 1)), 0.0);
+    for (std::int64_t e = 0; e < b; ++e)
+      require_close(slice(unbatch(G), 0, e, e + 1), grad(f)(slice(X, 0, e, e + 1)), 0.0);
   }
   CHECK(per_example.counters().traces == 1);
 }

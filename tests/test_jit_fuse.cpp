@@ -661,3 +661,34 @@ TEST_CASE("a lone elementwise step between two runs by the lower triangle leaves
   const std::vector<double> got = step(thetas).to_vector<double>(), want = vmap(fn)(thetas).to_vector<double>();
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 1e-12 * std::abs(want[i]));
 }
+
+TEST_CASE("runs on symmetric matrices that make or read masks: one-byte bools mirrored and compared as bits",
+          "[jit][fuse][bool]") {
+  const std::int64_t n = 200;
+  const Tensor s = squared_distances(n, 48, DType::f64), theta = randn({4}, 49) * 0.3;
+  // A mask made by the run and needed whole: its lower triangle is computed, then mirrored byte by byte.
+  auto made = [&](const Tensor& th) {
+    const Tensor k = kernel_of(s, th);
+    const Tensor near = greater(k, full({}, 0.5));
+    return std::vector<Tensor>{near, where(near, k, zeros({})) * s};
+  };
+  CHECK(jit(made).compile(theta).fused_lower >= 1);
+  const std::vector<Tensor> got = jit(made)(theta), want = made(theta);
+  CHECK(got[0].to_vector<bool>() == want[0].to_vector<bool>());
+  require_bitwise(got[1], want[1]);
+  // A captured mask, symmetric (the selection may run by the lower triangle) or not in one entry (it must not).
+  std::int64_t lower[2] = {};
+  for (const bool symmetric : {true, false}) {
+    INFO((symmetric ? "symmetric mask" : "one entry changed"));
+    std::vector<double> values = squared_distances(n, 48, DType::f64).to_vector<double>();
+    if (!symmetric) values[static_cast<std::size_t>(150 * n + 3)] = -1.0;
+    const Tensor captured = less(Tensor::from_vector(values, {n, n}), full({}, 0.0));  // one true entry or none
+    auto read = [&](const Tensor& th) {
+      const Tensor k = kernel_of(s, th);
+      return std::vector<Tensor>{where(captured, s, k) * 2.0 + 1.0};
+    };
+    lower[symmetric ? 0 : 1] = jit(read).compile(theta).fused_lower;
+    require_bitwise(jit(read)(theta)[0], read(theta)[0]);
+  }
+  CHECK(lower[0] > lower[1]);
+}

@@ -309,7 +309,7 @@ void mirror(const View& full, std::size_t lead, std::int64_t example, const Piec
     for (std::int64_t j = 0; j < p.cols; ++j)
       for (std::int64_t i = 0; i < p.rows; ++i) to[j * rs + i * cs] = from[i * rs + j * cs];
   };
-  return size_of(full.dtype) == 4 ? copy(std::uint32_t{}) : copy(std::uint64_t{});  // every dtype's size
+  visit_element_word(full.dtype, copy);
 }
 
 }  // namespace

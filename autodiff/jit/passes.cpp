@@ -389,7 +389,7 @@ bool same_constant_values(const Plan& plan, int x, int y, bool transposed, std::
   if (transposed) std::swap(expected[r - 1], expected[r - 2]);
   if (vy.shape != expected || vx.constant.device() != vy.constant.device() || numel(vx.shape) > most_elements)
     return false;
-  // Compared as words of the element size (every dtype's is 4 or 8 bytes): bits, not values.
+  // Compared as words of the element size: bits, not values.
   const auto equal_as = [&](auto word) {
     using Word = decltype(word);
     const auto count = static_cast<std::size_t>(numel(vx.shape));
@@ -412,7 +412,7 @@ bool same_constant_values(const Plan& plan, int x, int y, bool transposed, std::
         }
     return true;
   };
-  return size_of(vx.dtype) == 8 ? equal_as(std::uint64_t{}) : equal_as(std::uint32_t{});
+  return visit_element_word(vx.dtype, equal_as);
 }
 
 namespace {

@@ -294,6 +294,8 @@ void CudaBackend::binary(BinaryKind kind, const View& a, const View& b, const Vi
   check_same_rank(a, out, "cuda", "binary");
   check_same_rank(b, out, "cuda", "binary");
   auto entered = enter();
+  if (a.dtype != b.dtype)
+    fail("cuda binary: {} and {} operands (internal error: the ops promote first)", name_of(a.dtype), name_of(b.dtype));
   // A comparison reads its operands' dtype and writes bools (kernels::binary).
   check(kernels::binary(stream_, kind, a.dtype,
                         layout_of<3>("binary", out.shape, {&a.strides, &b.strides, &out.strides}), a.data, b.data,
