@@ -50,6 +50,18 @@ enum class UnaryKind {
   trigamma,
   sigmoid,
   softplus,
+  // trigonometric and hyperbolic functions and their inverses: the C library's
+  tan,
+  arcsin,
+  arccos,
+  arctan,
+  sinh,
+  cosh,
+  arcsinh,
+  arccosh,
+  arctanh,
+  floor,
+  ceil,
 };
 // Comparisons read operands of one dtype (any, bool too) and write bools; the other kinds read and
 // write one number dtype.
@@ -58,7 +70,7 @@ enum class UnaryKind {
 // clang-format off
 enum class BinaryKind {
   add, sub, mul, div, pow, maximum, less, greater, equal,
-  minimum, pow_base_grad, less_equal, greater_equal, not_equal,
+  minimum, pow_base_grad, less_equal, greater_equal, not_equal, arctan2,
 };
 // clang-format on
 constexpr bool is_comparison(BinaryKind k) {

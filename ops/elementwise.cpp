@@ -126,6 +126,40 @@ VT_UNARY(sigmoid, sigmoid, [](const Node& n, const Tensor& y, const Tensor& g, c
 VT_UNARY(softplus, softplus, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
   return std::vector<Tensor>{g * sigmoid(x_of(n))};
 }, false)
+
+// ---------------------------------------------------------------- trigonometric and hyperbolic
+// 1 - x^2 as (1 - x)(1 + x), and x^2 - 1 as (x - 1)(x + 1): exact near |x| = 1, where the derivatives blow up.
+Tensor one_minus_square(const Tensor& x) { return (1.0 - x) * (x + 1.0); }
+
+VT_UNARY(tan, tan, [](const Node&, const Tensor& y, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * (square(y) + 1.0)};
+}, false)
+VT_UNARY(arcsin, arcsin, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g / sqrt(one_minus_square(x_of(n)))};
+}, false)
+VT_UNARY(arccos, arccos, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{neg(g / sqrt(one_minus_square(x_of(n))))};
+}, false)
+VT_UNARY(arctan, arctan, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g / (square(x_of(n)) + 1.0)};
+}, false)
+VT_UNARY(sinh, sinh, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * cosh(x_of(n))};
+}, false)
+VT_UNARY(cosh, cosh, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g * sinh(x_of(n))};
+}, false)
+VT_UNARY(arcsinh, arcsinh, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g / sqrt(square(x_of(n)) + 1.0)};
+}, false)
+VT_UNARY(arccosh, arccosh, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g / sqrt(neg(one_minus_square(x_of(n))))};
+}, false)
+VT_UNARY(arctanh, arctanh, [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext&) {
+  return std::vector<Tensor>{g / one_minus_square(x_of(n))};
+}, false)
+VT_UNARY(floor, floor, nullptr, false)
+VT_UNARY(ceil, ceil, nullptr, false)
 // clang-format on
 #undef VT_UNARY
 
@@ -142,7 +176,7 @@ constexpr char add_name[] = "add", sub_name[] = "sub", mul_name[] = "mul", div_n
                pow_base_grad_name[] = "pow_base_grad", maximum_name[] = "maximum", minimum_name[] = "minimum",
                less_name[] = "less", less_equal_name[] = "less_equal", greater_name[] = "greater",
                greater_equal_name[] = "greater_equal", equal_name[] = "equal", not_equal_name[] = "not_equal",
-               where_name[] = "where";
+               arctan2_name[] = "arctan2", where_name[] = "where";
 
 using Adjoint = std::vector<Tensor> (*)(const Node&, const Tensor&, const Tensor&, const AdjointContext&);
 using Tangent = Tensor (*)(const Node&, const Tensor&, const std::vector<Tensor>&);
@@ -157,7 +191,8 @@ constexpr OpDef binary_op(Adjoint adjoint, Tangent tangent, bool in_place = true
           .adjoint = adjoint,
           .tangent = tangent,
           .in_place = in_place,
-          .integers = Kind != BinaryKind::div && Kind != BinaryKind::pow && Kind != BinaryKind::pow_base_grad,
+          .integers = Kind != BinaryKind::div && Kind != BinaryKind::pow && Kind != BinaryKind::pow_base_grad &&
+                      Kind != BinaryKind::arctan2,
           .elementwise = true};
 }
 
@@ -271,6 +306,19 @@ Tensor extremum_tangent(const Node& n, const Tensor&, const std::vector<Tensor>&
   const Tensor share_a = share_of_a<Pick>(n);
   return add_tangents(scaled(t[0], share_a), t[1].defined() ? scaled(t[1], 1.0 - share_a) : Tensor());
 }
+
+// d/dy atan2(y, x) = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2).
+Tensor arctan2_in_y(const Node& n) { return n.inputs[1] / (square(n.inputs[0]) + square(n.inputs[1])); }
+Tensor arctan2_in_x(const Node& n) { return neg(n.inputs[0]) / (square(n.inputs[0]) + square(n.inputs[1])); }
+const OpDef arctan2_op = binary_op<BinaryKind::arctan2, arctan2_name>(
+    [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
+      return std::vector<Tensor>{ctx.needs[0] ? to_input(n, 0, g * arctan2_in_y(n)) : Tensor(),
+                                 ctx.needs[1] ? to_input(n, 1, g * arctan2_in_x(n)) : Tensor()};
+    },
+    [](const Node& n, const Tensor&, const std::vector<Tensor>& t) {
+      return add_tangents(t[0].defined() ? scaled(t[0], arctan2_in_y(n)) : Tensor(),
+                          t[1].defined() ? scaled(t[1], arctan2_in_x(n)) : Tensor());
+    });
 
 const OpDef maximum_op =
     binary_op<BinaryKind::maximum, maximum_name>(extremum_adjoint<greater>, extremum_tangent<greater>);
@@ -390,6 +438,11 @@ Tensor div(const Tensor& a, const Tensor& b) {
   return binary(div_op, a, b);
 }
 Tensor pow(const Tensor& a, const Tensor& b) { return binary(pow_op, a, b); }
+Tensor arctan2(const Tensor& y, const Tensor& x) {
+  if (y.defined() && x.defined() && !is_floating(promote(y.dtype(), x.dtype())))  // as div: in float64
+    return binary(arctan2_op, astype(y, DType::f64), astype(x, DType::f64));
+  return binary(arctan2_op, y, x);
+}
 Tensor maximum(const Tensor& a, const Tensor& b) {
   return both_boolean(a, b) ? logical_or(a, b) : binary(maximum_op, a, b);
 }

@@ -51,6 +51,26 @@ Tensor trigamma(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 /// log(1 + exp(x)), without overflow: x for large x, exp(x) for very negative x; gradient sigmoid(x).
 Tensor softplus(const Tensor& x);
+/// Trigonometric and hyperbolic functions and their inverses (numpy's names; the C library's tan,
+/// asin, ...). Gradients are the closed forms: 1 + tan^2, +-1 / sqrt((1 - x)(1 + x)), 1 / (1 + x^2),
+/// cosh, sinh, 1 / sqrt(x^2 + 1), 1 / sqrt((x - 1)(x + 1)), 1 / ((1 - x)(1 + x)): infinite at the
+/// domain's edges, NaN outside it.
+Tensor tan(const Tensor& x);
+Tensor arcsin(const Tensor& x);
+Tensor arccos(const Tensor& x);
+Tensor arctan(const Tensor& x);
+Tensor sinh(const Tensor& x);
+Tensor cosh(const Tensor& x);
+Tensor arcsinh(const Tensor& x);
+Tensor arccosh(const Tensor& x);
+Tensor arctanh(const Tensor& x);
+/// The largest integer not above x, and the smallest not below it (as floats; NaN and +-inf stay):
+/// not differentiable (gradient 0), as sign.
+Tensor floor(const Tensor& x);
+Tensor ceil(const Tensor& x);
+/// The angle of the point (x, y), in [-pi, pi] (the C library's atan2, signed zeros included); gradient
+/// (x, -y) / (x^2 + y^2) in (y, x): NaN at the origin.
+Tensor arctan2(const Tensor& y, const Tensor& x);
 
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);

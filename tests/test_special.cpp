@@ -1,9 +1,12 @@
 // The elementwise special functions and reductions: log10, log2, exp2, exp10, expm1,
-// erf, erfc, lgamma, digamma, trigamma, sigmoid, softplus, pow with a scalar base, minimum, clip,
+// erf, erfc, lgamma, digamma, trigamma, sigmoid, softplus, the trigonometric and hyperbolic
+// functions and their inverses, floor, ceil, arctan2, pow with a scalar base, minimum, clip,
 // logsumexp and cumsum. Values against the C library, long-double formulas, closed forms and
 // scipy's tables; gradients against finite differences and closed forms; batched and under jit.
 // (Bit-exactness on special values at every length and layout: test_hostile.cpp.)
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -453,4 +456,64 @@ TEST_CASE("the new ops under jit equal eager, values and gradients, at several b
   auto polygamma = jit([](const Tensor& t) { return trigamma(t) + digamma(t); });
   const Tensor x = as_batch(rand({5, 3}, 31) + 0.5);
   require_close(unbatch(polygamma(x)), unbatch(trigamma(x) + digamma(x)), 0);
+}
+
+TEST_CASE("trigonometric and hyperbolic ops and their inverses: the C library's values, closed-form gradients",
+          "[elementwise][special][grad]") {
+  using Scalar = double (*)(double);
+  const std::vector<double> unit = {-0.999, -0.75, -0.3, -0.0, 0.0, 1e-9, 0.4, 0.9, 0.999};
+  const std::vector<double> wide = {-9.5, -2.0, -1.0, -1e-8, 0.0, 0.3, 1.0, 4.0, 20.0};
+  const std::vector<double> above_one = {1.0, 1.0 + 1e-9, 1.5, 3.0, 1e6};
+  struct Case {
+    const char* name;
+    UnaryOp op;
+    Scalar reference;
+    const std::vector<double>* xs;
+  };
+  const std::vector<Case> cases = {
+      {"tan", tan, [](double v) { return std::tan(v); }, &unit},
+      {"arcsin", arcsin, [](double v) { return std::asin(v); }, &unit},
+      {"arccos", arccos, [](double v) { return std::acos(v); }, &unit},
+      {"arctan", arctan, [](double v) { return std::atan(v); }, &wide},
+      {"sinh", sinh, [](double v) { return std::sinh(v); }, &wide},
+      {"cosh", cosh, [](double v) { return std::cosh(v); }, &wide},
+      {"arcsinh", arcsinh, [](double v) { return std::asinh(v); }, &wide},
+      {"arccosh", arccosh, [](double v) { return std::acosh(v); }, &above_one},
+      {"arctanh", arctanh, [](double v) { return std::atanh(v); }, &unit},
+      {"floor", floor, [](double v) { return std::floor(v); }, &wide},
+      {"ceil", ceil, [](double v) { return std::ceil(v); }, &wide},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    require_matches(c.op(vec(*c.xs)).to_vector<double>(), mapped(*c.xs, c.reference), *c.xs, 0);
+    // Outside the domain: NaN, as the C library.
+    if (c.xs == &unit && std::string(c.name) != "tan") CHECK(std::isnan(c.op(vec({1.5})).item()));
+  }
+  // Gradients against central differences inside each domain, and closed forms where they blow up.
+  const Tensor inside = rand({3, 4}, 11) * 1.8 - 0.9, any = randn({3, 4}, 12) * 2.0,
+               beyond = rand({3, 4}, 13) * 3.0 + 1.1;
+  const std::vector<std::pair<UnaryOp, const Tensor*>> differentiable = {
+      {tan, &inside}, {arcsin, &inside}, {arccos, &inside},  {arctan, &any},     {sinh, &any},
+      {cosh, &any},   {arcsinh, &any},   {arccosh, &beyond}, {arctanh, &inside},
+  };
+  for (const auto& [op, x] : differentiable)
+    check_gradients([f = op](const std::vector<Tensor>& a) { return f(a[0]); }, {*x}, 1e-6, 1e-7);
+  auto d = [](UnaryOp op, double v) { return grad([op](const Tensor& t) { return sum(op(t)); })(vec({v})).item(); };
+  const double near = 1 - 1e-12;  // (1 - x)(1 + x) keeps its digits where 1 - x^2 would lose them
+  CHECK(d(arctanh, near) == Approx(1 / ((1 - near) * (1 + near))).epsilon(1e-12));
+  CHECK(d(arcsin, near) == Approx(1 / std::sqrt((1 - near) * (1 + near))).epsilon(1e-12));
+  CHECK(std::isinf(d(arcsin, 1.0)));
+  CHECK(d(floor, 2.5) == 0.0);
+  // arctan2: the C library's quadrants and signed zeros, gradient (x, -y) / (x^2 + y^2), integers in float64.
+  const std::vector<double> ys = {1.0, 1.0, -1.0, -1.0, 0.0, -0.0, 0.0, -0.0},
+                            xs = {2.0, -2.0, 2.0, -2.0, 1.0, 1.0, -1.0, -1.0};
+  const std::vector<double> angles = arctan2(vec(ys), vec(xs)).to_vector<double>();
+  for (std::size_t i = 0; i < ys.size(); ++i) {
+    INFO("atan2(" << ys[i] << ", " << xs[i] << ")");
+    CHECK(std::bit_cast<std::uint64_t>(angles[i]) == std::bit_cast<std::uint64_t>(std::atan2(ys[i], xs[i])));
+  }
+  check_gradients([](const std::vector<Tensor>& a) { return arctan2(a[0], a[1]); },
+                  {randn({2, 3}, 14), randn({2, 3}, 15) + 0.5}, 1e-6, 1e-7);
+  CHECK(arctan2(Tensor::from_ints({1}, {1}), Tensor::from_ints({1}, {1})).dtype() == DType::f64);
+  CHECK(arctan2(Tensor::from_ints({1}, {1}), Tensor::from_ints({1}, {1})).item() == Approx(M_PI / 4).epsilon(1e-15));
 }

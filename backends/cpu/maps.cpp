@@ -454,6 +454,17 @@ void CpuBackend::unary(UnaryKind kind, const View& in, const View& out) {
         case UnaryKind::softplus:
           if constexpr (vmath::vectorised) return map_block<T>(in, out, vmath::softplus_block);
           return map1<T>(in, out, [](T v) { return special::softplus(v); });
+        case UnaryKind::tan: return map1<T>(in, out, [](T v) { return std::tan(v); });
+        case UnaryKind::arcsin: return map1<T>(in, out, [](T v) { return std::asin(v); });
+        case UnaryKind::arccos: return map1<T>(in, out, [](T v) { return std::acos(v); });
+        case UnaryKind::arctan: return map1<T>(in, out, [](T v) { return std::atan(v); });
+        case UnaryKind::sinh: return map1<T>(in, out, [](T v) { return std::sinh(v); });
+        case UnaryKind::cosh: return map1<T>(in, out, [](T v) { return std::cosh(v); });
+        case UnaryKind::arcsinh: return map1<T>(in, out, [](T v) { return std::asinh(v); });
+        case UnaryKind::arccosh: return map1<T>(in, out, [](T v) { return std::acosh(v); });
+        case UnaryKind::arctanh: return map1<T>(in, out, [](T v) { return std::atanh(v); });
+        case UnaryKind::floor: return map1<T>(in, out, [](T v) { return std::floor(v); });
+        case UnaryKind::ceil: return map1<T>(in, out, [](T v) { return std::ceil(v); });
         default: fail("cpu unary: map {} on {} (internal error)", static_cast<int>(kind), name_of(out.dtype));
       }
     }
@@ -491,6 +502,10 @@ void CpuBackend::binary(BinaryKind kind, const View& a, const View& b, const Vie
         // Paths by the exponent's value (pow_map, above), the C library's pow for special values.
         case BinaryKind::pow: return pow_map<T>(a, b, out);
         case BinaryKind::pow_base_grad: return pow_base_grad_map<T>(a, b, out);
+        case BinaryKind::arctan2:
+          return map2<T>(a, b, out, [](const auto& x, const auto& y) {
+            return x.binaryExpr(y, [](T u, T v) { return std::atan2(u, v); });
+          });
         case BinaryKind::maximum:
           return map2<T>(a, b, out, [](const auto& x, const auto& y) {
             return x.binaryExpr(y, [](T u, T v) { return u > v || std::isnan(u) ? u : v; });

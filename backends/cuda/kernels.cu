@@ -102,6 +102,17 @@ __device__ __forceinline__ T apply_unary(UnaryKind kind, T x) {
       case UnaryKind::trigamma: return special::trigamma(x);
       case UnaryKind::sigmoid: return special::sigmoid(x);
       case UnaryKind::softplus: return special::softplus(x);
+      case UnaryKind::tan: return f ? tanf(x) : tan(x);
+      case UnaryKind::arcsin: return f ? asinf(x) : asin(x);
+      case UnaryKind::arccos: return f ? acosf(x) : acos(x);
+      case UnaryKind::arctan: return f ? atanf(x) : atan(x);
+      case UnaryKind::sinh: return f ? sinhf(x) : sinh(x);
+      case UnaryKind::cosh: return f ? coshf(x) : cosh(x);
+      case UnaryKind::arcsinh: return f ? asinhf(x) : asinh(x);
+      case UnaryKind::arccosh: return f ? acoshf(x) : acosh(x);
+      case UnaryKind::arctanh: return f ? atanhf(x) : atanh(x);
+      case UnaryKind::floor: return f ? floorf(x) : floor(x);
+      case UnaryKind::ceil: return f ? ceilf(x) : ceil(x);
     }
     return x;
   }
@@ -141,6 +152,7 @@ __device__ __forceinline__ T apply_binary(BinaryKind kind, T x, T y) {
       case BinaryKind::maximum: return x > y || isnan(x) ? x : y;  // NaN propagates, as on the CPU
       case BinaryKind::minimum: return x < y || isnan(x) ? x : y;  // NaN propagates, as on the CPU
       case BinaryKind::pow_base_grad: return y == T(0) ? T(0) : y * (f ? powf(x, y - T(1)) : pow(x, y - T(1)));
+      case BinaryKind::arctan2: return f ? atan2f(x, y) : atan2(x, y);
       default:  // comparisons run compare_kernel: a bug, as the CPU's internal error
         __trap();
         return x;

@@ -114,6 +114,17 @@ void bind_ops(nb::module_& m) {
                                                  {"trigamma", vt::trigamma},
                                                  {"sigmoid", vt::sigmoid},
                                                  {"softplus", vt::softplus},
+                                                 {"tan", vt::tan},
+                                                 {"arcsin", vt::arcsin},
+                                                 {"arccos", vt::arccos},
+                                                 {"arctan", vt::arctan},
+                                                 {"sinh", vt::sinh},
+                                                 {"cosh", vt::cosh},
+                                                 {"arcsinh", vt::arcsinh},
+                                                 {"arccosh", vt::arccosh},
+                                                 {"arctanh", vt::arctanh},
+                                                 {"floor", vt::floor},
+                                                 {"ceil", vt::ceil},
                                                  {"logical_not", vt::logical_not},
                                                  {"stop_gradient", vt::stop_gradient},
                                                  {"as_batch", vt::as_batch},
@@ -141,7 +152,8 @@ void bind_ops(nb::module_& m) {
                                                    {"not_equal", vt::not_equal},
                                                    {"logical_and", vt::logical_and},
                                                    {"logical_or", vt::logical_or},
-                                                   {"logical_xor", vt::logical_xor}};
+                                                   {"logical_xor", vt::logical_xor},
+                                                   {"arctan2", vt::arctan2}};
   for (const auto& [name, f] : binary) {
     m.def(name, f, nb::arg("a"), nb::arg("b"));
     // Python ints first (an int stays an int with an integer tensor), then floats.
@@ -198,6 +210,12 @@ void bind_ops(nb::module_& m) {
   m.def("triu", &vt::triu, nb::arg("x"), nb::arg("k") = 0);
   m.def("take", &vt::take, nb::arg("x"), nb::arg("indices"), nb::arg("axis") = 0);
   m.def("scatter_add", &vt::scatter_add, nb::arg("x"), nb::arg("indices"), nb::arg("updates"), nb::arg("axis") = 0);
+  m.def(
+      "scatter_set",
+      [](const Tensor& x, const Tensor& indices, const Tensor& updates, std::int64_t axis) {
+        return vt::at(x, indices, axis).set(updates);
+      },
+      nb::arg("x"), nb::arg("indices"), nb::arg("updates"), nb::arg("axis") = 0);
   m.def("segment_sum", &vt::segment_sum, nb::arg("data"), nb::arg("segment_ids"), nb::arg("num_segments"));
   m.def("segment_mean", &vt::segment_mean, nb::arg("data"), nb::arg("segment_ids"), nb::arg("num_segments"));
   m.def("segment_max", &vt::segment_max, nb::arg("data"), nb::arg("segment_ids"), nb::arg("num_segments"));
