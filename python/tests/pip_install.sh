@@ -27,5 +27,9 @@ g = vt.grad(lambda x: vt.sum(vt.exp(x) * x))(np.array([0.5, -1.0]))
 np.testing.assert_allclose(np.asarray(g), np.exp([0.5, -1.0]) * (1 + np.array([0.5, -1.0])), rtol=1e-14)
 f = vt.jit(vt.vmap(lambda a: vt.logdet(a)))
 np.testing.assert_allclose(np.asarray(f(np.stack([np.eye(3) * 2] * 4))), [3 * np.log(2)] * 4, rtol=1e-14)
+# The subpackages are installed too (JAX's namespaces).
+import vtape.numpy as jnp  # noqa: E402
+from vtape.scipy.linalg import cho_factor, cho_solve  # noqa: E402
+np.testing.assert_allclose(np.asarray(cho_solve(cho_factor(np.eye(2) * 4.0), jnp.ones(2))), [0.25, 0.25], rtol=1e-15)
 print("pip install ok:", vt.__version__, vt.__file__)
 PY

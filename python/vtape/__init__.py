@@ -18,12 +18,20 @@ from ._vtape import (  # noqa: F401
     all,
     any,
     arange,
+    arccos,
+    arccosh,
+    arcsin,
+    arcsinh,
+    arctan,
+    arctan2,
+    arctanh,
     as_batch,
     astype,
     batch_max,
     batch_mean,
     batch_sum,
     broadcast_to,
+    ceil,
     cho_factor,
     cho_solve,
     cholesky,
@@ -31,6 +39,7 @@ from ._vtape import (  # noqa: F401
     clip,
     concatenate,
     cos,
+    cosh,
     cumsum,
     diag,
     diagonal,
@@ -41,10 +50,11 @@ from ._vtape import (  # noqa: F401
     erf,
     erfc,
     exp,
-    exp2,
     exp10,
+    exp2,
     expm1,
     eye,
+    floor,
     full,
     greater,
     greater_equal,
@@ -54,14 +64,14 @@ from ._vtape import (  # noqa: F401
     linspace,
     load_npy,
     log,
+    log10,
     log1p,
     log2,
-    log10,
+    logdet,
     logical_and,
     logical_not,
     logical_or,
     logical_xor,
-    logdet,
     logsumexp,
     matmul,
     max,
@@ -79,12 +89,14 @@ from ._vtape import (  # noqa: F401
     reshape,
     save_npy,
     scatter_add,
+    scatter_set,
     segment_max,
     segment_mean,
     segment_sum,
     sigmoid,
     sign,
     sin,
+    sinh,
     slice,
     softplus,
     solve,
@@ -96,11 +108,12 @@ from ._vtape import (  # noqa: F401
     sum,
     swapaxes,
     take,
+    tan,
     tanh,
     transpose,
     triangular_solve,
-    tril,
     trigamma,
+    tril,
     triu,
     unbatch,
     where,
@@ -155,7 +168,10 @@ def _accept_arrays():
                 # is taken (add(x, 0.5): a weak scalar) the first call did not raise.
                 floats = [asarray(a) if isinstance(a, float) else a for a in args]
                 if builtins.all(a is b for a, b in zip(floats, args)):  # this module's all is vtape.all
-                    raise
+                    # Only Python numbers (vtape.add(0, 0), as lax.add of two ints): the first as a tensor.
+                    if not args or not builtins.all(isinstance(a, (int, float)) for a in args):
+                        raise
+                    floats = [asarray(args[0])] + list(args[1:])
                 return _f(*floats, **kwargs)
 
         globals()[name] = functools.wraps(f)(wrapper)
@@ -164,4 +180,5 @@ def _accept_arrays():
 _accept_arrays()
 del _accept_arrays
 
-from ._linalg import cholesky, eigh  # noqa: E402,F401  (JAX's symmetrize_input over the C++ ops)
+from ._linalg import cholesky, eigh, triangular_solve  # noqa: E402,F401  (JAX's forms over the C++ ops)
+from . import lax, nn, numpy, scipy, tree_util  # noqa: E402,F401  (JAX's namespaces: jax.numpy, jax.lax, ...)

@@ -25,3 +25,13 @@ def cholesky(a, *, symmetrize_input: bool = True):
 def eigh(a, *, symmetrize_input: bool = True):
     """The eigenvalues (ascending) and eigenvectors (columns) of a symmetric matrix, or of a batch of them."""
     return _vtape.eigh(_symmetrized(a, symmetrize_input))
+
+
+def triangular_solve(t, b, lower: bool = True, transpose: bool = False, left: bool = True):
+    """x with op(t) x = b (left) or x op(t) = b, t triangular (its lower or upper triangle read), op(t) = t or t^T.
+    A vector b is a column on the left and a row on the right, as JAX's."""
+    t, b = asarray(t), asarray(b)
+    if not left and b.ndim == 1:
+        x = _vtape.triangular_solve(t, _vtape.reshape(b, (1, b.shape[0])), lower, transpose, False)
+        return _vtape.reshape(x, (b.shape[0],))
+    return _vtape.triangular_solve(t, b, lower, transpose, left)

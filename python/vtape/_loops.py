@@ -61,11 +61,12 @@ def _loop(f: Callable, init: Any, xs_leaves: list, x_def, index_x: bool, length:
 
 
 def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reverse: bool = False,
-         checkpoint_every: int = 0):
+         checkpoint_every: int = 0, *, unroll=None):
     """scan(f, init, xs) -> (final carry, ys): `carry, y = f(carry, x)` for each x along the leading axis of xs (a
     pytree of arrays of one length), ys stacking every y along a new leading axis. With xs None, `length` steps and
     x None (as JAX). `reverse` runs from the last step to the first; `checkpoint_every` = k > 0 stores every k-th
-    carry for reverse mode and recomputes the rest."""
+    carry for reverse mode and recomputes the rest. `unroll` is accepted and ignored (the body is one op)."""
+    del unroll
     if xs is None:
         if length is None:
             raise ValueError("scan: give xs or length")
@@ -81,13 +82,36 @@ def scan(f: Callable, init: Any, xs: Any = None, length: int | None = None, reve
     return _loop(f, init, xs_leaves, x_def, False, n, 0, reverse, checkpoint_every, "scan")
 
 
-def fori_loop(lower: int, upper: int, body_fun: Callable, init_val: Any):
+def _concrete_int(bound):
+    """A loop bound as a Python int where its value is known (a number, or a tensor outside jit), else None."""
+    if isinstance(bound, (int, float)) or hasattr(bound, "__index__") and not isinstance(bound, _vtape.Tensor):
+        return int(bound)
+    try:
+        return int(float(asarray(bound)))
+    except (_vtape.Error, TypeError, ValueError):
+        return None  # traced: its value is known only when the plan runs
+
+
+def fori_loop(lower, upper, body_fun: Callable, init_val: Any, *, unroll=None):
     """val = body_fun(i, val) for i = lower, ..., upper - 1 (i an int64 scalar tensor); init_val when upper <= lower.
-    Differentiable, as a scan."""
-    if upper <= lower:
-        return init_val
-    step = lambda carry, i: (body_fun(i, carry), None)  # noqa: E731
-    return _loop(step, init_val, [], None, True, upper - lower, lower, False, 0, "fori_loop")[0]
+    With bounds known when it is called (numbers, or tensors outside jit) it is a scan, differentiable; with a traced
+    bound (under jit) a while_loop, forward only, as JAX's. `unroll` is accepted and ignored (the body is one op)."""
+    del unroll
+    lo, hi = _concrete_int(lower), _concrete_int(upper)
+    if lo is not None and hi is not None:
+        if hi <= lo:
+            return init_val
+        step = lambda carry, i: (body_fun(i, carry), None)  # noqa: E731
+        return _loop(step, init_val, [], None, True, hi - lo, lo, False, 0, "fori_loop")[0]
+    # A traced bound: the counter rides in the carry, in the carry's floating-point dtype (exact below 2^24 steps in
+    # float32), and the body sees it as int64.
+    leaves, _ = _leaves(init_val)
+    dtype = next((x.dtype_name for x in leaves if x.dtype.kind == "f"), "float64")
+    first = _vtape.astype(asarray(lower), dtype)
+    last = _vtape.astype(asarray(upper), dtype)
+    i, val = while_loop(lambda s: s[0] < last,
+                        lambda s: (s[0] + 1.0, body_fun(_vtape.astype(s[0], "int64"), s[1])), (first, init_val))
+    return val
 
 
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any):

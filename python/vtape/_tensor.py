@@ -99,6 +99,22 @@ def _logical(name: str, reflected: bool = False):
     return op
 
 
+def floor_divide(a, b):
+    """a // b as numpy: floor(a / b), an integer when both are (exact while the quotient is below 2^53)."""
+    ints = _is_int(a) and _is_int(b)
+    q = _vtape.floor(_vtape.div(_operand(a), _operand(b)))
+    return q.astype("int64") if ints else q
+
+
+def remainder(a, b):
+    """a % b as numpy: a - b floor(a / b), with b's sign."""
+    return a - b * floor_divide(a, b)
+
+
+def _is_int(x) -> bool:
+    return x.dtype.kind in "iub" if isinstance(x, Tensor) else isinstance(x, numbers.Integral)
+
+
 def _normalize_index(index, ndim: int):
     if not isinstance(index, tuple):
         index = (index,)
@@ -131,6 +147,13 @@ def _getitem(t: Tensor, index) -> Tensor:
                 out = _vtape.take(out, asarray(np.arange(start, stop, step, dtype=np.int64)), axis)
             shape.append(out.shape[axis])
             axis += 1
+        elif isinstance(i, (Tensor, np.ndarray, list)):  # an integer array along this axis: its rows (a take)
+            if any(isinstance(j, (Tensor, np.ndarray, list)) for j in index if j is not i):
+                raise IndexError("vtape: one integer array per index (numpy's rules for several are not vtape's)")
+            idx = asarray(i)
+            out = _vtape.take(out, idx, axis)
+            shape.extend(idx.shape)
+            axis += idx.ndim
         elif isinstance(i, (numbers.Integral, np.integer)):
             k = int(i)
             if not -n <= k < n:
@@ -142,6 +165,61 @@ def _getitem(t: Tensor, index) -> Tensor:
             raise IndexError(f"vtape: unsupported index {i!r}: use ints, slices, None, ... or an integer array")
     shape.extend(out.shape[axis:])
     return _vtape.reshape(out, tuple(shape)) if tuple(shape) != out.shape else out
+
+
+class _At:
+    """t.at[index]: JAX's indexed updates, returning new tensors (vtape's are immutable). The index is an int, a slice,
+    an integer array, or a tuple of them where every entry but one is a full slice `:` (one indexed axis)."""
+
+    def __init__(self, t: Tensor):
+        self._t = t
+
+    def __getitem__(self, index):
+        return _AtIndex(self._t, index)
+
+
+class _AtIndex:
+    def __init__(self, t: Tensor, index):
+        self.t = t
+        index = _normalize_index(index, t.ndim)
+        picked = [k for k, i in enumerate(index) if not (isinstance(i, slice) and i == slice(None))]
+        if len(picked) > 1 or any(i is None for i in index):
+            raise IndexError(f"vtape: .at[{index!r}]: index one axis (the others ':'), by an int, slice or int array")
+        self.axis = picked[0] if picked else 0
+        i = index[self.axis] if picked else slice(None)
+        n = t.shape[self.axis]
+        self.scalar = isinstance(i, (numbers.Integral, np.integer))
+        if isinstance(i, slice):
+            i = np.arange(n)[i]
+        self.indices = asarray(np.int64(i) if self.scalar else i)
+        if self.scalar:
+            self.indices = _vtape.reshape(self.indices, (1,))
+
+    def _values(self, values) -> Tensor:
+        shape = self.t.shape[:self.axis] + tuple(self.indices.shape) + self.t.shape[self.axis + 1:]
+        v = values if isinstance(values, Tensor) else asarray(np.asarray(values, dtype=self.t.dtype))
+        if self.scalar and v.ndim == len(shape) - 1:
+            v = _vtape.reshape(v, v.shape[:self.axis] + (1,) + v.shape[self.axis:]) if v.ndim >= self.axis else v
+        return _vtape.broadcast_to(_vtape.astype(v, self.t.dtype_name), shape)
+
+    def get(self):
+        """t[index]."""
+        return _getitem(self.t, self._index())
+
+    def _index(self):
+        return (slice(None),) * self.axis + (self.indices if not self.scalar else int(np.asarray(self.indices)[0]),)
+
+    def set(self, values):
+        """t with values written at index (where an index repeats, its last value)."""
+        return _vtape.scatter_set(self.t, self.indices, self._values(values), self.axis)
+
+    def add(self, values):
+        """t with values added at index (repeated indices add up)."""
+        return _vtape.scatter_add(self.t, self.indices, self._values(values), self.axis)
+
+    def multiply(self, values):
+        """t with its elements at index multiplied by values (each index once)."""
+        return self.set(_vtape.take(self.t, self.indices, self.axis) * self._values(values))
 
 
 def _install() -> None:
@@ -195,10 +273,15 @@ def _install() -> None:
         return _vtape.logical_not(t)
 
     T.__invert__ = __invert__
+    T.__floordiv__ = lambda a, b: floor_divide(a, b)
+    T.__rfloordiv__ = lambda a, b: floor_divide(b if isinstance(b, numbers.Number) else asarray(b), a)
+    T.__mod__ = lambda a, b: remainder(a, b)
+    T.__rmod__ = lambda a, b: remainder(b if isinstance(b, numbers.Number) else asarray(b), a)
     T.__neg__ = lambda t: _vtape.neg(t)
     T.__pos__ = lambda t: t
     T.__abs__ = lambda t: _vtape.abs(t)
     T.__getitem__ = _getitem
+    T.at = property(_At, doc="JAX's indexed updates: t.at[i].set(v), .add(v), .multiply(v), .get().")
     T.T = property(lambda t: _vtape.transpose(t, list(reversed(range(t.ndim)))), doc="The axes reversed.")
     T.mT = property(lambda t: _vtape.swapaxes(t, -1, -2), doc="The last two axes swapped.")
     T.reshape = lambda t, *shape: _vtape.reshape(t, shape[0] if len(shape) == 1 else shape)

@@ -6,6 +6,7 @@ C++ transform over flat lists of tensors (vtape._vtape), so the semantics are th
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable, Sequence
 
 from . import _vtape
@@ -84,14 +85,15 @@ def value_and_grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
     has_aux, when the result is ((scalar, aux), gradient)."""
 
     @functools.wraps(f)
-    def run(*args):
+    def run(*args, **kwargs):
+        # Keyword arguments reach f as they are, not differentiated (JAX's rule).
         nums = _argnums(argnums, len(args), "grad")
         flat, defs, starts, rebuild = _flatten_args(args)
         wrt = _variables(flat, defs, starts, nums, "grad")
         aux = []
 
         def flat_f(xs):
-            out = f(*rebuild(xs))
+            out = f(*rebuild(xs), **kwargs)
             if has_aux:
                 if not isinstance(out, tuple) or len(out) != 2:
                     raise TypeError("grad with has_aux: the function must return a pair (scalar, aux)")
@@ -117,8 +119,8 @@ def grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
     vg = value_and_grad(f, argnums, has_aux)
 
     @functools.wraps(f)
-    def run(*args):
-        value, g = vg(*args)
+    def run(*args, **kwargs):
+        value, g = vg(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
     return run
@@ -154,9 +156,10 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     return (result, pullback, aux[0]) if has_aux else (result, pullback)
 
 
-def jvp(f: Callable, primals: Sequence, tangents: Sequence):
+def jvp(f: Callable, primals: Sequence, tangents: Sequence, has_aux: bool = False):
     """jvp(f, primals, tangents) -> (f(*primals), J tangents): the tangents a sequence of pytrees of the primals'
-    structures (each leaf of its primal's shape and dtype)."""
+    structures (each leaf of its primal's shape and dtype). With has_aux, f returns (out, aux) and jvp returns
+    (out, J tangents, aux), aux carrying no tangent."""
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise StructureError(f"jvp: {len(tangents)} tangents for {len(primals)} primals")
@@ -168,14 +171,22 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence):
         if x.dtype.kind == "f" and x.dtype != t.dtype:
             raise StructureError(f"jvp: tangent {i} is {t.dtype}, its primal {x.dtype}; a tangent has its primal's dtype")
     out_def = []
+    aux = []
 
     def flat_f(xs):
-        leaves, d = tree_flatten(f(*rebuild(xs)))
+        out = f(*rebuild(xs))
+        if has_aux:
+            if not isinstance(out, tuple) or len(out) != 2:
+                raise StructureError("jvp with has_aux: the function must return a pair (out, aux)")
+            out, extra = out
+            aux.append(extra)
+        leaves, d = tree_flatten(out)
         out_def.append(d)
         return _tensor_leaves(leaves)
 
     outs, touts = _vtape.jvp_flat(flat_f, flat, flat_t)
-    return tree_unflatten(out_def[0], outs), tree_unflatten(out_def[0], touts)
+    result = (tree_unflatten(out_def[0], outs), tree_unflatten(out_def[0], touts))
+    return result + (aux[0],) if has_aux else result
 
 
 def _jacobian(flat_transform, name: str, f: Callable, argnums, has_aux: bool) -> Callable:
@@ -256,7 +267,9 @@ class _Vmapped:
             out.extend(leaves)
         return out
 
-    def __call__(self, *args, out_axes=None):
+    def __call__(self, *args, out_axes=None, **kwargs):
+        if kwargs:  # mapped over their leading axes, as JAX maps keyword arguments: passed by position
+            args = _positional(self.f, args, kwargs, "vmap")
         flat, defs, starts, rebuild = _flatten_args(args)
         out_def = []
 
@@ -322,7 +335,9 @@ class Jitted:
 
         return f, flat, rebuild, cache, tracer, unbatch
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:  # traced as the positional arguments they stand for, as JAX's
+            args = _positional(self.f, args, kwargs, "jit")
         f, flat, rebuild, cache, tracer, unbatch = self._prepare(args)
         done = cache.call(flat, tracer)
         if done is None:  # inside a trace or a transform: op by op
@@ -356,10 +371,69 @@ def _unbatch_tree(tree):
     return tree_unflatten(d, [_vtape.unbatch(x) if isinstance(x, Tensor) and x.is_batched else x for x in leaves])
 
 
-def jit(f: Callable | None = None, *, passes: str = ""):
-    """jit(f) or @jit: see Jitted. `passes` turns plan passes off ("-name") or on ("+name"), as JitOptions."""
+def _positional(f: Callable, args: tuple, kwargs: dict, name: str) -> tuple:
+    """args and kwargs as f's positional arguments (keyword arguments named as f's parameters)."""
+    target = f.f if isinstance(f, (_Vmapped, Jitted)) else f
+    try:
+        bound = inspect.signature(target).bind(*args, **kwargs)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{name}: keyword arguments {sorted(kwargs)} do not fit the function's parameters: {e}") from e
+    if bound.kwargs:
+        raise TypeError(f"{name}: keyword arguments {sorted(bound.kwargs)} cannot be passed by position (they follow a "
+                        "parameter left to its default, or are keyword-only); pass them by position")
+    return bound.args
+
+
+class _StaticJitted:
+    """jit(f, static_argnums=, static_argnames=): one Jitted per value of the static arguments (which must be
+    hashable), each tracing f with them bound as Python values."""
+
+    def __init__(self, f: Callable, passes: str, static_argnums, static_argnames):
+        functools.update_wrapper(self, f, updated=())
+        self.f, self.passes = f, passes
+        self.signature = inspect.signature(f)
+        params = list(self.signature.parameters)
+        nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums or ())
+        names = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames or ())
+        for n in nums:
+            if not -len(params) <= n < len(params):
+                raise ValueError(f"jit: static_argnums {n} is out of range for {len(params)} parameters")
+        self.static = set(names) | {params[n] for n in nums}
+        self._jitted: dict = {}
+
+    def __call__(self, *args, **kwargs):
+        bound = self.signature.bind(*args, **kwargs)
+        static = {k: v for k, v in bound.arguments.items() if k in self.static}
+        dynamic = [(k, v) for k, v in bound.arguments.items() if k not in self.static]
+        try:
+            key = (tuple(sorted(static.items())), tuple(k for k, _ in dynamic))
+            hash(key)
+        except TypeError as e:
+            raise TypeError(f"jit: static arguments must be hashable, got {static!r}") from e
+        jitted = self._jitted.get(key)
+        if jitted is None:
+            names = [k for k, _ in dynamic]
+            f = self.f
+            jitted = self._jitted[key] = Jitted(lambda *values: f(**static, **dict(zip(names, values))), self.passes)
+        return jitted(*[v for _, v in dynamic])
+
+    def counters(self) -> dict:
+        """As Jitted.counters, summed over the static values seen."""
+        total: dict = {}
+        for j in self._jitted.values():
+            for k, v in j.counters().items():
+                total[k] = total.get(k, 0) + v
+        return total
+
+
+def jit(f: Callable | None = None, *, passes: str = "", static_argnums=(), static_argnames=()):
+    """jit(f) or @jit: see Jitted. `passes` turns plan passes off ("-name") or on ("+name"), as JitOptions.
+    static_argnums and static_argnames name arguments that are Python values (hashable), not traced: each value of
+    them traces f once, as JAX's."""
     if f is None:
-        return lambda g: jit(g, passes=passes)
+        return lambda g: jit(g, passes=passes, static_argnums=static_argnums, static_argnames=static_argnames)
     if not callable(f):
         raise TypeError(f"jit: expected a callable, got {f!r}")
+    if static_argnums or static_argnames:
+        return _StaticJitted(f, passes, static_argnums, static_argnames)
     return Jitted(f, passes)

@@ -1,4 +1,5 @@
-"""Pytrees: nested tuples, lists and dicts (and None) of leaves, flattened to a list and rebuilt, as JAX does.
+"""Pytrees: nested tuples, namedtuples, lists and dicts (and None) of leaves, and the node types registered with
+register_pytree_node, flattened to a list and rebuilt, as JAX does.
 
 A dict's entries are taken in the order of its sorted keys, so that equal dicts flatten alike.
 """
@@ -14,7 +15,8 @@ class TreeDef:
     __slots__ = ("kind", "children", "keys")
 
     def __init__(self, kind: str, children: tuple = (), keys: tuple = ()):
-        self.kind = kind  # "leaf", "none", "tuple", "list" or "dict"
+        self.kind = kind  # "leaf", "none", "tuple", "list", "dict", "namedtuple" (keys: its class) or "custom"
+        # (keys: the node type and its aux data)
         self.children = children
         self.keys = keys
 
@@ -38,6 +40,8 @@ class TreeDef:
     def __repr__(self) -> str:
         if self.kind in ("leaf", "none"):
             return "*" if self.kind == "leaf" else "None"
+        if self.kind in ("namedtuple", "custom"):
+            return f"{self.keys[0].__name__}({', '.join(repr(c) for c in self.children)})"
         inner = ", ".join(
             f"{k!r}: {c!r}" for k, c in zip(self.keys, self.children)
         ) if self.kind == "dict" else ", ".join(repr(c) for c in self.children)
@@ -45,6 +49,15 @@ class TreeDef:
 
 
 LEAF = TreeDef("leaf")
+
+# Node types registered by register_pytree_node: type -> (flatten, unflatten).
+_registry: dict[type, tuple[Callable, Callable]] = {}
+
+
+def register_pytree_node(nodetype: type, flatten_func: Callable, unflatten_func: Callable) -> None:
+    """Makes nodetype a pytree node, as jax.tree_util's: flatten_func(node) gives (children, aux_data), with aux_data
+    hashable and compared for structure equality; unflatten_func(aux_data, children) rebuilds the node."""
+    _registry[nodetype] = (flatten_func, unflatten_func)
 
 
 def tree_flatten(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tuple[list, TreeDef]:
@@ -57,7 +70,12 @@ def tree_flatten(tree: Any, is_leaf: Callable[[Any], bool] | None = None) -> tup
             return LEAF
         if node is None:
             return TreeDef("none")
-        if isinstance(node, tuple) and not hasattr(node, "_fields"):
+        if type(node) in _registry:
+            children, aux = _registry[type(node)][0](node)
+            return TreeDef("custom", tuple(walk(c) for c in children), (type(node), aux))
+        if isinstance(node, tuple) and hasattr(node, "_fields"):
+            return TreeDef("namedtuple", tuple(walk(c) for c in node), (type(node),))
+        if isinstance(node, tuple):
             return TreeDef("tuple", tuple(walk(c) for c in node))
         if isinstance(node, list):
             return TreeDef("list", tuple(walk(c) for c in node))
@@ -80,6 +98,10 @@ def tree_unflatten(treedef: TreeDef, leaves: list) -> Any:
         if t.kind == "none":
             return None
         children = [build(c) for c in t.children]
+        if t.kind == "namedtuple":
+            return t.keys[0](*children)
+        if t.kind == "custom":
+            return _registry[t.keys[0]][1](t.keys[1], children)
         if t.kind == "tuple":
             return tuple(children)
         if t.kind == "list":

@@ -38,7 +38,6 @@ def test_grad_argnums():
     assert isinstance(g, tuple) and tuple(float(v) for v in g) == (3.0, 1.0)
 
 
-@unsupported("keyword arguments to functions wrapped by grad")
 def test_grad_argnums_kwargs():
     """JAX: APITest.test_grad_argnums (f(x, y, z, flag=True))"""
     def f(x, y, z, flag=False):
@@ -355,7 +354,6 @@ def test_jac_and_aux_basic(transform):
 # --- jvp, vjp ---------------------------------------------------------------------------------------------------
 
 
-@unsupported("jvp(has_aux=)")
 def test_jvp_and_aux_basic():
     """JAX: APITest.test_jvp_and_aux_basic"""
     primals, tangents, aux = vt.jvp(lambda x: (x**3, [x**2]), (3.0,), (4.0,), has_aux=True)
@@ -545,7 +543,6 @@ def test_vmap_structured_in_axes():
     assert vfoo((x, collections.OrderedDict([("a", y), ("b", z)]))).shape == (6, 2, 5)
 
 
-@unsupported("namedtuples as pytrees")
 def test_vmap_structured_in_axes_namedtuple():
     """JAX: APITest.test_vmap_structured_in_axes (a namedtuple Point)"""
     Point = collections.namedtuple("Point", ["x", "y"])
@@ -583,7 +580,6 @@ def test_vmap_scalar():
 # --- jit --------------------------------------------------------------------------------------------------------
 
 
-@unsupported("jit static_argnums")
 def test_jit_static_args():
     """JAX: JitTest.test_jit_static_args"""
     side = []
@@ -599,7 +595,6 @@ def test_jit_static_args():
     assert len(side) == 1
 
 
-@unsupported("jit static_argnames")
 def test_jit_with_static_argnames():
     """JAX: JitTest.test_jit_with_static_argnames"""
     def f(x):
@@ -609,7 +604,6 @@ def test_jit_with_static_argnames():
     assert int(vt.jit(f, static_argnames="x")(x="foo")) == 1
 
 
-@unsupported("keyword arguments to functions wrapped by jit")
 def test_jit_kwargs():
     """JAX: JitTest.test_jit_kwargs"""
     def f(x, y, z):

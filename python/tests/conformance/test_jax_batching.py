@@ -343,7 +343,6 @@ def test_lax_linalg_triangular_solve(in_axes, index):
     jtu.assert_all_close(ans, expected.astype(np.float32), atol=1e-5, rtol=1e-5)
 
 
-@unsupported("a[:, idx] fancy indexing")
 def test_numpy_indexing1():
     """JAX: BatchingTest.testNumpyIndexing1"""
     a = np.arange(2 * 3 * 4).reshape((2, 3, 4))
@@ -353,7 +352,6 @@ def test_numpy_indexing1():
     assert np.all(np.asarray(vt.vmap(f, (None, 0))(a, ind)) == expected)
 
 
-@unsupported("a[:, idx] fancy indexing")
 def test_numpy_indexing2():
     """JAX: BatchingTest.testNumpyIndexing2"""
     a = np.arange(2 * 3 * 4).reshape((2, 3, 4))
@@ -409,7 +407,6 @@ def test_empty_tuples():
     assert empty_tuple == ()
 
 
-@unsupported(".at[].add")
 def test_index_add_batched_indexes_only():
     """JAX: BatchingTest.testIndexAddBatchedIndexesOnly"""
     f = lambda x, idx, y: vt.asarray(x).at[idx].add(y)  # noqa: E731
@@ -447,7 +444,6 @@ def test_negative_axes_out_axes_pytree():
     jtu.assert_all_close(out, np.full((5,), 7), check_dtypes=False)
 
 
-@unsupported("keyword arguments to functions wrapped by vmap")
 def test_vmap_kwargs():
     """JAX: BatchingTest.testVmapKwargs"""
     f = lambda a, b: (2 * a, 3 * b)  # noqa: E731

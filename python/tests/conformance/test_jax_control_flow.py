@@ -58,17 +58,17 @@ SCAN_IMPLS = [
     pytest.param(vt.scan, id="impl=scan"),
     pytest.param(_scan_checkpointed, id="impl=checkpoint_every2"),
 ]
-SCAN_IMPL_UNROLL = pytest.param(_scan_unroll2, id="impl=unroll2", marks=unsupported("scan(unroll=)"))
+SCAN_IMPL_UNROLL = pytest.param(_scan_unroll2, id="impl=unroll2")
 
 
 def cond_via_switch(pred, true_fun, false_fun, *args):
     index = vt.astype(vt.asarray(pred), "int32")
-    return vt.switch(index, [false_fun, true_fun], *args)
+    return vt.lax.switch(index, [false_fun, true_fun], *args)
 
 
 COND_IMPLS = [
     pytest.param(vt.cond, id="cond"),
-    pytest.param(cond_via_switch, id="switch", marks=unsupported("lax.switch")),
+    pytest.param(cond_via_switch, id="switch"),
 ]
 
 
@@ -396,7 +396,6 @@ def test_fori_loop_scalar_limits():
     assert result.dtype == np.float32 and float(result) == init + 10
 
 
-@unsupported("fori_loop(unroll=)")
 def test_fori_loop_supports_unrolling():
     """JAX: LaxControlFlowTest.test_fori_loop_supports_unrolling"""
     init = np.float32(10)
@@ -405,7 +404,7 @@ def test_fori_loop_supports_unrolling():
 
 @pytest.mark.parametrize("jit", [False, True])
 @pytest.mark.parametrize("upper", [0, -1])
-@pytest.mark.parametrize("unroll", [False, pytest.param(True, marks=unsupported("fori_loop(unroll=)"))])
+@pytest.mark.parametrize("unroll", [False, True])
 def test_fori_loop_returns_init_with_nonpositive_length(jit, upper, unroll):
     """JAX: LaxControlFlowTest.test_fori_loop_returns_init_with_nonpositive_length"""
     kw = {"unroll": True} if unroll else {}  # unroll=False is the default: nothing to pass
@@ -435,7 +434,6 @@ def test_fori_loop_basic():
     assert float(count(4)) == 6
 
 
-@unsupported("fori_loop with traced bounds (jit of a function whose bound is an argument)")
 def test_fori_loop_basic_compile():
     """JAX: LaxControlFlowTest.testForiLoopBasic (_CompileAndCheck: the bound traced)"""
     count = lambda num: vt.fori_loop(0, num, lambda i, tot: tot + i, 0.0)  # noqa: E731
@@ -453,7 +451,6 @@ def test_fori_loop_closure():
     assert float(count(4)) == 6 + 4**2
 
 
-@unsupported("fori_loop with traced bounds")
 def test_fori_loop_closure_jit():
     """JAX: LaxControlFlowTest.testForiLoopClosure (cfun = jit(count))"""
     cfun = vt.jit(lambda num: vt.fori_loop(0, num, lambda i, tot: num + (tot + i), 0.0))
@@ -561,7 +558,6 @@ def test_cond_two_operands():
         jtu.assert_all_close(vt.jit(cfun)(x), fun(x), check_dtypes=False)
 
 
-@unsupported("ops on two Python scalars (vtape.add(0, 0): an op needs one tensor or array operand)")
 def test_cond_two_operands_python_scalars():
     """JAX: LaxControlFlowTest.testCondTwoOperands (cfun(0): lax.add of two Python ints)"""
     assert float(vt.cond(0 == 0, vt.add, vt.mul, 0, 0)) == 0
@@ -578,14 +574,13 @@ def test_cond_three_operands():
         jtu.assert_all_close(vt.jit(cfun)(x), fun(x), check_dtypes=False)
 
 
-@unsupported("custom pytree nodes (register_pytree_node_class)")
 def test_cond_callable_operands():
     """JAX: LaxControlFlowTest.testCondCallableOperands"""
     class Foo:
         def __init__(self, x):
             self.x = x
 
-    vt.register_pytree_node(Foo, lambda f: ((f.x,), None), lambda _, xs: Foo(*xs))
+    vt.tree_util.register_pytree_node(Foo, lambda f: ((f.x,), None), lambda _, xs: Foo(*xs))
     a = vt.cond(True, lambda a, b: a + b, lambda a, b: a + b, 3.0, 4.0)
     b = vt.cond(True, lambda a, b: a + b.x, lambda a, b: a + b.x, 3.0, Foo(4.0))
     assert float(a) == float(b)
@@ -599,57 +594,51 @@ def _switch_branches():
     return [lambda x: (x, x), branch, lambda x: (x, -x)]
 
 
-@unsupported("lax.switch")
 def test_switch():
     """JAX: LaxControlFlowTest.testSwitch"""
     branches = _switch_branches()
     for x in [-1, 0, 1, 2, 3]:
         want = branches[min(max(x, 0), 2)](x)
-        jtu.assert_all_close(vt.switch(x, branches, x), want, check_dtypes=False)
-        jtu.assert_all_close(vt.jit(lambda x: vt.switch(x, branches, x))(x), want, check_dtypes=False)
+        jtu.assert_all_close(vt.lax.switch(x, branches, x), want, check_dtypes=False)
+        jtu.assert_all_close(vt.jit(lambda x: vt.lax.switch(x, branches, x))(x), want, check_dtypes=False)
 
 
-@unsupported("lax.switch")
 def test_switch_multi_operands():
     """JAX: LaxControlFlowTest.testSwitchMultiOperands"""
     branches = [vt.add, vt.mul]
     for x in [-1.0, 0.0, 1.0, 2.0]:
         want = branches[0 if x <= 0 else 1](np.array(x), np.array(x))
-        jtu.assert_all_close(vt.switch(int(x), branches, np.array(x), np.array(x)), want)
+        jtu.assert_all_close(vt.lax.switch(int(x), branches, np.array(x), np.array(x)), want)
 
 
-@unsupported("lax.switch")
 def test_one_branch_switch():
     """JAX: LaxControlFlowTest.testOneBranchSwitch"""
     branch = lambda x: -x  # noqa: E731
     for i in [-1, 0, 1]:
-        assert float(vt.switch(i, [branch], 7.0)) == -7.0
+        assert float(vt.lax.switch(i, [branch], 7.0)) == -7.0
 
 
-@unsupported("lax.switch")
 def test_switch_jvp():
     """JAX: LaxControlFlowTest.testSwitchJVP"""
     branches = _switch_branches()
-    fun = lambda x: vt.switch(vt.astype(x // 1, "int32"), branches, x)  # noqa: E731
+    fun = lambda x: vt.lax.switch(vt.astype(x // 1, "int32"), branches, x)  # noqa: E731
     for x in [-0.7, 0.7, 1.7, 2.7, 3.7]:
         jtu.check_grads(fun, (x,), order=2, modes=["fwd"])
 
 
-@unsupported("lax.switch")
 def test_switch_grad():
     """JAX: LaxControlFlowTest.testSwitchGrad"""
     branches = [lambda x: 3.0 * x, lambda x: vt.sin(x), lambda x: -x]
-    f = vt.jit(lambda x: vt.switch(vt.astype(x // 1, "int32"), branches, x))
+    f = vt.jit(lambda x: vt.lax.switch(vt.astype(x // 1, "int32"), branches, x))
     for x in [-0.7, 0.7, 1.7, 2.7, 3.7]:
         jtu.check_grads(f, (x,), order=2, modes=["fwd", "rev"])
 
 
-@unsupported("lax.switch")
 def test_switch_batched():
     """JAX: LaxControlFlowTest.testSwitchBatched"""
     def fun(index, x, y, z):
         branches = [lambda xyz: xyz[0], lambda xyz: -xyz[1], lambda xyz: vt.sign(xyz[2])]
-        return vt.switch(index, branches, (x, y, z))
+        return vt.lax.switch(index, branches, (x, y, z))
 
     ans = vt.vmap(fun, (0, 0, None, None))(np.array([0, 1]), np.array([1, 2]), np.array(5), np.array(9))
     jtu.assert_all_close(ans, np.array([1, -5]), check_dtypes=False)
@@ -1280,17 +1269,15 @@ def test_issue757_int_xs():
     vt.jit(vt.jacfwd(_issue757_loop(np.arange(10)), argnums=(0,)))(0.5)
 
 
-@unsupported("lax.map")
 def test_map():
     """JAX: LaxControlFlowTest.testMap"""
     xs = np.arange(10.0)
-    jtu.assert_all_close(vt.map(lambda x: x**2, xs), xs**2)
+    jtu.assert_all_close(vt.lax.map(lambda x: x**2, xs), xs**2)
 
 
-@unsupported("lax.map")
 def test_map_empty():
     """JAX: LaxControlFlowTest.testMapEmpty"""
-    jtu.assert_all_close(vt.map(lambda x: x * x, np.array([])), np.array([]))
+    jtu.assert_all_close(vt.lax.map(lambda x: x * x, np.array([])), np.array([]))
 
 
 @deliberate("an eager loop traces its body on every call (no cache across calls); the plan of a jitted function "
@@ -1345,7 +1332,6 @@ def test_while_jvp(jit_loop, jit_body, jit_cond):
     jtu.check_grads(loop, (x,), order=2, modes=["fwd"])
 
 
-@unsupported("the <= and >= operators on tensors")
 def test_le_operator():
     """JAX: LaxControlFlowTest.testWhileJVP (its cond, x[0, 2] <= 8, written with <=)"""
     x = np.arange(9.0).reshape((3, 3))
@@ -1392,7 +1378,6 @@ def test_while_jvp_with_growing_nonzero_tangents():
     jtu.check_grads(loop_lax, (x,), order=2, modes=["fwd"])
 
 
-@unsupported("fori_loop with traced bounds")
 def test_static_fori_grad():
     """JAX: LaxControlFlowTest.testStaticForiGrad"""
     func = lambda x: vt.fori_loop(x, x + 2.0, lambda i, c: c, x)  # noqa: E731
@@ -1410,18 +1395,22 @@ def test_while_grad_error():
     assert float(y) == 5.0 and float(t) == 1.0
 
 
-@pytest.mark.parametrize("loop", ["fori_inside_cond", "fori_inside_scan"])
-@unsupported("fori_loop with traced bounds")
-def test_while_grad_error_traced_fori(loop):
-    """JAX: LaxControlFlowTest.testWhileGradError (a fori_loop with traced bounds is a while_loop)"""
-    if loop == "fori_inside_cond":
-        func = lambda x: vt.cond(True, lambda x, _: vt.fori_loop(x, x + 2.0, lambda i, c: c * 2.0, x),  # noqa: E731
-                                 lambda _, x: x, x, 1.0)
-    else:
-        func = lambda x: vt.scan(lambda c, x: (vt.fori_loop(x, x + 2.0, lambda i, c1: c1 * c, x), None),  # noqa: E731
-                                 x, np.ones(2))[0]
+def test_while_grad_error_traced_fori():
+    """JAX: LaxControlFlowTest.testWhileGradError (fori_inside_scan: a fori_loop with traced bounds is a while_loop)"""
+    func = lambda x: vt.scan(lambda c, x: (vt.fori_loop(x, x + 2.0, lambda i, c1: c1 * c, x), None),  # noqa: E731
+                             x, np.ones(2))[0]
     with pytest.raises(ValueError, match="while_loop"):
         vt.grad(func)(1.0)
+
+
+@pytest.mark.deliberate("cond with a concrete predicate runs its branch as plain Python, where JAX traces it: the "
+                        "fori_loop's bounds are then known, the loop is a scan, and its gradient exists where JAX's "
+                        "while_loop raises")
+def test_while_grad_error_traced_fori_inside_cond():
+    """JAX: LaxControlFlowTest.testWhileGradError (fori_inside_cond)"""
+    func = lambda x: vt.cond(True, lambda x, _: vt.fori_loop(x, x + 2.0, lambda i, c: c * 2.0, x),  # noqa: E731
+                             lambda _, x: x, x, 1.0)
+    assert float(vt.grad(func)(1.0)) == 4.0
 
 
 def test_issue1361():

@@ -62,12 +62,11 @@ def test_cholesky(shape, dtype):
         jtu.check_grads(vt.cholesky, args_maker(), order=2)
 
 
-@unsupported("cholesky(upper=)")
 def test_cholesky_upper():
     """JAX: NumpyLinalgTest.testCholesky (upper=True)"""
     rng = jtu.rand_default(_rng())
     a = _spd(rng, (4, 4), np.float64)
-    jtu.assert_all_close(vt.cholesky(a, upper=True), np.linalg.cholesky(a, upper=True), rtol=1e-3, atol=1e-3)
+    jtu.assert_all_close(vt.numpy.linalg.cholesky(a, upper=True), np.linalg.cholesky(a, upper=True), rtol=1e-3, atol=1e-3)
 
 
 @pytest.mark.filterwarnings("ignore:Casting complex values")
@@ -212,13 +211,12 @@ def test_scipy_solve_pos_lower(lhs_shape, rhs_shape, dtype):
     jtu.compile_and_check(vt.solve, args_maker)
 
 
-@unsupported("solve(lower=False) (jax.scipy.linalg.solve's assume_a= and lower=)")
 def test_scipy_solve_pos_upper():
     """JAX: ScipyLinalgTest.testSolve (assume_a='pos', lower=False)"""
     rng = jtu.rand_default(_rng())
     a = rng((4, 4), np.float64)
     a, b = np.triu(a @ a.T), rng((4,), np.float64)
-    jtu.assert_all_close(vt.solve(a, b, assume_a="pos", lower=False),
+    jtu.assert_all_close(vt.scipy.linalg.solve(a, b, assume_a="pos", lower=False),
                          scipy.linalg.solve(a, b, assume_a="pos", lower=False), rtol=1e-3, atol=1e-3)
 
 
@@ -252,22 +250,20 @@ def test_cho_solve_grad(lhs_shape, rhs_shape):
     jtu.check_grads(lambda a, b: vt.cho_solve(vt.cho_factor(sym(a)), b), (a, b), order=2)
 
 
-@unsupported("cho_solve((c, lower), b) in jax.scipy's form (a factor given as a triangle and a flag)")
 @pytest.mark.parametrize("lower", [True, False])
 def test_cho_solve_scipy_form(lower):
     """JAX: ScipyLinalgTest.testChoSolve (jsp.linalg.cho_solve((c, lower), b))"""
     rng = jtu.rand_default(_rng())
     c = np.tril(rng((4, 4), np.float64)) if lower else np.triu(rng((4, 4), np.float64))
     b = rng((4,), np.float64)
-    jtu.assert_all_close(vt.cho_solve((c, lower), b), scipy.linalg.cho_solve((c, lower), b), rtol=1e-3, atol=1e-3)
+    jtu.assert_all_close(vt.scipy.linalg.cho_solve((c, lower), b), scipy.linalg.cho_solve((c, lower), b), rtol=1e-3, atol=1e-3)
 
 
-@unsupported("cho_factor(a, lower=) in jax.scipy's form, returning (c, lower)")
 def test_cho_factor_scipy_form():
     """JAX: jax.scipy.linalg.cho_factor (as tests/custom_linear_solve_test.py uses it)"""
     rng = jtu.rand_default(_rng())
     a = _spd(rng, (4, 4), np.float64)
-    c, lower = vt.cho_factor(a, lower=True)
+    c, lower = vt.scipy.linalg.cho_factor(a, lower=True)
     jtu.assert_all_close(np.tril(np.asarray(c)), np.linalg.cholesky(a), rtol=1e-12)
 
 
@@ -306,13 +302,12 @@ def test_solve_triangular(lower, transpose_a, lhs_shape, rhs_shape, dtype):
     jtu.compile_and_check(vt_fun, lambda: [a, b])
 
 
-@unsupported("triangular_solve(unit_diagonal=)")
 def test_solve_triangular_unit_diagonal():
     """JAX: ScipyLinalgTest.testSolveTriangular (unit_diagonal=True)"""
     rng = jtu.rand_default(_rng())
     a = np.tril(rng((4, 4), np.float64), -1) + np.eye(4)
     b = rng((4,), np.float64)
-    jtu.assert_all_close(vt.triangular_solve(a, b, lower=True, unit_diagonal=True),
+    jtu.assert_all_close(vt.scipy.linalg.solve_triangular(a, b, lower=True, unit_diagonal=True),
                          scipy.linalg.solve_triangular(a, b, lower=True, unit_diagonal=True), rtol=1e-11)
 
 
@@ -334,8 +329,7 @@ def test_solve_triangular_broadcast(lower, lhs_shape, rhs_shape, dtype):
 
 
 TRI_GRAD_SHAPES = [
-    pytest.param(False, (4, 4), (4,), id="right-(4, 4)-(4,)", marks=unsupported("triangular_solve(left=False) of a "
-                                                                                 "vector b (JAX takes it as a row)")),
+    pytest.param(False, (4, 4), (4,), id="right-(4, 4)-(4,)"),
     pytest.param(False, (4, 4), (1, 4), id="right-(4, 4)-(1, 4)"),
     pytest.param(False, (3, 3), (4, 3), id="right-(3, 3)-(4, 3)"),
     pytest.param(True, (4, 4), (4,), id="left-(4, 4)-(4,)"),
@@ -447,11 +441,10 @@ def test_qr_grad(shape):
     jtu.check_grads(qr_and_mul, (a,), order=2)
 
 
-@unsupported("qr(mode=)")
 def test_qr_complete():
     """JAX: NumpyLinalgTest.testQr (full_matrices=True: mode='complete')"""
     a = jtu.rand_default(_rng())((4, 3), np.float64)
-    q, r = vt.qr(a, mode="complete")
+    q, r = vt.numpy.linalg.qr(a, mode="complete")
     assert q.shape == (4, 4) and r.shape == (4, 3)
     jtu.assert_all_close(q @ r, a, rtol=1e-12, atol=1e-12)
 
@@ -490,12 +483,11 @@ def test_eigh(n, dtype):
     jtu.assert_all_close(w_np.astype(w.dtype), w, atol=tol * np.linalg.norm(a), rtol=tol)
 
 
-@unsupported("eigh(UPLO=)")
 def test_eigh_upper():
     """JAX: EighTest.testEigh (lower=False: UPLO='U')"""
     a = jtu.rand_default(_rng())((4, 4), np.float64)
     a = (a + a.T) / 2
-    w, v = vt.eigh(np.triu(a), UPLO="U", symmetrize_input=False)
+    w, v = vt.numpy.linalg.eigh(np.triu(a), UPLO="U", symmetrize_input=False)
     jtu.assert_all_close(np.asarray(w), np.linalg.eigvalsh(a), rtol=1e-13, atol=1e-13)
 
 

@@ -1,0 +1,102 @@
+"""jax.lax's control flow and the few primitives models use, over vtape's tensors: `from vtape import lax`.
+
+scan, fori_loop, while_loop and cond are vtape's (vtape.scan, ...); switch, map, select, stop_gradient,
+dynamic_slice and dynamic_update_slice are compositions of them and of vtape's ops, differentiable under every
+transform.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Callable, Sequence
+
+from . import _vtape
+from ._loops import cond, fori_loop, scan, while_loop  # noqa: F401
+from ._tensor import Tensor, asarray as _asarray
+
+
+def _t(x) -> Tensor:
+    return x if isinstance(x, Tensor) else _asarray(x)
+
+
+def stop_gradient(x):
+    """x, through which no derivative flows (a pytree of tensors: each leaf)."""
+    from ._tree import tree_map
+
+    return tree_map(lambda v: _vtape.stop_gradient(_t(v)), x)
+
+
+def select(pred, on_true, on_false):
+    """on_true where pred is true, else on_false, elementwise (pred bool, all of one shape)."""
+    return _vtape.where(_t(pred), _t(on_true), _t(on_false))
+
+
+def switch(index, branches: Sequence[Callable], *operands):
+    """branches[index](*operands), index clamped to [0, len(branches) - 1] as JAX does; a traced or batched index runs
+    the branches as nested conds (each branch's derivative masked as cond's)."""
+    branches = list(branches)
+    if not branches:
+        raise ValueError("switch: no branches")
+    if isinstance(index, numbers.Integral):
+        return branches[min(max(int(index), 0), len(branches) - 1)](*operands)
+    index = _t(index)
+    if len(branches) == 1:
+        return branches[0](*operands)
+
+    def pick(k: int):
+        if k == len(branches) - 1:
+            return branches[k](*operands)
+        return cond(index <= k, lambda: branches[k](*operands), lambda: pick(k + 1))
+
+    return pick(0)
+
+
+def map(f: Callable, xs: Any):  # noqa: A001 (JAX's name)
+    """[f(x) for x in xs] stacked, by a scan over xs' leading axis (carrying one unused number)."""
+    return scan(lambda carry, x: (carry, f(x)), _vtape.zeros(()), xs)[1]
+
+
+def _starts(x: Tensor, start_indices) -> list:
+    if len(start_indices) != x.ndim:
+        raise ValueError(f"dynamic_slice: {len(start_indices)} start indices for a tensor of shape {x.shape}")
+    return list(start_indices)
+
+
+def dynamic_slice(operand, start_indices, slice_sizes):
+    """operand[start:start + size] along every axis, starts that may be traced; each start is clamped so that the
+    slice fits (JAX's rule)."""
+    x = _t(operand)
+    for axis, (start, size) in enumerate(zip(_starts(x, start_indices), slice_sizes)):
+        n = x.shape[axis]
+        if isinstance(start, numbers.Integral):
+            s = min(max(int(start), 0), n - size)
+            x = _vtape.slice(x, axis, s, s + size)
+            continue
+        s = _vtape.clip(_t(start).astype("int64"), 0.0, float(n - size)).astype("int64")
+        x = _vtape.take(x, _vtape.arange(0.0, float(size), 1.0, dtype="int64") + s, axis)
+    return x
+
+
+def dynamic_update_slice(operand, update, start_indices):
+    """operand with update written at start_indices (starts that may be traced, clamped so that update fits)."""
+    x, u = _t(operand), _t(update)
+    starts = _starts(x, start_indices)
+    # The update's elements' flat positions in x, then one scatter of them.
+    flat_index = None
+    for axis, start in enumerate(starts):
+        n, size = x.shape[axis], u.shape[axis]
+        s = min(max(int(start), 0), n - size) if isinstance(start, numbers.Integral) else \
+            _vtape.clip(_t(start).astype("int64"), 0.0, float(n - size)).astype("int64")
+        along = _vtape.arange(0.0, float(size), 1.0, dtype="int64") + s
+        shape = [1] * x.ndim
+        shape[axis] = size
+        along = _vtape.reshape(along, tuple(shape))
+        stride = 1
+        for later in x.shape[axis + 1:]:
+            stride *= later
+        term = along * stride
+        flat_index = term if flat_index is None else flat_index + term
+    positions = _vtape.reshape(_vtape.broadcast_to(flat_index, u.shape), (-1,))
+    flat = _vtape.reshape(x, (-1,))
+    return _vtape.reshape(_vtape.scatter_set(flat, positions, _vtape.reshape(u.astype(x.dtype_name), (-1,)), 0),
+                          x.shape)

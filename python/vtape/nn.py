@@ -1,0 +1,47 @@
+"""jax.nn's functions models use, over vtape's tensors: `from vtape import nn`."""
+
+from __future__ import annotations
+
+from . import _vtape
+from ._tensor import Tensor, asarray as _asarray
+
+
+def _t(x) -> Tensor:
+    return x if isinstance(x, Tensor) else _asarray(x)
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)), without overflow."""
+    return _vtape.sigmoid(_t(x))
+
+
+def softplus(x):
+    """log(1 + exp(x)), without overflow."""
+    return _vtape.softplus(_t(x))
+
+
+def relu(x):
+    """max(x, 0); gradient 0 at 0 (as JAX)."""
+    x = _t(x)
+    return _vtape.where(x > 0, x, 0.0)
+
+
+def log_sigmoid(x):
+    """log(sigmoid(x)) = -softplus(-x)."""
+    return -_vtape.softplus(-_t(x))
+
+
+def logsumexp(x, axis=None, keepdims: bool = False):
+    """log(sum(exp(x))) over axis, stably."""
+    return _vtape.logsumexp(_t(x), axis, keepdims)
+
+
+def log_softmax(x, axis=-1):
+    """x - logsumexp(x) along axis."""
+    x = _t(x)
+    return x - _vtape.logsumexp(x, axis, True)
+
+
+def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along axis, stably."""
+    return _vtape.exp(log_softmax(x, axis))
