@@ -173,6 +173,9 @@ void bind_ops(nb::module_& m) {
   m.def("matmul", nb::overload_cast<const Tensor&, const Tensor&>(&vt::matmul), nb::arg("a"), nb::arg("b"));
   m.def("clip", &vt::clip, nb::arg("x"), nb::arg("lo"), nb::arg("hi"));
   m.def("where", &vt::where, nb::arg("cond"), nb::arg("a"), nb::arg("b"));
+  // Python ints first (an int stays an int with an integer tensor), then floats: weak scalars, as the binary maps'.
+  m.def("where", [](const Tensor& c, const Tensor& a, std::int64_t b) { return vt::where(c, a, weak(a, b)); });
+  m.def("where", [](const Tensor& c, std::int64_t a, const Tensor& b) { return vt::where(c, weak(b, a), b); });
   m.def("where", [](const Tensor& c, const Tensor& a, double b) { return vt::where(c, a, weak(a, b)); });
   m.def("where", [](const Tensor& c, double a, const Tensor& b) { return vt::where(c, weak(b, a), b); });
   m.def(

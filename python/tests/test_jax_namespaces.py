@@ -221,8 +221,9 @@ def test_lax_forms():
     def window(i):
         return lax.dynamic_slice(x, (i, 1), (2, 3))
 
-    for i in range(-1, 5):
-        want = x[min(max(i, 0), 2):min(max(i, 0), 2) + 2, 1:4]
+    for i in range(-5, 5):
+        s = min(max(i + 4 if i < 0 else i, 0), 2)  # negative from the end, then clamped (JAX's rules)
+        want = x[s:s + 2, 1:4]
         np.testing.assert_array_equal(np.asarray(vt.jit(window)(np.int64(i))), want)
     upd = np.full((2, 2), -1.0)
     for i in (0, 3, 9):
@@ -255,3 +256,65 @@ def test_tree_util_namedtuples_and_registered_nodes():
     assert isinstance(doubled[0], Box) and doubled[0].label == "a"
     np.testing.assert_array_equal(np.asarray(doubled[0].value), [2.0, 4.0])
     assert vt.tree_util.tree_leaves({"b": 1, "a": (2, None)}) == [2, 1]
+
+
+def test_the_edges_a_review_found_match_numpy_scipy_and_jax():
+    # jit's static arguments: number 0 too, and functions with *args and **kwargs.
+    def repeat(n, x):
+        for _ in range(n):
+            x = x * 2.0
+        return x
+
+    f = vt.jit(repeat, static_argnums=0)
+    np.testing.assert_array_equal(np.asarray(f(3, np.ones(2))), [8.0, 8.0])
+
+    def rest(x, scale, *more, **named):
+        return x * scale + sum(more) + named.get("shift", 0.0)
+
+    g = vt.jit(rest, static_argnums=1)
+    np.testing.assert_allclose(np.asarray(g(np.ones(2), 3.0, np.ones(2), shift=np.ones(2))), [5.0, 5.0])
+    # Integer results stay integers: where with a Python int, argmax, clip, relu.
+    i = np.arange(-2, 3)
+    assert np.asarray(jnp.where(i > 0, i, 0)).dtype == np.int64
+    assert np.asarray(jnp.argmax(np.array([1.0, 3.0, 2.0]))).dtype == np.int64
+    assert np.asarray(jnp.clip(i, -1, 1)).dtype == np.int64 and np.asarray(nn.relu(i)).dtype == np.int64
+    a = RNG.standard_normal((2, 3, 4))
+    assert jnp.argmax(a, keepdims=True).shape == np.argmax(a, keepdims=True).shape
+    assert int(jnp.prod(np.array([True, True]))) == 1 and np.asarray(jnp.prod(np.array([True]))).dtype == np.int64
+    got = jnp.sum(a, 1, np.float32)  # numpy's positional order: (a, axis, dtype)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(got), np.sum(a, 1, np.float32), rtol=1e-6)
+    assert np.isinf(float(jnp.var(np.array([1.0, 2.0]), ddof=2)))
+    # Matrix norms other than Frobenius are refused, not answered wrongly.
+    with pytest.raises(NotImplementedError):
+        jnp.linalg.norm(np.eye(2), 1)
+    with pytest.raises(NotImplementedError):
+        jnp.linalg.norm(a, 2, axis=(1, 2))
+    np.testing.assert_allclose(np.asarray(jnp.linalg.norm(a, axis=(1, 2))), np.linalg.norm(a, axis=(1, 2)), rtol=1e-15)
+    # A negative start counts from the end (JAX's dynamic_slice), then clamps.
+    np.testing.assert_array_equal(np.asarray(lax.dynamic_slice(np.arange(5.0), (-1,), (1,))), [4.0])
+    np.testing.assert_array_equal(np.asarray(vt.jit(lambda s: lax.dynamic_slice(np.arange(5.0), (s,), (2,)))(
+        np.int64(-2))), [3.0, 4.0])
+    # numpy's rule for an array index apart from an int index: the array's axes first.
+    t = vt.asarray(a)
+    for index in [(0, slice(None), [0, 1]), (slice(None), 0, [0, 1]), ([1, 0], slice(None), 2)]:
+        np.testing.assert_array_equal(np.asarray(t[index]), a[index[0], index[1], np.asarray(index[2])]
+                                      if isinstance(index[2], list) else a[np.asarray(index[0]), index[1], index[2]])
+    for got, want in zip(jnp.split(np.arange(5.0), [-2]), np.split(np.arange(5.0), [-2])):
+        np.testing.assert_array_equal(np.asarray(got), want)
+    np.testing.assert_allclose(np.asarray(jnp.tensordot(a, a, axes=(1, 1))), np.tensordot(a, a, axes=(1, 1)))
+    # Solves of a batch of matrices by one vector.
+    m = RNG.standard_normal((3, 4, 4)) + 4 * np.eye(4)
+    b = RNG.standard_normal(4)
+    np.testing.assert_allclose(np.asarray(jnp.linalg.solve(m, b)), np.linalg.solve(m, b[None, :, None])[..., 0],
+                               rtol=1e-12)
+    spd = m @ np.swapaxes(m, -1, -2)
+    np.testing.assert_allclose(np.asarray(jsl.cho_solve(jsl.cho_factor(spd), b)),
+                               np.stack([scipy.linalg.cho_solve(scipy.linalg.cho_factor(s), b) for s in spd]),
+                               rtol=1e-11)
+    # Densities at their edges and in far tails, as scipy's.
+    np.testing.assert_allclose(np.asarray(jst.gamma.logpdf(np.array([0.0, 0.0]), np.array([1.0, 3.0]))),
+                               scipy.stats.gamma.logpdf([0.0, 0.0], [1.0, 3.0]))
+    z = np.array([-40.0, -25.0, -20.5, -19.5, -3.0, 0.0, 4.0])
+    np.testing.assert_allclose(np.asarray(jst.norm.logcdf(z)), scipy.stats.norm.logcdf(z), rtol=1e-12)
+    assert math.isnan(float(jst.norm.logpdf(0.0, 0.0, -1.0)))

@@ -134,6 +134,7 @@ def _getitem(t: Tensor, index) -> Tensor:
     if sum(1 for i in index if i is not None) > t.ndim:
         raise IndexError(f"too many indices for a tensor of shape {t.shape}")
     out, axis, shape = t, 0, []
+    array_at = None  # where the integer array's axes are in the result
     for i in index:
         if i is None:
             shape.append(1)
@@ -152,6 +153,7 @@ def _getitem(t: Tensor, index) -> Tensor:
                 raise IndexError("vtape: one integer array per index (numpy's rules for several are not vtape's)")
             idx = asarray(i)
             out = _vtape.take(out, idx, axis)
+            array_at, array_rank = len(shape), idx.ndim
             shape.extend(idx.shape)
             axis += idx.ndim
         elif isinstance(i, (numbers.Integral, np.integer)):
@@ -164,7 +166,15 @@ def _getitem(t: Tensor, index) -> Tensor:
         else:
             raise IndexError(f"vtape: unsupported index {i!r}: use ints, slices, None, ... or an integer array")
     shape.extend(out.shape[axis:])
-    return _vtape.reshape(out, tuple(shape)) if tuple(shape) != out.shape else out
+    out = _vtape.reshape(out, tuple(shape)) if tuple(shape) != out.shape else out
+    # numpy's rule: with an array, the ints are indices of the same kind, and where these are not side by side the
+    # array's axes come first.
+    advanced = [k for k, i in enumerate(index)
+                if isinstance(i, (Tensor, np.ndarray, list, numbers.Integral, np.integer))]
+    if array_at is not None and advanced != list(range(advanced[0], advanced[-1] + 1)):
+        order = list(range(array_at, array_at + array_rank))
+        out = _vtape.transpose(out, order + [d for d in range(out.ndim) if d not in order])
+    return out
 
 
 class _At:

@@ -412,9 +412,14 @@ class _StaticJitted:
             raise TypeError(f"jit: static arguments must be hashable, got {static!r}") from e
         jitted = self._jitted.get(key)
         if jitted is None:
-            names = [k for k, _ in dynamic]
-            f = self.f
-            jitted = self._jitted[key] = Jitted(lambda *values: f(**static, **dict(zip(names, values))), self.passes)
+            names, order, f, signature = [k for k, _ in dynamic], list(bound.arguments), self.f, self.signature
+
+            def call(*values):  # f called as it was: positional, *args and **kwargs parameters kept
+                arguments = {**static, **dict(zip(names, values))}
+                again = inspect.BoundArguments(signature, {k: arguments[k] for k in order})
+                return f(*again.args, **again.kwargs)
+
+            jitted = self._jitted[key] = Jitted(call, self.passes)
         return jitted(*[v for _, v in dynamic])
 
     def counters(self) -> dict:
@@ -434,6 +439,6 @@ def jit(f: Callable | None = None, *, passes: str = "", static_argnums=(), stati
         return lambda g: jit(g, passes=passes, static_argnums=static_argnums, static_argnames=static_argnames)
     if not callable(f):
         raise TypeError(f"jit: expected a callable, got {f!r}")
-    if static_argnums or static_argnames:
+    if static_argnums not in (None, (), []) or static_argnames not in (None, (), [], ""):
         return _StaticJitted(f, passes, static_argnums, static_argnames)
     return Jitted(f, passes)

@@ -62,17 +62,25 @@ def _starts(x: Tensor, start_indices) -> list:
     return list(start_indices)
 
 
+def _start(start, n: int, size: int):
+    """A start index as JAX reads it: negative counts from the end, then clamped so that `size` elements fit."""
+    if isinstance(start, numbers.Integral):
+        s = int(start) + n if int(start) < 0 else int(start)
+        return min(max(s, 0), n - size)
+    s = _t(start).astype("int64")
+    s = _vtape.where(s < 0, s + n, s)
+    return _vtape.clip(s, 0.0, float(n - size)).astype("int64")
+
+
 def dynamic_slice(operand, start_indices, slice_sizes):
-    """operand[start:start + size] along every axis, starts that may be traced; each start is clamped so that the
-    slice fits (JAX's rule)."""
+    """operand[start:start + size] along every axis, starts that may be traced; a negative start counts from the end
+    and each is clamped so that the slice fits (JAX's rules)."""
     x = _t(operand)
     for axis, (start, size) in enumerate(zip(_starts(x, start_indices), slice_sizes)):
-        n = x.shape[axis]
-        if isinstance(start, numbers.Integral):
-            s = min(max(int(start), 0), n - size)
+        s = _start(start, x.shape[axis], size)
+        if isinstance(s, int):
             x = _vtape.slice(x, axis, s, s + size)
             continue
-        s = _vtape.clip(_t(start).astype("int64"), 0.0, float(n - size)).astype("int64")
         x = _vtape.take(x, _vtape.arange(0.0, float(size), 1.0, dtype="int64") + s, axis)
     return x
 
@@ -84,9 +92,8 @@ def dynamic_update_slice(operand, update, start_indices):
     # The update's elements' flat positions in x, then one scatter of them.
     flat_index = None
     for axis, start in enumerate(starts):
-        n, size = x.shape[axis], u.shape[axis]
-        s = min(max(int(start), 0), n - size) if isinstance(start, numbers.Integral) else \
-            _vtape.clip(_t(start).astype("int64"), 0.0, float(n - size)).astype("int64")
+        s = _start(start, x.shape[axis], u.shape[axis])
+        size = u.shape[axis]
         along = _vtape.arange(0.0, float(size), 1.0, dtype="int64") + s
         shape = [1] * x.ndim
         shape[axis] = size

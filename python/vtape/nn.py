@@ -23,7 +23,7 @@ def softplus(x):
 def relu(x):
     """max(x, 0); gradient 0 at 0 (as JAX)."""
     x = _t(x)
-    return _vtape.where(x > 0, x, 0.0)
+    return _vtape.where(x > 0, x, 0)
 
 
 def log_sigmoid(x):

@@ -183,7 +183,7 @@ def where(condition, x=None, y=None):
 def clip(a, a_min=None, a_max=None):
     """a limited to [a_min, a_max] (either may be None); the bounds may be arrays, broadcast."""
     a = _t(a)
-    if isinstance(a_min, numbers.Number) and isinstance(a_max, numbers.Number):
+    if isinstance(a_min, numbers.Number) and isinstance(a_max, numbers.Number) and a.dtype.kind == "f":
         return _vtape.clip(a, float(a_min), float(a_max))
     if a_min is not None:
         a = where(a < a_min, a_min, a)
@@ -193,35 +193,47 @@ def clip(a, a_min=None, a_max=None):
 
 
 # ---------------------------------------------------------------- reductions
-def _reduce(name: str):
-    f = getattr(_vtape, name)
-
-    def op(a, axis=None, keepdims=False):
-        return f(_t(a), axis, keepdims)
-
-    op.__name__ = name
-    return op
+# numpy's positional order: (a, axis, dtype, out, keepdims); out must be None (tensors are immutable).
+def _result(r: Tensor, dtype, out) -> Tensor:
+    if out is not None:
+        raise TypeError("vtape.numpy: out= is not supported (tensors are immutable); use the returned tensor")
+    return r if dtype is None else r.astype(_dtype(dtype))
 
 
-sum = _reduce("sum")  # noqa: A001
-mean = _reduce("mean")
-any = _reduce("any")  # noqa: A001
-all = _reduce("all")  # noqa: A001
-max = _reduce("max")  # noqa: A001
+def sum(a, axis=None, dtype=None, out=None, keepdims=False):  # noqa: A001
+    """The sum over axis (all axes when None); a bool tensor's trues counted in int64."""
+    return _result(_vtape.sum(_t(a), axis, keepdims), dtype, out)
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False):
+    """The mean over axis (all axes when None); float64 for integers and bools."""
+    return _result(_vtape.mean(_t(a), axis, keepdims), dtype, out)
+
+
+def any(a, axis=None, out=None, keepdims=False):  # noqa: A001
+    """Whether any element over axis is true (nonzero)."""
+    return _result(_vtape.any(_t(a), axis, keepdims), None, out)
+
+
+def all(a, axis=None, out=None, keepdims=False):  # noqa: A001
+    """Whether every element over axis is true (nonzero)."""
+    return _result(_vtape.all(_t(a), axis, keepdims), None, out)
+
+
+def max(a, axis=None, out=None, keepdims=False):  # noqa: A001
+    """The maximum over axis; ties share the gradient, NaN propagates."""
+    return _result(_vtape.max(_t(a), axis, keepdims), None, out)
+
+
 amax = max
-sum.__doc__ = "The sum over axis (all axes when None); a bool tensor's trues counted in int64."
-mean.__doc__ = "The mean over axis (all axes when None); float64 for integers and bools."
-any.__doc__ = "Whether any element over axis is true (nonzero)."
-all.__doc__ = "Whether every element over axis is true (nonzero)."
-max.__doc__ = "The maximum over axis; ties share the gradient, NaN propagates."
 
 
-def min(a, axis=None, keepdims=False):  # noqa: A001
+def min(a, axis=None, out=None, keepdims=False):  # noqa: A001
     """The minimum over axis; ties share the gradient, NaN propagates."""
     a = _t(a)
     if a.dtype == _np.bool_:
-        return all(a, axis, keepdims)
-    return -max(-a, axis, keepdims)
+        return all(a, axis, out, keepdims)
+    return _result(-_vtape.max(-a, axis, keepdims), None, out)
 
 
 amin = min
@@ -234,11 +246,12 @@ def _axis_list(a: Tensor, axis) -> list[int]:
     return sorted(int(x) % a.ndim for x in axes)
 
 
-def prod(a, axis=None, keepdims=False):
-    """The product over axis, by a tree of pairwise products (log2 n ops per axis); differentiable, zeros included."""
+def prod(a, axis=None, dtype=None, out=None, keepdims=False):
+    """The product over axis, by a tree of pairwise products (log2 n ops per axis); differentiable, zeros included.
+    Bools multiply as int64, as numpy's."""
     a = _t(a)
     if a.dtype == _np.bool_:
-        return all(a, axis, keepdims)
+        a = a.astype(int64)
     axes = _axis_list(a, axis)
     for ax in axes:
         n = a.shape[ax]
@@ -256,53 +269,54 @@ def prod(a, axis=None, keepdims=False):
             n = a.shape[ax]
     if not keepdims:
         a = _vtape.reshape(a, tuple(s for i, s in enumerate(a.shape) if i not in axes))
-    return a
+    return _result(a, dtype, out)
 
 
-def var(a, axis=None, ddof=0, keepdims=False):
-    """The variance over axis, divided by n - ddof."""
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+    """The variance over axis, divided by n - ddof (inf, or NaN for a zero sum, when n <= ddof, as numpy)."""
     a = _t(a)
     if a.dtype.kind != "f":
         a = a.astype(float64)
     n = 1
     for ax in _axis_list(a, axis):
         n *= a.shape[ax]
-    centred = a - mean(a, axis, True)
-    return sum(centred * centred, axis, keepdims) * (1.0 / (n - ddof) if n > ddof else math.nan)
+    centred = a - mean(a, axis, keepdims=True)
+    return _result(sum(centred * centred, axis, keepdims=keepdims) * (1.0 / (n - ddof) if n > ddof else math.inf),
+                   dtype, out)
 
 
-def std(a, axis=None, ddof=0, keepdims=False):
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
     """The standard deviation over axis, sqrt(var)."""
-    return sqrt(var(a, axis, ddof, keepdims))
+    return sqrt(var(a, axis, dtype, out, ddof, keepdims))
 
 
 def _arg_extreme(a: Tensor, axis, keepdims: bool, largest: bool) -> Tensor:
     a = _t(a)
     if axis is None:
-        a = _vtape.reshape(a, (-1,) if a.ndim else (1,))
-        axis = 0
+        rank = a.ndim
+        flat = _arg_extreme(_vtape.reshape(a, (-1,)), 0, False, largest)
+        return _vtape.reshape(flat, (1,) * rank) if keepdims else flat
     axis = int(axis) % a.ndim
     n = a.shape[axis]
     if n == 0:
         raise ValueError(f"arg{'max' if largest else 'min'}: an empty axis {axis} of shape {a.shape}")
-    m = max(a, axis, True) if largest else min(a, axis, True)
+    m = max(a, axis, keepdims=True) if largest else min(a, axis, keepdims=True)
     # The first index of the extreme, or of the first NaN (numpy's rule): the smallest index among the hits.
     hit = where(m != m, a != a, a == m)
     shape = [1] * a.ndim
     shape[axis] = n
     index = _vtape.reshape(arange(n), tuple(shape))
-    first = min(where(hit, index, n), axis, keepdims)
-    return first
+    return min(where(hit, index, n), axis, keepdims=keepdims)
 
 
-def argmax(a, axis=None, keepdims=False):
+def argmax(a, axis=None, out=None, keepdims=False):
     """The index of the largest element over axis (the first, or the first NaN), int64."""
-    return _arg_extreme(a, axis, keepdims, True)
+    return _result(_arg_extreme(a, axis, keepdims, True), None, out)
 
 
-def argmin(a, axis=None, keepdims=False):
+def argmin(a, axis=None, out=None, keepdims=False):
     """The index of the smallest element over axis (the first, or the first NaN), int64."""
-    return _arg_extreme(a, axis, keepdims, False)
+    return _result(_arg_extreme(a, axis, keepdims, False), None, out)
 
 
 def cumsum(a, axis=None):
@@ -515,8 +529,8 @@ def split(ary, indices_or_sections, axis=0):
         if n % k:
             raise ValueError(f"split: axis {axis} of size {n} does not divide into {k} equal sections")
         cuts = [n // k * i for i in range(1, k)]
-    else:
-        cuts = [int(i) for i in indices_or_sections]
+    else:  # negative indices count from the end, as numpy's
+        cuts = [int(i) + n if int(i) < 0 else int(i) for i in indices_or_sections]
     bounds = [0] + cuts + [n]
     return [_vtape.slice(a, axis, builtins.min(lo, n), builtins.min(builtins.max(lo, hi), n))
             for lo, hi in zip(bounds[:-1], bounds[1:])]
@@ -622,8 +636,9 @@ def tensordot(a, b, axes=2):
         axes_a = list(range(a.ndim - axes, a.ndim))
         axes_b = list(range(axes))
     else:
-        axes_a = [int(x) % a.ndim for x in axes[0]]
-        axes_b = [int(x) % b.ndim for x in axes[1]]
+        listed = [[x] if isinstance(x, numbers.Integral) else list(x) for x in axes]
+        axes_a = [int(x) % a.ndim for x in listed[0]]
+        axes_b = [int(x) % b.ndim for x in listed[1]]
     free_a = [i for i in range(a.ndim) if i not in axes_a]
     free_b = [i for i in range(b.ndim) if i not in axes_b]
     k = 1

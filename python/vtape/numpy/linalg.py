@@ -63,7 +63,7 @@ def solve(a, b):
     vector = b.ndim == 1
     rhs = _vtape.reshape(b, (b.shape[0], 1)) if vector else b
     x = _vtape.triangular_solve(r, _vtape.matmul(_vtape.swapaxes(q, -1, -2), rhs), lower=False)
-    return _vtape.reshape(x, (x.shape[-2],)) if vector else x
+    return _vtape.reshape(x, x.shape[:-1]) if vector else x
 
 
 def inv(a):
@@ -76,10 +76,11 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):  # noqa: A002 (numpy's
     """The 2-norm of vectors (the Frobenius norm of a matrix when axis is None), or ord = 1, inf, -inf, 0 or any p for
     vectors, and 'fro' for matrices."""
     x = _t(x)
-    if ord in (None, 2, "fro") and (ord != 2 or axis is not None or x.ndim == 1):
+    matrix_axes = isinstance(axis, (tuple, list)) and len(axis) == 2
+    if (matrix_axes or (axis is None and x.ndim == 2)) and ord not in (None, "fro"):
+        raise NotImplementedError(f"norm: ord={ord!r} of matrices; vtape has the Frobenius norm (ord None or 'fro')")
+    if ord in (None, 2, "fro"):
         return _vtape.sqrt(_vtape.sum(x * x, axis, keepdims))
-    if axis is None and x.ndim != 1:
-        raise NotImplementedError(f"norm: ord={ord!r} of a matrix; vtape has the Frobenius norm ('fro' or None)")
     a = _vtape.abs(x)
     if ord == float("inf"):
         return _vtape.max(a, axis, keepdims)

@@ -36,7 +36,7 @@ def cho_solve(c_and_lower, b):
     rhs = _vtape.reshape(b, (b.shape[0], 1)) if vector else b
     y = _vtape.triangular_solve(factor, rhs, lower=True)
     x = _vtape.triangular_solve(factor, y, lower=True, transpose=True)
-    return _vtape.reshape(x, (x.shape[-2],)) if vector else x
+    return _vtape.reshape(x, x.shape[:-1]) if vector else x
 
 
 def solve(a, b, lower: bool = False, assume_a: str = "gen"):
@@ -65,4 +65,4 @@ def solve_triangular(a, b, trans=0, lower: bool = False, unit_diagonal: bool = F
     vector = b.ndim == 1
     rhs = _vtape.reshape(b, (b.shape[0], 1)) if vector else b
     x = _vtape.triangular_solve(a, rhs, lower=lower, transpose=transpose)
-    return _vtape.reshape(x, (x.shape[-2],)) if vector else x
+    return _vtape.reshape(x, x.shape[:-1]) if vector else x
