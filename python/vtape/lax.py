@@ -14,9 +14,7 @@ from . import _vtape
 from ._loops import cond, fori_loop, scan, while_loop  # noqa: F401
 from ._tensor import Tensor, asarray as _asarray
 
-
-def _t(x) -> Tensor:
-    return x if isinstance(x, Tensor) else _asarray(x)
+_t = _asarray  # a tensor as it is, anything else converted
 
 
 def stop_gradient(x):

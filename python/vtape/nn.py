@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from . import _vtape
-from ._tensor import Tensor, asarray as _asarray
+from ._tensor import asarray as _asarray
 
-
-def _t(x) -> Tensor:
-    return x if isinstance(x, Tensor) else _asarray(x)
+_t = _asarray  # a tensor as it is, anything else converted
 
 
 def sigmoid(x):

@@ -11,12 +11,12 @@ from __future__ import annotations
 import builtins
 import math
 import numbers
-from typing import Any, Sequence
-
 import numpy as _np
 
 from .. import _vtape
 from .._tensor import Tensor, asarray as _asarray
+
+_t = _asarray  # a tensor as it is, anything else converted
 from . import linalg  # noqa: F401
 
 # ---------------------------------------------------------------- dtypes and constants
@@ -31,14 +31,6 @@ inf = math.inf
 nan = math.nan
 newaxis = None
 ndarray = Tensor
-
-
-def _t(x) -> Tensor:
-    return x if isinstance(x, Tensor) else _asarray(x)
-
-
-def _axes(axis):
-    return None if axis is None else axis
 
 
 # ---------------------------------------------------------------- elementwise
@@ -733,4 +725,4 @@ def astype(x, dtype):
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in (
-    "annotations", "builtins", "math", "numbers", "Any", "Sequence", "Tensor")]
+    "annotations", "builtins", "math", "numbers", "Tensor")]

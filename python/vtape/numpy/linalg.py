@@ -11,11 +11,9 @@ import numbers
 
 from .. import _vtape
 from .._linalg import cholesky as _cholesky, eigh as _eigh
-from .._tensor import Tensor, asarray as _asarray
+from .._tensor import asarray as _asarray
 
-
-def _t(x) -> Tensor:
-    return x if isinstance(x, Tensor) else _asarray(x)
+_t = _asarray  # a tensor as it is, anything else converted
 
 
 def cholesky(a, *, upper: bool = False, symmetrize_input: bool = True):

@@ -5,9 +5,7 @@ from __future__ import annotations
 from .. import _vtape
 from .._tensor import Tensor, asarray as _asarray
 
-
-def _t(x) -> Tensor:
-    return x if isinstance(x, Tensor) else _asarray(x)
+_t = _asarray  # a tensor as it is, anything else converted
 
 
 def _mt(x: Tensor) -> Tensor:

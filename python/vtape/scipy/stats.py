@@ -6,13 +6,11 @@ import math
 from types import SimpleNamespace
 
 from .. import _vtape
-from .._tensor import Tensor, asarray as _asarray
+from .._tensor import asarray as _asarray
+
+_t = _asarray  # a tensor as it is, anything else converted
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-def _t(x) -> Tensor:
-    return x if isinstance(x, Tensor) else _asarray(x)
 
 
 def _log(v):
