@@ -31,5 +31,11 @@ np.testing.assert_allclose(np.asarray(f(np.stack([np.eye(3) * 2] * 4))), [3 * np
 import vtape.numpy as jnp  # noqa: E402
 from vtape.scipy.linalg import cho_factor, cho_solve  # noqa: E402
 np.testing.assert_allclose(np.asarray(cho_solve(cho_factor(np.eye(2) * 4.0), jnp.ones(2))), [0.25, 0.25], rtol=1e-15)
+# The type stubs and the py.typed marker beside the module.
+import os  # noqa: E402
+package = os.path.dirname(vt.__file__)
+assert os.path.exists(os.path.join(package, "py.typed"))
+with open(os.path.join(package, "_vtape.pyi")) as stub:
+    assert "def cho_solve(" in stub.read()
 print("pip install ok:", vt.__version__, vt.__file__)
 PY

@@ -9,6 +9,7 @@ jit(vmap(f)) never traces again for a new batch size.
 
 from ._vtape import (  # noqa: F401
     CholeskyFactor,
+    ConcretizationError,
     Error,
     NotPositiveDefinite,
     Tensor,
@@ -86,6 +87,7 @@ from ._vtape import (  # noqa: F401
     qr,
     rand,
     randn,
+    scalar,
     reshape,
     save_npy,
     scatter_add,
@@ -120,7 +122,7 @@ from ._vtape import (  # noqa: F401
     zeros,
 )
 from ._loops import cond, fori_loop, scan, while_loop  # noqa: F401
-from ._tensor import asarray, from_dlpack, _coerce_arguments  # noqa: F401
+from ._tensor import asarray, from_dlpack  # noqa: F401
 from ._transforms import (  # noqa: F401
     Jitted,
     StructureError,
@@ -144,41 +146,6 @@ int32 = "int32"
 int64 = "int64"
 bool_ = "bool"
 
-
-# The ops take numpy arrays (and lists of them) wherever they take tensors, as jax.numpy's do.
-def _accept_arrays():
-    import builtins
-    import functools
-
-    from . import _vtape
-
-    for name in dir(_vtape):
-        f = getattr(_vtape, name)
-        if name.startswith("_") or isinstance(f, type) or not callable(f) or name.endswith("_flat"):
-            continue
-        if name in ("tracking",):
-            continue
-
-        def wrapper(*args, _f=f, **kwargs):
-            args = _coerce_arguments(args)
-            try:
-                return _f(*args, **kwargs)
-            except TypeError:
-                # A float where only a tensor is taken (vtape.exp(0.5)): as a float64 scalar tensor. Where a float
-                # is taken (add(x, 0.5): a weak scalar) the first call did not raise.
-                floats = [asarray(a) if isinstance(a, float) else a for a in args]
-                if builtins.all(a is b for a, b in zip(floats, args)):  # this module's all is vtape.all
-                    # Only Python numbers (vtape.add(0, 0), as lax.add of two ints): the first as a tensor.
-                    if not args or not builtins.all(isinstance(a, (int, float)) for a in args):
-                        raise
-                    floats = [asarray(args[0])] + list(args[1:])
-                return _f(*floats, **kwargs)
-
-        globals()[name] = functools.wraps(f)(wrapper)
-
-
-_accept_arrays()
-del _accept_arrays
 
 from ._linalg import cholesky, eigh, triangular_solve  # noqa: E402,F401  (JAX's forms over the C++ ops)
 from . import lax, nn, numpy, scipy, tree_util  # noqa: E402,F401  (JAX's namespaces: jax.numpy, jax.lax, ...)

@@ -87,7 +87,7 @@ def _concrete_int(bound):
     if isinstance(bound, (int, float)) or hasattr(bound, "__index__") and not isinstance(bound, _vtape.Tensor):
         return int(bound)
     try:
-        return int(float(asarray(bound)))
+        return int(float(_vtape.stop_gradient(asarray(bound))))  # a bound has no derivative, even under grad
     except (_vtape.Error, TypeError, ValueError):
         return None  # traced: its value is known only when the plan runs
 

@@ -26,6 +26,9 @@ def asarray(x, dtype=None) -> Tensor:
         return x if dtype is None or np.dtype(dtype) == x.dtype else x.astype(np.dtype(dtype).name)
     if isinstance(x, np.ndarray) and dtype is None and x.dtype in _SUPPORTED:
         return _vtape._from_array(x)
+    if isinstance(x, (list, tuple)) and _holds_tensor(x):  # [a, b] of traced scalars: stacked, so derivatives flow
+        out = _vtape.stack([asarray(e) for e in x], 0)
+        return out if dtype is None else out.astype(np.dtype(dtype).name)
     a = np.asarray(x, dtype=dtype)
     if a.dtype not in _SUPPORTED:
         kind = a.dtype.kind
@@ -40,69 +43,41 @@ def asarray(x, dtype=None) -> Tensor:
     return _vtape._from_array(a)
 
 
+def _holds_tensor(x) -> bool:
+    return isinstance(x, Tensor) or isinstance(x, (list, tuple)) and any(_holds_tensor(e) for e in x)
+
+
 def from_dlpack(x) -> Tensor:
     """A tensor reading the memory of any object with __dlpack__ (numpy, PyTorch and JAX CPU arrays) without a
     copy."""
     return _vtape._from_array(x)
 
 
-def _coerce_arguments(args) -> list:
-    """An op's arguments with numpy arrays (and numpy scalars that are not Python floats) made tensors, also inside
-    lists (concatenate, stack); Python numbers, shapes, strings and tensors stay as they are."""
-    out = []
-    for a in args:
-        if isinstance(a, (np.ndarray, np.generic)) and not isinstance(a, (float, int)):
-            a = asarray(a)
-        elif isinstance(a, list) and any(isinstance(x, (Tensor, np.ndarray)) for x in a):
-            a = [asarray(x) for x in a]
-        out.append(a)
-    return out
-
-
-def _numpy(t: Tensor) -> np.ndarray:
-    return np.asarray(t.__array_view__())
-
-
-def _array(t: Tensor, dtype=None, copy=None):
-    a = _numpy(t)
-    if dtype is not None:
-        a = a.astype(dtype, copy=False)
-    return a.copy() if copy else a
-
-
-def _operand(x):
-    """A binary operator's other operand: a Python number as it is (a weak scalar), anything else as a tensor."""
-    if isinstance(x, (Tensor, numbers.Number)) and not isinstance(x, bool):
-        return x
-    return asarray(x)
-
-
-def _binary(name: str, reflected: bool = False):
-    f = getattr(_vtape, name)
-    if reflected:
-        return lambda self, other: f(_operand(other), self)
-    return lambda self, other: f(self, _operand(other))
-
-
-def _logical(name: str, reflected: bool = False):
+def _logical(name: str):
     """&, | and ^: logical ops of bool operands (a Python bool is one); numpy's bitwise ops on integers are not
     vtape's."""
     f = getattr(_vtape, name)
 
-    def op(self, other):
-        other = asarray(other)
-        if self.dtype != np.bool_ or other.dtype != np.bool_:
-            raise TypeError(f"{name}: & | ^ take bool tensors, got {self.dtype} and {other.dtype}; vtape has no "
+    def op(a, b):
+        a, b = asarray(a), asarray(b)
+        if a.dtype != np.bool_ or b.dtype != np.bool_:
+            raise TypeError(f"{name}: & | ^ take bool tensors, got {a.dtype} and {b.dtype}; vtape has no "
                             f"bitwise ops (compare first, or call vtape.{name})")
-        return f(other, self) if reflected else f(self, other)
+        return f(a, b)
 
+    op.__name__ = name
     return op
+
+
+logical_and = _logical("logical_and")
+logical_or = _logical("logical_or")
+logical_xor = _logical("logical_xor")
 
 
 def floor_divide(a, b):
     """a // b as numpy: floor(a / b), an integer when both are (exact while the quotient is below 2^53)."""
     ints = _is_int(a) and _is_int(b)
-    q = _vtape.floor(_vtape.div(_operand(a), _operand(b)))
+    q = _vtape.floor(_vtape.div(a, b))
     return q.astype("int64") if ints else q
 
 
@@ -232,73 +207,6 @@ class _AtIndex:
         return self.set(_vtape.take(self.t, self.indices, self.axis) * self._values(values))
 
 
-def _install() -> None:
-    T = Tensor
-    T.dtype = property(lambda t: np.dtype(t.dtype_name), doc="The element type, as a numpy dtype.")
-    T.__array__ = _array
-    T.numpy = lambda t: _numpy(t)
-    T.item = lambda t: _numpy(t).item()
-    T.tolist = lambda t: _numpy(t).tolist()
-    T.__float__ = lambda t: float(_numpy(t))
-    T.__int__ = lambda t: int(_numpy(t))
-
-    def __index__(t):
-        if t.dtype.kind != "i" or t.size != 1:
-            raise TypeError("only an integer tensor of one element can be used as an index")
-        return int(_numpy(t))
-
-    T.__index__ = __index__
-
-    def __bool__(t):
-        if t.size != 1:
-            raise ValueError("the truth value of a tensor with more than one element is ambiguous")
-        return bool(_numpy(t))
-
-    T.__bool__ = __bool__
-
-    def __len__(t):
-        if t.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
-        return t.shape[0]
-
-    T.__len__ = __len__
-    T.__iter__ = lambda t: (t[i] for i in range(len(t)))
-    T.__hash__ = None  # == is elementwise
-    T.__array_ufunc__ = None  # numpy_array + tensor: numpy defers to the tensor's reflected operator
-    for op, name in [("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "div"), ("pow", "pow"),
-                     ("matmul", "matmul")]:
-        setattr(T, f"__{op}__", _binary(name))
-        setattr(T, f"__r{op}__", _binary(name, reflected=True))
-    for op, name in [("lt", "less"), ("le", "less_equal"), ("gt", "greater"), ("ge", "greater_equal"),
-                     ("eq", "equal"), ("ne", "not_equal")]:
-        setattr(T, f"__{op}__", _binary(name))
-    # &, |, ^ and ~ are logical on bool tensors; numpy's bitwise meaning for integers is not vtape's.
-    for op, name in [("and", "logical_and"), ("or", "logical_or"), ("xor", "logical_xor")]:
-        setattr(T, f"__{op}__", _logical(name))
-        setattr(T, f"__r{op}__", _logical(name, reflected=True))
-
-    def __invert__(t):
-        if t.dtype != np.bool_:
-            raise TypeError(f"~ on a {t.dtype} tensor: vtape has no bitwise ops; ~ is logical not on bool tensors")
-        return _vtape.logical_not(t)
-
-    T.__invert__ = __invert__
-    T.__floordiv__ = lambda a, b: floor_divide(a, b)
-    T.__rfloordiv__ = lambda a, b: floor_divide(b if isinstance(b, numbers.Number) else asarray(b), a)
-    T.__mod__ = lambda a, b: remainder(a, b)
-    T.__rmod__ = lambda a, b: remainder(b if isinstance(b, numbers.Number) else asarray(b), a)
-    T.__neg__ = lambda t: _vtape.neg(t)
-    T.__pos__ = lambda t: t
-    T.__abs__ = lambda t: _vtape.abs(t)
-    T.__getitem__ = _getitem
-    T.at = property(_At, doc="JAX's indexed updates: t.at[i].set(v), .add(v), .multiply(v), .get().")
-    T.T = property(lambda t: _vtape.transpose(t, list(reversed(range(t.ndim)))), doc="The axes reversed.")
-    T.mT = property(lambda t: _vtape.swapaxes(t, -1, -2), doc="The last two axes swapped.")
-    T.reshape = lambda t, *shape: _vtape.reshape(t, shape[0] if len(shape) == 1 else shape)
-    for name in ("sum", "mean", "max", "any", "all", "logsumexp"):
-        setattr(T, name, (lambda f: lambda t, axis=None, keepdims=False: f(t, axis, keepdims))(getattr(_vtape, name)))
-    T.__dlpack__ = lambda t, **kw: t.__array_view__().__dlpack__(**kw)
-    T.__dlpack_device__ = lambda t: (1, 0)
-
-
-_install()
+def _iterate(t: Tensor):
+    """A tensor's rows, one by one."""
+    return (t[i] for i in range(len(t)))

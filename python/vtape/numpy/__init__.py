@@ -327,16 +327,7 @@ def _dtype(dtype, default="float64"):
 def array(obj, dtype=None):
     """A tensor of obj: a tensor, a numpy array, or nested lists and tuples that may hold tensors (traced ones too),
     which are stacked."""
-    if isinstance(obj, (list, tuple)) and _holds_tensor(obj):
-        out = _vtape.stack([array(x) for x in obj], 0)
-        return out if dtype is None else out.astype(_dtype(dtype))
-    return _asarray(obj, dtype=dtype) if dtype is not None else _t(obj)
-
-
-def _holds_tensor(obj) -> bool:
-    if isinstance(obj, Tensor):
-        return True
-    return isinstance(obj, (list, tuple)) and builtins.any(_holds_tensor(x) for x in obj)
+    return _asarray(obj, dtype=dtype)
 
 
 def asarray(a, dtype=None):
