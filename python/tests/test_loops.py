@@ -95,3 +95,53 @@ def test_loop_errors_name_the_loop():
         vt.scan(lambda c, x: ((c, c), c), vt.asarray(0.0), np.ones(3))
     with pytest.raises(vt.Error, match="scan"):
         vt.scan(lambda c, x: (vt.stack([c, c]), c), vt.asarray(0.0), np.ones(3))  # the carry changes shape
+
+
+def test_integer_and_bool_carries_xs_and_ys_keep_their_dtypes():
+    # An integer counter beside a float carry, integer xs (arange) and an integer y, as JAX models write them.
+    def model(theta, xs):
+        def step(carry, t):
+            n, acc, seen = carry
+            acc = acc * theta + vt.astype(t, "float64")
+            return (n + 1, acc, seen | (acc > 10.0)), n * t
+
+        return vt.scan(step, (0, vt.asarray(1.0), False), xs)
+
+    xs = np.arange(5)
+    (n, acc, seen), ys = model(np.array(1.5), xs)
+    reference, flags = 1.0, False
+    for t in range(5):
+        reference = reference * 1.5 + t
+        flags = flags or reference > 10.0
+    assert n.dtype == np.int64 and int(n) == 5
+    assert seen.dtype == np.bool_ and bool(seen) == flags
+    assert ys.dtype == np.int64 and ys.tolist() == [k * k for k in range(5)]
+    assert float(acc) == pytest.approx(reference, rel=1e-15)
+    # The gradient through the float carry, under jit(vmap(grad)) with one trace for two batch sizes.
+    loss = vt.jit(vt.vmap(vt.grad(lambda th: model(th, xs)[0][1])))
+    thetas = np.array([0.5, 1.5, 2.0])
+    h = 1e-6
+    fd = [(float(model(th + h, xs)[0][1]) - float(model(th - h, xs)[0][1])) / (2 * h) for th in thetas]
+    np.testing.assert_allclose(np.asarray(loss(thetas)), fd, rtol=1e-7)
+    loss(thetas[:2])
+    assert loss.counters()["traces"] == 1
+
+
+def test_integer_carries_of_while_and_fori_loops():
+    # A while loop counting in int64 beside a float32 carry: both keep their dtypes; the float32 values are float32's.
+    n, x = vt.while_loop(lambda c: c[0] < 4, lambda c: (c[0] + 1, c[1] * np.float32(1.1)), (0, np.float32(1.0)))
+    assert n.dtype == np.int64 and int(n) == 4
+    expected = np.float32(1.0)
+    for _ in range(4):
+        expected = expected * np.float32(1.1)
+    assert x.dtype == np.float32 and float(x) == float(expected)
+    # Batched: each example counts to its own end.
+    counts = vt.vmap(lambda m: vt.while_loop(lambda c: c[1] < m, lambda c: (c[0] + 2, c[1] + 1), (0, 0)))(
+        np.array([0, 3, 1]))
+    assert counts[0].tolist() == [0, 6, 2]
+    # fori_loop with a bound known only when the plan runs: an int64 counter in the carry.
+    power = vt.jit(lambda k, b: vt.fori_loop(0, k, lambda i, c: c * b, 1.0))
+    assert float(power(np.int64(5), np.array(2.0))) == 32.0
+    # The body returns each carry in init's dtype, or a TypeError names it (as JAX's).
+    with pytest.raises(TypeError, match="carry 0 as float64 where init's is int64"):
+        vt.fori_loop(0, 3, lambda i, c: c + 0.5, 0)

@@ -2,7 +2,9 @@
 
 Each is the C++ loop op (autodiff/loops.hpp): the body is traced once and run once per step, never unrolled, eagerly
 as under jit; scan and fori_loop are differentiable (the carries stored, or every k-th with checkpoint_every=k),
-while_loop is forward only; all of them vmap. The carry's and y's tensors share one floating-point dtype.
+while_loop is forward only; all of them vmap. Carries, xs and ys may be of any dtype (integer counters, bool flags):
+the loop op moves them as one flat vector of one floating-point dtype (_storage_dtype), and the body sees each
+tensor in its own dtype; a body returns every carry in init's dtype, as JAX's.
 """
 
 from __future__ import annotations
@@ -19,15 +21,37 @@ def _leaves(tree) -> tuple[list, TreeDef]:
     return [asarray(x) for x in leaves], d
 
 
+def _storage_dtype(leaves: list) -> str:
+    """The dtype a loop moves its tensors in: float32 where every carry and xs tensor is float32, else float64
+    (integers and bools are exact in it below 2^53; integer ys of a float32 loop below 2^24)."""
+    return "float32" if leaves and all(x.dtype_name == "float32" for x in leaves) else "float64"
+
+
+def _as(leaves: list, dtypes) -> list:
+    """Each tensor in its dtype (one dtype for all, or one each)."""
+    dtypes = [dtypes] * len(leaves) if isinstance(dtypes, str) else dtypes
+    return [x if x.dtype_name == d else _vtape.astype(x, d) for x, d in zip(leaves, dtypes)]
+
+
+def _check_dtypes(got: list, want: list, name: str, what: str) -> None:
+    for k, (x, d) in enumerate(zip(got, want)):
+        if x.dtype_name != d:
+            raise TypeError(f"{name}: the body returns {what} {k} as {x.dtype_name} where init's is {d}; a loop keeps "
+                            f"each {what}'s dtype (convert with astype)")
+
+
 def _loop(f: Callable, init: Any, xs_leaves: list, x_def, index_x: bool, length: int, first_index: int,
           reverse: bool, checkpoint_every: int, name: str):
     init_leaves, init_def = _leaves(init)
     carry_shapes = _vtape._leaf_shapes(init_leaves, False)
     x_shapes = _vtape._leaf_shapes(xs_leaves, True)
+    carry_dtypes = [x.dtype_name for x in init_leaves]
+    x_dtypes = [x.dtype_name for x in xs_leaves]
+    storage = _storage_dtype(init_leaves + xs_leaves)
     y_layout: dict = {}
 
     def body(a):  # a: [step index, flat carry, flat x when there are xs]
-        carry = tree_unflatten(init_def, _vtape._unpack(a[1], carry_shapes, -1))
+        carry = tree_unflatten(init_def, _as(_vtape._unpack(a[1], carry_shapes, -1), carry_dtypes))
         if index_x:
             x = a[0]
         elif x_def is None:
@@ -35,28 +59,30 @@ def _loop(f: Callable, init: Any, xs_leaves: list, x_def, index_x: bool, length:
         elif not xs_leaves:  # xs a pytree without arrays, () say: the body gets it as it is
             x = tree_unflatten(x_def, [])
         else:
-            x = tree_unflatten(x_def, _vtape._unpack(a[2], x_shapes, -1))
+            x = tree_unflatten(x_def, _as(_vtape._unpack(a[2], x_shapes, -1), x_dtypes))
         out = f(carry, x)
         if not isinstance(out, tuple) or len(out) != 2:
             raise TypeError(f"{name}: the body must return a pair (carry, y)")
         nxt, next_def = _leaves(out[0])
         if next_def != init_def:
             raise TypeError(f"{name}: the body returns a carry of structure {next_def!r}, not init's {init_def!r}")
+        _check_dtypes(nxt, carry_dtypes, name, "carry")
         _vtape._check_leaves(nxt, carry_shapes, name, "carry")
         ys, y_def = _leaves(out[1])
         if not y_layout:
-            y_layout.update(shapes=_vtape._leaf_shapes(ys, False), tree=y_def)
+            y_layout.update(shapes=_vtape._leaf_shapes(ys, False), tree=y_def, dtypes=[y.dtype_name for y in ys])
         elif y_def != y_layout["tree"]:
             raise TypeError(f"{name}: the body's y changed structure from {y_layout['tree']!r} to {y_def!r}")
         _vtape._check_leaves(ys, y_layout["shapes"], name, "y")
-        return _vtape._pack(nxt, a[1], name, "carry"), _vtape._pack(ys, a[1], name, "y")
+        _check_dtypes(ys, y_layout["dtypes"], name, "y")
+        return _vtape._pack(_as(nxt, storage), a[1], name, "carry"), _vtape._pack(_as(ys, storage), a[1], name, "y")
 
-    flat_init = _vtape._pack_init(init_leaves, name)
-    flat_xs = _vtape._pack_rows(xs_leaves, length, flat_init, name) if xs_leaves else None
+    flat_init = _vtape._pack_init(_as(init_leaves, storage), name)
+    flat_xs = _vtape._pack_rows(_as(xs_leaves, storage), length, flat_init, name) if xs_leaves else None
     final, flat_ys = _vtape._scan_results(body, flat_init, flat_xs, length, first_index, reverse, checkpoint_every,
                                           name)
-    carry = tree_unflatten(init_def, _vtape._unpack(final, carry_shapes, -1))
-    ys = tree_unflatten(y_layout["tree"], _vtape._unpack(flat_ys, y_layout["shapes"], length))
+    carry = tree_unflatten(init_def, _as(_vtape._unpack(final, carry_shapes, -1), carry_dtypes))
+    ys = tree_unflatten(y_layout["tree"], _as(_vtape._unpack(flat_ys, y_layout["shapes"], length), y_layout["dtypes"]))
     return carry, ys
 
 
@@ -103,14 +129,10 @@ def fori_loop(lower, upper, body_fun: Callable, init_val: Any, *, unroll=None):
             return init_val
         step = lambda carry, i: (body_fun(i, carry), None)  # noqa: E731
         return _loop(step, init_val, [], None, True, hi - lo, lo, False, 0, "fori_loop")[0]
-    # A traced bound: the counter rides in the carry, in the carry's floating-point dtype (exact below 2^24 steps in
-    # float32), and the body sees it as int64.
-    leaves, _ = _leaves(init_val)
-    dtype = next((x.dtype_name for x in leaves if x.dtype.kind == "f"), "float64")
-    first = _vtape.astype(asarray(lower), dtype)
-    last = _vtape.astype(asarray(upper), dtype)
-    i, val = while_loop(lambda s: s[0] < last,
-                        lambda s: (s[0] + 1.0, body_fun(_vtape.astype(s[0], "int64"), s[1])), (first, init_val))
+    # A traced bound: a while_loop whose carry holds the int64 counter.
+    first = _vtape.astype(asarray(lower), "int64")
+    last = asarray(upper)
+    i, val = while_loop(lambda s: s[0] < last, lambda s: (s[0] + 1, body_fun(s[0], s[1])), (first, init_val))
     return val
 
 
@@ -125,9 +147,11 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any):
         raise _vtape.Error("while_loop: the carry holds no tensor, and the predicate is not a false constant: the loop "
                            "would never end")
     shapes = _vtape._leaf_shapes(init_leaves, False)
+    dtypes = [x.dtype_name for x in init_leaves]
+    storage = _storage_dtype(init_leaves)
 
     def carry_of(flat):
-        return tree_unflatten(init_def, _vtape._unpack(flat, shapes, -1))
+        return tree_unflatten(init_def, _as(_vtape._unpack(flat, shapes, -1), dtypes))
 
     def flat_cond(flat):
         return asarray(cond_fun(carry_of(flat)))
@@ -136,10 +160,11 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val: Any):
         nxt, next_def = _leaves(body_fun(carry_of(flat)))
         if next_def != init_def:
             raise TypeError(f"while_loop: the body returns structure {next_def!r}, not init_val's {init_def!r}")
+        _check_dtypes(nxt, dtypes, "while_loop", "carry")
         _vtape._check_leaves(nxt, shapes, "while_loop", "carry")
-        return _vtape._pack(nxt, flat, "while_loop", "carry")
+        return _vtape._pack(_as(nxt, storage), flat, "while_loop", "carry")
 
-    out = _vtape._while_flat(flat_cond, flat_body, _vtape._pack_init(init_leaves, "while_loop"))
+    out = _vtape._while_flat(flat_cond, flat_body, _vtape._pack_init(_as(init_leaves, storage), "while_loop"))
     return carry_of(out)
 
 
