@@ -848,6 +848,8 @@ Tensor select_branch(const Tensor& pred, const Tensor& on_true, const Tensor& on
   if (on_true.shape() != on_false.shape() || on_true.dtype() != on_false.dtype())
     fail("cond: the branches return {} {} and {} {}; they must agree", name_of(on_true.dtype()),
          to_string(on_true.shape()), name_of(on_false.dtype()), to_string(on_false.shape()));
+  // Both branches forward the same tensor: it is the result as it is (unbatched stays unbatched under vmap).
+  if (on_true.impl_ptr() == on_false.impl_ptr()) return on_true;
   return where(pred, on_true, on_false);
 }
 

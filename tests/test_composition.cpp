@@ -154,6 +154,27 @@ TEST_CASE("cond: no derivative through the branch not taken, eager, jitted and v
   CHECK(h.to_vector<double>()[2 * 5 + 2] == Approx(-1.0 / 32));
 }
 
+TEST_CASE("cond: a tensor both branches return unchanged is the result as it is (JAX's forwarding)",
+          "[composition][cond]") {
+  // Under vmap the predicate is batched; the unmapped y stays unbatched, where a select would batch it.
+  const Tensor y = Tensor::scalar(3.0), one = Tensor::scalar(1.0);
+  const auto f = [&](const Tensor& x) {
+    const auto [a, b] = cond(
+        greater(x, one), [&] { return std::pair{x * 2.0, y}; }, [&] { return std::pair{x * 3.0, y}; });
+    CHECK(!b.is_batched());
+    CHECK(b.impl_ptr() == y.impl_ptr());
+    return a + b;
+  };
+  require_close(unbatch(vmap(f)(Tensor::from_vector({0, 1, 2}, {3}))), std::vector<double>{3, 6, 7}, 1e-15);
+  // Different tensors of equal values are selected, as before.
+  const auto g = [&](const Tensor& x) {
+    return cond(
+        greater(x, one), [&] { return x * 1.0; }, [&] { return x * 1.0; });
+  };
+  const Tensor picked = unbatch(vmap(g)(Tensor::from_vector({0, 2}, {2})));
+  require_close(picked, std::vector<double>{0, 2}, 0.0);
+}
+
 TEST_CASE("cond: a branch reading an outer parameter gets its gradient only where taken", "[composition][cond]") {
   // f(p) = sum over examples of cond(x > 0, p0 * x, log(p1 - x)): the false branch is NaN where x >= p1 (not taken).
   const Tensor xs = Tensor::from_vector({-1, 2, 3, -0.5}, {4});

@@ -197,6 +197,7 @@ void bind_transforms(nb::module_& m) {
          std::int64_t out_axes) { return vt::detail::vmap_flat(flat(std::move(f)), args, in_axes, out_axes); },
       nb::arg("f"), nb::arg("args"), nb::arg("in_axes"), nb::arg("out_axes"));
   m.attr("batched_out") = vt::batched_out;
+  m.def("_in_vmap_body", &vt::detail::in_vmap_body);
   m.def("tracking", [](const Tensor& t) { return t.defined() && t.impl().tracked; });
 
   nb::class_<Jitted>(m, "Jitted", nb::type_slots(jitted_slots))

@@ -234,3 +234,69 @@ def test_batches_in_give_batches_out_and_one_trace_for_a_loss_over_the_batch():
     assert mapped.is_batched and mapped.batch_size == 4
     kept = vt.jit(vt.vmap(func))(vt.as_batch(rng.standard_normal((4, 3))))
     assert kept.is_batched
+
+
+def test_vmap_out_axes_none_and_pytrees():
+    x = np.arange(6.0).reshape(3, 2)
+    w = np.array([0.5, -1.0])
+    # A result that does not depend on the mapped argument comes back as it is under out_axes None.
+    scaled, norm = vt.vmap(lambda r, v: (r * v, vt.sum(v * v)), in_axes=(0, None), out_axes=(1, None))(x, w)
+    np.testing.assert_array_equal(np.asarray(scaled), (x * w).T)
+    assert norm.shape == () and float(norm) == 1.25
+    # A pytree prefix: the dict's parts at their own axes, -1 counting from the end.
+    out = vt.vmap(lambda r: {"a": r, "b": (r[0], r * 2)}, out_axes={"a": -1, "b": 0})(x)
+    np.testing.assert_array_equal(np.asarray(out["a"]), x.T)
+    np.testing.assert_array_equal(np.asarray(out["b"][0]), x[:, 0])
+    np.testing.assert_array_equal(np.asarray(out["b"][1]), x * 2)
+    with pytest.raises(ValueError, match="out_axes None for result 0, which depends on the mapped arguments"):
+        vt.vmap(lambda r: r * 2, out_axes=None)(x)
+    with pytest.raises(ValueError, match="not a prefix"):
+        vt.vmap(lambda r: (r, r), out_axes=(0, 0, 0))(x)
+    with pytest.raises(TypeError, match="out_axes must be ints or None"):
+        vt.vmap(lambda r: r, out_axes=(np.array([1.0]),))(x)
+    # A cond whose branches forward the same unmapped value keeps it unmapped (JAX's forwarding).
+    pair = vt.vmap(lambda a, b: vt.cond(a > 1, lambda a, b: (a * 2, b), lambda a, b: (a * 3, b), a, b),
+                   in_axes=(0, None), out_axes=(0, None))(np.arange(3.0), np.array(7.0))
+    np.testing.assert_array_equal(np.asarray(pair[0]), [0.0, 3.0, 4.0])
+    assert float(pair[1]) == 7.0
+    # The gradient through a pytree out_axes, against the closed form.
+    g = vt.grad(lambda v: vt.sum(vt.vmap(lambda r, v: (r @ v, v * v), in_axes=(0, None), out_axes=(0, None))(x, v)[0]
+                                 ** 2))(w)
+    np.testing.assert_allclose(np.asarray(g), 2 * x.T @ (x @ w), rtol=1e-14)
+
+
+def test_vmap_passes_non_arrays_through_and_takes_axis_size():
+    ans = vt.vmap(lambda f, x, name: f(x) if name == "plus one" else x, (None, 0, None))(lambda v: v + 1,
+                                                                                         np.arange(3.0), "plus one")
+    np.testing.assert_array_equal(np.asarray(ans), [1.0, 2.0, 3.0])
+    # No argument mapped: axis_size says how many; each result is repeated, at its out axis.
+    rep = vt.vmap(lambda v: v * 2, in_axes=None, axis_size=3, out_axes=1)(np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(np.asarray(rep), [[2.0, 2.0, 2.0], [4.0, 4.0, 4.0]])
+    with pytest.raises(ValueError, match="axis_size 4"):
+        vt.vmap(lambda v: v, axis_size=4)(np.ones(3))
+    with pytest.raises(ValueError):
+        vt.vmap(lambda v: v, in_axes=None)(np.ones(3))  # nothing mapped and no axis_size
+
+
+def test_grad_allow_int_gives_integer_arguments_zeros():
+    f = lambda x, i, scale: vt.sum(x * x) * scale + x[i]  # noqa: E731
+    gx, gi, gs = vt.grad(f, argnums=(0, 1, 2), allow_int=True)(np.array([1.0, 2.0]), 1, np.array(3.0))
+    np.testing.assert_allclose(np.asarray(gx), [6.0, 13.0])
+    assert gi.dtype == np.int64 and int(gi) == 0
+    assert float(gs) == 5.0
+    with pytest.raises(TypeError, match="int64"):
+        vt.grad(f, argnums=(0, 1))(np.array([1.0, 2.0]), 1, np.array(3.0))
+
+
+def test_dynamic_slices_along_one_axis_match_numpy():
+    x = np.arange(12.0).reshape(3, 4)
+    f = vt.jit(lambda x, i: (vt.lax.dynamic_slice_in_dim(x, i, 2, axis=1), vt.lax.dynamic_index_in_dim(x, i, 0, False),
+                             vt.lax.dynamic_update_index_in_dim(x, np.array([-1.0, -2.0, -3.0]), i, 1)))
+    for i in [0, 2, 3]:
+        sliced, row, updated = f(x, np.int64(i))
+        s = min(i, 2)  # clamped so that two columns fit
+        np.testing.assert_array_equal(np.asarray(sliced), x[:, s:s + 2])
+        np.testing.assert_array_equal(np.asarray(row), x[min(i, 2)])
+        expected = x.copy()
+        expected[:, i] = [-1.0, -2.0, -3.0]
+        np.testing.assert_array_equal(np.asarray(updated), expected)

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
 from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from . import _vtape
 from ._tensor import asarray
@@ -51,13 +54,16 @@ def _argnums(argnums, n: int, name: str) -> tuple[int, ...]:
     return tuple(i % n for i in nums)
 
 
-def _variables(flat: list, defs: list, starts: list, nums: Sequence[int], name: str) -> list[int]:
+def _variables(flat: list, defs: list, starts: list, nums: Sequence[int], name: str,
+               allow_int: bool = False) -> list[int]:
     """The flat indices of the leaves of arguments `nums`, each checked to be floating-point (naming its argument and
-    leaf, which the flat index would not)."""
+    leaf, which the flat index would not); with allow_int, integer and bool leaves are left out."""
     wrt = []
     for i in nums:
         for j in range(defs[i].num_leaves):
             leaf = flat[starts[i] + j]
+            if leaf.dtype.kind != "f" and allow_int:
+                continue
             if leaf.dtype.kind != "f":
                 where = f"argument {i}" if defs[i].kind == "leaf" else f"leaf {j} of argument {i}"
                 raise StructureError(
@@ -79,17 +85,18 @@ def _per_argument(flat: list, nums: Sequence[int], defs: list, single: bool):
     return trees[0] if single else tuple(trees)
 
 
-def value_and_grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
+def value_and_grad(f: Callable, argnums=0, has_aux: bool = False, allow_int: bool = False) -> Callable:
     """value_and_grad(f, argnums)(*args) -> (f(*args), gradient): the gradient with respect to argument `argnums`
     (a pytree of its shape), or a tuple of them for a tuple of argnums. f returns a scalar, or (scalar, aux) with
-    has_aux, when the result is ((scalar, aux), gradient)."""
+    has_aux, when the result is ((scalar, aux), gradient). With allow_int, integer and bool leaves among them are
+    allowed and get zeros of their own dtype (JAX's float0 zeros)."""
 
     @functools.wraps(f)
     def run(*args, **kwargs):
         # Keyword arguments reach f as they are, not differentiated (JAX's rule).
         nums = _argnums(argnums, len(args), "grad")
         flat, defs, starts, rebuild = _flatten_args(args)
-        wrt = _variables(flat, defs, starts, nums, "grad")
+        wrt = _variables(flat, defs, starts, nums, "grad", allow_int)
         aux = []
 
         def flat_f(xs):
@@ -108,15 +115,20 @@ def value_and_grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
             return [out]
 
         value, grads = _vtape.value_and_grad_flat(flat_f, flat, wrt)
+        if allow_int:  # the integer leaves' zeros in their places
+            found = dict(zip(wrt, grads))
+            grads = [found[starts[i] + j] if starts[i] + j in found else
+                     _vtape.zeros(flat[starts[i] + j].shape, dtype=flat[starts[i] + j].dtype_name)
+                     for i in nums for j in range(defs[i].num_leaves)]
         gradient = _per_argument(grads, nums, defs, isinstance(argnums, int))
         return ((value, aux[0]) if has_aux else value), gradient
 
     return run
 
 
-def grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
+def grad(f: Callable, argnums=0, has_aux: bool = False, allow_int: bool = False) -> Callable:
     """The gradient of scalar f with respect to argument `argnums` (see value_and_grad)."""
-    vg = value_and_grad(f, argnums, has_aux)
+    vg = value_and_grad(f, argnums, has_aux, allow_int)
 
     @functools.wraps(f)
     def run(*args, **kwargs):
@@ -242,9 +254,9 @@ def hvp(f: Callable) -> Callable:
 class _Vmapped:
     """vmap(f): a callable that jit recognises, so that jit(vmap(f)) never traces again for a new batch size."""
 
-    def __init__(self, f: Callable, in_axes, out_axes):
+    def __init__(self, f: Callable, in_axes, out_axes, axis_size=None):
         functools.update_wrapper(self, f, updated=())  # the name and docstring, not f's attributes
-        self.f, self.in_axes, self.out_axes = f, in_axes, out_axes
+        self.f, self.in_axes, self.out_axes, self.axis_size = f, in_axes, out_axes, axis_size
 
     def leaf_axes(self, args, defs) -> list:
         """One axis (or None) per leaf: in_axes is an int or None for every argument, or one entry per argument,
@@ -270,35 +282,135 @@ class _Vmapped:
     def __call__(self, *args, out_axes=None, **kwargs):
         if kwargs:  # mapped over their leading axes, as JAX maps keyword arguments: passed by position
             args = _positional(self.f, args, kwargs, "vmap")
+        passed = self._passed_through(args)
+        if passed:  # arguments that are not arrays, with in_axes None: closed over, as they are
+            dynamic = [i for i in range(len(args)) if i not in passed]
+
+            def f(*xs):
+                full = list(args)
+                for i, x in zip(dynamic, xs):
+                    full[i] = x
+                return self.f(*full)
+
+            in_axes = [self.in_axes[i] for i in dynamic] if isinstance(self.in_axes, (tuple, list)) else self.in_axes
+            inner = _Vmapped(f, in_axes, self.out_axes, self.axis_size)
+            return inner(*[args[i] for i in dynamic], out_axes=out_axes)
         flat, defs, starts, rebuild = _flatten_args(args)
         out_def = []
+        returned: list = []
 
         def flat_f(xs):
             leaves, d = tree_flatten(self.f(*rebuild(xs)))
             out_def.append(d)
-            return _tensor_leaves(leaves)
+            returned[:] = _tensor_leaves(leaves)
+            return returned
 
         in_axes = self.leaf_axes(args, defs)
         axes = self.out_axes if out_axes is None else out_axes
+        if axes is not _PLAIN_UNLESS_BATCHED and any(
+                a is not None and (not isinstance(a, int) or isinstance(a, bool))
+                for a in tree_flatten(axes, is_leaf=lambda x: x is None)[0]):
+            raise TypeError(f"vmap: out_axes must be ints or None (or pytrees of them), got {axes!r}")
+        if all(a is None for a in in_axes) and self.axis_size is not None:
+            return self._unmapped(flat_f, flat, axes, out_def)
+        if self.axis_size is not None:
+            for x, a in zip(flat, in_axes):
+                if a is not None and not x.is_batched and x.shape[a] != self.axis_size:
+                    raise ValueError(f"vmap: axis_size {self.axis_size}, but a mapped axis has size {x.shape[a]}")
         if axes is _PLAIN_UNLESS_BATCHED:
             # Arguments that are batches already (vtape.as_batch) give batches: under jit their size is not known
             # while tracing, so plain [B, ...] results could not be made there.
             mapped_batches = any(a is not None and x.is_batched for a, x in zip(in_axes, flat))
             axes = batched if mapped_batches else 0
-        outs = _vtape.vmap_flat(flat_f, flat, in_axes, axes)
-        return tree_unflatten(out_def[0], outs)
+        if isinstance(axes, int) and not isinstance(axes, bool):
+            outs = _vtape.vmap_flat(flat_f, flat, in_axes, axes)
+            return tree_unflatten(out_def[0], outs)
+        # out_axes None or a pytree: each result leaf at its own axis, None for a result that must not depend on the
+        # mapped arguments (it is returned as the function made it).
+        if _vtape._in_vmap_body():
+            raise _vtape.Error("vmap: out_axes None or a pytree inside another vmap's body is not supported; give "
+                               "the inner vmap one int out_axes")
+        outs = _vtape.vmap_flat(flat_f, flat, in_axes, batched)
+        leaf_axes = _prefix_axes(axes, tree_unflatten(out_def[0], returned))
+        results = []
+        for j, (r, inner, a) in enumerate(zip(outs, returned, leaf_axes)):
+            if a is None:
+                if inner.is_batched:
+                    raise ValueError(f"vmap: out_axes None for result {j}, which depends on the mapped arguments "
+                                     f"(every example's differs); give it an axis")
+                results.append(inner)
+            else:
+                results.append(r if a == batched else _batch_at(_vtape.unbatch(r), a))
+        return tree_unflatten(out_def[0], results)
+
+    def _passed_through(self, args) -> set:
+        """The arguments with in_axes None that are not arrays (functions, strings, ...): JAX passes them through."""
+        axes = self.in_axes
+        if axes is None:
+            axes = [None] * len(args)
+        if not isinstance(axes, (tuple, list)) or len(axes) != len(args):
+            return set()
+        return {i for i, (a, x) in enumerate(zip(axes, args)) if a is None and not _holds_arrays_only(x)}
+
+    def _unmapped(self, flat_f, flat, axes, out_def):
+        """No argument mapped, the size given by axis_size: f once, each result repeated axis_size times."""
+        outs = flat_f(flat)
+        tree = tree_unflatten(out_def[0], outs)
+        leaf_axes = _prefix_axes(0 if axes is _PLAIN_UNLESS_BATCHED else axes, tree)
+        n = self.axis_size
+        results = []
+        for x, a in zip(outs, leaf_axes):
+            if a is None:
+                results.append(x)
+                continue
+            plain = _vtape.broadcast_to(_vtape.reshape(x, (1,) + x.shape), (n,) + x.shape)
+            results.append(_vtape.as_batch(plain) if a == batched else _batch_at(plain, a))
+        return tree_unflatten(out_def[0], results)
+
+
+def _holds_arrays_only(x) -> bool:
+    leaves, _ = tree_flatten(x)
+    return all(isinstance(v, (Tensor, np.ndarray, np.generic, numbers.Number)) for v in leaves)
+
+
+def _prefix_axes(axes, tree) -> list:
+    """One out axis per leaf of tree: axes an int or None for a whole subtree, or a pytree of them that is a prefix
+    of tree's structure (JAX's rule)."""
+    if axes is None or isinstance(axes, int) and not isinstance(axes, bool):
+        return [axes] * len(tree_flatten(tree)[0])
+    if isinstance(axes, dict) and isinstance(tree, dict) and axes.keys() == tree.keys():
+        return [a for k in sorted(tree) for a in _prefix_axes(axes[k], tree[k])]
+    if isinstance(axes, (tuple, list)) and isinstance(tree, (tuple, list)) and len(axes) == len(tree):
+        return [a for x, t in zip(axes, tree) for a in _prefix_axes(x, t)]
+    if not isinstance(axes, (tuple, list, dict)):
+        raise TypeError(f"vmap: out_axes must be ints or None (or pytrees of them), got {axes!r}")
+    raise ValueError(f"vmap: out_axes {axes!r} is not a prefix of the result's structure")
+
+
+def _batch_at(plain: Tensor, axis: int) -> Tensor:
+    """[B, ...] with its batch axis moved to `axis` (negative counts from the end, as numpy's moveaxis)."""
+    n = plain.ndim
+    if not -n <= axis < n:
+        raise ValueError(f"vmap: out_axes {axis} is out of range for a result of {n} axes (the batch included)")
+    axis %= n
+    if axis == 0:
+        return plain
+    return _vtape.transpose(plain, list(range(1, axis + 1)) + [0] + list(range(axis + 1, n)))
 
 
 _PLAIN_UNLESS_BATCHED = object()
 
 
-def vmap(f: Callable, in_axes=0, out_axes=_PLAIN_UNLESS_BATCHED) -> Callable:
+def vmap(f: Callable, in_axes=0, out_axes=_PLAIN_UNLESS_BATCHED, axis_size: int | None = None) -> Callable:
     """vmap(f, in_axes, out_axes)(*args): f mapped over an axis of its arguments, as one batched call of every op.
     in_axes: an int or None (not mapped) for every argument, or one per argument (an int, None or a pytree of the
     argument's structure). out_axes: where the batch goes in the results: by default at axis 0 as plain [B, ...]
     arrays (JAX's default), or kept batched when a mapped argument is a batch already (vtape.as_batch); an int puts
-    it there, vtape.batched keeps the results batched."""
-    return _Vmapped(f, in_axes, out_axes)
+    it there, vtape.batched keeps the results batched, None returns a result that does not depend on the mapped
+    arguments as it is (an error where it does), and a pytree that is a prefix of the results' structure gives each
+    part its own. Arguments that are not arrays (functions, strings) pass through where in_axes is None. axis_size
+    gives the size where no argument is mapped (each result repeated), and is checked against the mapped axes."""
+    return _Vmapped(f, in_axes, out_axes, axis_size)
 
 
 class Jitted:

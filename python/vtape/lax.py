@@ -105,3 +105,42 @@ def dynamic_update_slice(operand, update, start_indices):
     flat = _vtape.reshape(x, (-1,))
     return _vtape.reshape(_vtape.scatter_set(flat, positions, _vtape.reshape(u.astype(x.dtype_name), (-1,)), 0),
                           x.shape)
+
+
+def dynamic_slice_in_dim(operand, start_index, slice_size: int, axis: int = 0):
+    """operand[start:start + slice_size] along one axis (the start may be traced; JAX's clamping)."""
+    x = _t(operand)
+    axis %= x.ndim
+    starts = [0] * x.ndim
+    starts[axis] = start_index
+    sizes = list(x.shape)
+    sizes[axis] = slice_size
+    return dynamic_slice(x, starts, sizes)
+
+
+def dynamic_index_in_dim(operand, index, axis: int = 0, keepdims: bool = True):
+    """operand's slice at index along axis (the index may be traced), kept as an axis of length 1 unless keepdims is
+    false."""
+    x = dynamic_slice_in_dim(operand, index, 1, axis)
+    if keepdims:
+        return x
+    axis %= x.ndim
+    return _vtape.reshape(x, x.shape[:axis] + x.shape[axis + 1:])
+
+
+def dynamic_update_slice_in_dim(operand, update, start_index, axis: int):
+    """operand with update written from start_index along one axis (the start may be traced)."""
+    x = _t(operand)
+    axis %= x.ndim
+    starts = [0] * x.ndim
+    starts[axis] = start_index
+    return dynamic_update_slice(x, update, starts)
+
+
+def dynamic_update_index_in_dim(operand, update, index, axis: int):
+    """operand with update written at index along axis (update with or without that axis of length 1)."""
+    x, u = _t(operand), _t(update)
+    axis %= x.ndim
+    if u.ndim == x.ndim - 1:
+        u = _vtape.reshape(u, u.shape[:axis] + (1,) + u.shape[axis:])
+    return dynamic_update_slice_in_dim(x, u, index, axis)

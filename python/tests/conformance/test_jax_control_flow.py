@@ -243,7 +243,6 @@ def test_while_type_errors_predicate():
     assert out.dtype == np.float32 and float(out) == 3.0
 
 
-@unsupported("dynamic_update_slice and integer loop carries")
 def test_nested_while_with_dynamic_update_slice():
     """JAX: LaxControlFlowTest.testNestedWhileWithDynamicUpdateSlice"""
     arr = np.random.RandomState(0).randn(5, 5)
@@ -254,7 +253,7 @@ def test_nested_while_with_dynamic_update_slice():
 
             def inner_body(s):
                 i, j, arr, out = s
-                out = vt.dynamic_update_slice(out, vt.reshape(arr[i][j], (1, 1)), (i, j))
+                out = vt.lax.dynamic_update_slice(out, vt.reshape(arr[i][j], (1, 1)), (i, j))
                 return (i, j + 1, arr, out)
 
             _, _, _, out = vt.while_loop(lambda s: le(s[1], s[0]), inner_body, (i, 0, arr, out))
@@ -945,7 +944,6 @@ def test_cond_basic_vjp3():
     jtu.assert_all_close(g, np.cos(1.0), check_dtypes=False)
 
 
-@unsupported("vmap out_axes None or a pytree")
 def test_cond_vmap_forwarding_doesnt_promote():
     """JAX: LaxControlFlowTest.test_cond_vmap_forwarding_doesnt_promote"""
     def f(x, y):
