@@ -160,7 +160,13 @@ TEST_CASE("cond: a tensor both branches return unchanged is the result as it is 
   const Tensor y = Tensor::scalar(3.0), one = Tensor::scalar(1.0);
   const auto f = [&](const Tensor& x) {
     const auto [a, b] = cond(
-        greater(x, one), [&] { return std::pair{x * 2.0, y}; }, [&] { return std::pair{x * 3.0, y}; });
+        greater(x, one),
+        [&] {
+          return std::pair{x * 2.0, y};
+        },
+        [&] {
+          return std::pair{x * 3.0, y};
+        });
     CHECK(!b.is_batched());
     CHECK(b.impl_ptr() == y.impl_ptr());
     return a + b;
