@@ -44,6 +44,8 @@ vt::DType parse_dtype(nb::handle dtype);
 // f(a, b) of two operands, with a Python number beside a tensor as a weak scalar (of two numbers, the first becomes
 // a tensor): the rule of the binary ops and of Tensor's operators.
 vt::Tensor binary(vt::Tensor (*f)(const vt::Tensor&, const vt::Tensor&), const ArrayLike& a, const ArrayLike& b);
+// a ** b by numpy's rules (integers to integer powers stay integers), a number beside a tensor as in binary.
+vt::Tensor power(const ArrayLike& a, const ArrayLike& b);
 // A function of vtape._tensor, the Python half of Tensor's methods (indexing, .at, dtypes as numpy's).
 nb::object python_half(const char* name);
 

@@ -208,14 +208,8 @@ void bind_ops(nb::module_& m) {
         op.name, [f = op.f](const ArrayLike& a, const ArrayLike& b) { return binary(f, a, b); }, nb::arg("a"),
         nb::arg("b"), op.doc);
   // pow by a number is its own op (a scalar exponent, a scalar base), with its own derivatives.
-  m.def(
-      "pow",
-      [](const ArrayLike& a, const ArrayLike& b) {
-        if (b.is_number()) return vt::pow(a.tensor(), nb::cast<double>(b.object));
-        if (a.is_number()) return vt::pow(nb::cast<double>(a.object), b.tensor());
-        return vt::pow(a.tensor(), b.tensor());
-      },
-      nb::arg("a"), nb::arg("b"), "a ** b, broadcasting.");
+  m.def("pow", &power, nb::arg("a"), nb::arg("b"),
+        "a ** b, broadcasting (integers to integer powers stay integers, as numpy's).");
   m.def(
       "matmul",
       [](const ArrayLike& a, const ArrayLike& b, bool transpose_a, bool transpose_b) {

@@ -165,6 +165,34 @@ vt::Tensor binary(vt::Tensor (*f)(const vt::Tensor&, const vt::Tensor&), const A
   return f(x, b.is_number() ? b.weak_like(x) : b.tensor());
 }
 
+vt::Tensor power(const ArrayLike& a, const ArrayLike& b) {
+  // numpy's rules: a float base or exponent makes floats; integers to integer powers stay integers (computed in
+  // float64: exact while the power is below 2^53), and a negative Python int exponent of integers is refused.
+  using vt::DType;
+  const auto as_f64 = [](const vt::Tensor& t) { return vt::is_integer(t.dtype()) ? vt::astype(t, DType::f64) : t; };
+  if (b.is_number()) {
+    const vt::Tensor x = a.tensor();
+    const double e = nb::cast<double>(b.object);
+    if (!vt::is_integer(x.dtype())) return vt::pow(x, e);
+    if (!PyLong_Check(b.object.ptr())) return vt::pow(as_f64(x), e);
+    if (e < 0)
+      throw nb::value_error(
+          "pow: integers to negative integer powers are not allowed (numpy's rule); make the base a float first");
+    return vt::astype(vt::pow(as_f64(x), e), x.dtype());
+  }
+  if (a.is_number()) {
+    const vt::Tensor y = b.tensor();
+    const double base = nb::cast<double>(a.object);
+    if (!vt::is_integer(y.dtype())) return vt::pow(base, y);
+    const vt::Tensor p = vt::pow(base, as_f64(y));
+    return PyLong_Check(a.object.ptr()) ? vt::astype(p, y.dtype()) : p;
+  }
+  const vt::Tensor x = a.tensor(), y = b.tensor();
+  const DType d = vt::promote(x.dtype(), y.dtype());
+  if (vt::is_integer(d)) return vt::astype(vt::pow(as_f64(x), as_f64(y)), d);
+  return vt::pow(vt::astype(x, d), vt::astype(y, d));
+}
+
 nb::object python_half(const char* name) { return nb::module_::import_("vtape._tensor").attr(name); }
 
 namespace {
@@ -323,12 +351,8 @@ void bind_tensor(nb::module_& m) {
     cls.def(fmt::format("__r{}__", name).c_str(),
             [f](nb::handle a, const ArrayLike& b) { return binary(f, b, ArrayLike{nb::borrow(a)}); });
   }
-  cls.def("__pow__", [](const Tensor& a, const ArrayLike& b) {
-    return b.is_number() ? vt::pow(a, nb::cast<double>(b.object)) : vt::pow(a, b.tensor());
-  });
-  cls.def("__rpow__", [](const Tensor& b, const ArrayLike& a) {
-    return a.is_number() ? vt::pow(nb::cast<double>(a.object), b) : vt::pow(a.tensor(), b);
-  });
+  cls.def("__pow__", [](nb::handle a, const ArrayLike& b) { return power(ArrayLike{nb::borrow(a)}, b); });
+  cls.def("__rpow__", [](nb::handle b, const ArrayLike& a) { return power(a, ArrayLike{nb::borrow(b)}); });
   const std::pair<const char*, Binary> comparisons[] = {{"lt", vt::less},    {"le", vt::less_equal},
                                                         {"gt", vt::greater}, {"ge", vt::greater_equal},
                                                         {"eq", vt::equal},   {"ne", vt::not_equal}};

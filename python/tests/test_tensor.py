@@ -136,3 +136,20 @@ def test_not_positive_definite_carries_the_batch_index_and_the_minor():
     assert isinstance(e.value, vt.Error)
     assert e.value.batch_index == 1
     assert e.value.minor == 2
+
+
+def test_powers_follow_numpys_dtypes():
+    """numpy's result dtypes, but for vtape's (and JAX's) promotion of a float tensor with an integer one."""
+    ints = np.array([1, 2, 3])
+    floats32 = np.array([1.5, 2.0, 0.5], dtype=np.float32)
+    t, f = vt.asarray(ints), vt.asarray(floats32)
+    cases = [(t ** 2, ints ** 2), (2 ** t, 2 ** ints), (t ** t, ints ** ints), (vt.pow(t, 3), ints ** 3),
+             (t ** 2.0, ints ** 2.0), (2.0 ** t, 2.0 ** ints), (f ** 2, floats32 ** 2),
+             (f ** t, (floats32 ** ints).astype(np.float32)),  # a float with an integer keeps the float's, as JAX
+             (t.astype("int32") ** 2, ints.astype(np.int32) ** 2)]
+    for got, want in cases:
+        assert got.dtype == want.dtype, (got, want)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-7)
+    with pytest.raises(ValueError, match="negative integer powers"):
+        t ** -1
+    np.testing.assert_allclose(np.asarray(vt.grad(lambda x: vt.sum(x ** 3))(np.array([1.0, 2.0]))), [3.0, 12.0])

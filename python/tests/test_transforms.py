@@ -300,3 +300,10 @@ def test_dynamic_slices_along_one_axis_match_numpy():
         expected = x.copy()
         expected[:, i] = [-1.0, -2.0, -3.0]
         np.testing.assert_array_equal(np.asarray(updated), expected)
+
+
+def test_vmap_maps_keyword_arguments_over_axis_0_whatever_in_axes_says():
+    f = lambda a, b: a * 10 + b  # noqa: E731
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(3.0)
+    np.testing.assert_array_equal(np.asarray(vt.vmap(f, in_axes=1)(a, b=b)), a.T * 10 + b[:, None])
+    np.testing.assert_array_equal(np.asarray(vt.vmap(f, in_axes=(None,))(np.array(1.0), b=b)), 10 + b)

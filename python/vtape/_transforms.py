@@ -280,8 +280,16 @@ class _Vmapped:
         return out
 
     def __call__(self, *args, out_axes=None, **kwargs):
-        if kwargs:  # mapped over their leading axes, as JAX maps keyword arguments: passed by position
+        if kwargs:  # mapped over their leading axes whatever in_axes says, as JAX maps keyword arguments
+            n = len(args)
             args = _positional(self.f, args, kwargs, "vmap")
+            axes = self.in_axes
+            axes = [axes] * n if axes is None or isinstance(axes, int) else list(axes)
+            if len(axes) != n:
+                raise ValueError(f"vmap: {len(axes)} in_axes for {n} positional arguments (keyword arguments are "
+                                 "mapped over axis 0)")
+            mapped = _Vmapped(self.f, tuple(axes) + (0,) * (len(args) - n), self.out_axes, self.axis_size)
+            return mapped(*args, out_axes=out_axes)
         passed = self._passed_through(args)
         if passed:  # arguments that are not arrays, with in_axes None: closed over, as they are
             dynamic = [i for i in range(len(args)) if i not in passed]
