@@ -129,6 +129,16 @@ def test_creation_shapes_and_products_match_numpy():
         np.testing.assert_allclose(np.asarray(jnp.einsum(spec, *ops)), np.einsum(spec, *ops), rtol=1e-13,
                                    atol=1e-14, err_msg=spec)
     check_grad(lambda u: jnp.einsum("ij,jk->", u, a), a.T.copy())
+    # Ellipses (broadcast leading axes) and three or more operands, contracted left to right.
+    d, e = RNG.standard_normal((2, 5, 6)), RNG.standard_normal((6, 1, 4))
+    for spec, ops in [("...ij,...jk->...ik", (b3, c)), ("...i,i", (b3, w)), ("...ii->...i", (RNG.standard_normal(
+                      (3, 4, 4)),)), ("ij...,jk...->ik...", (RNG.standard_normal((3, 4, 2)), RNG.standard_normal(
+                      (4, 5, 1)))), ("bij,bjk,bkl->bil", (b3, c, d)), ("i,ij,j", (v, a.T, w)),
+                      ("a,b,c->abc", (v, w, v)), ("bij,bjk,kl->bli", (b3, c, RNG.standard_normal((5, 2)))),
+                      ("...j,jk,k...", (b3, RNG.standard_normal((3, 6)), e))]:
+        np.testing.assert_allclose(np.asarray(jnp.einsum(spec, *ops, optimize=True)), np.einsum(spec, *ops),
+                                   rtol=1e-13, atol=1e-14, err_msg=spec)
+    check_grad(lambda u: jnp.einsum("...ij,jk,k->", b3, u, v[:2]), RNG.standard_normal((3, 2)))
 
 
 def test_array_of_traced_scalars_and_unpacking():

@@ -632,20 +632,66 @@ def tensordot(a, b, axes=2):
     return _vtape.reshape(_vtape.matmul(ma, mb), tuple(a.shape[i] for i in free_a) + tuple(b.shape[i] for i in free_b))
 
 
-def einsum(subscripts: str, *operands):
-    """Einstein summation for one or two operands (explicit '->' or numpy's implicit output), by transposes, products
-    and sums: the contractions models write ('ij,jk->ik', 'bij,bj->bi', 'i,i->', 'ii->i', ...)."""
+def einsum(subscripts: str, *operands, optimize=None, precision=None):
+    """Einstein summation (explicit '->' or numpy's implicit output, '...' for broadcast leading axes), by diagonals,
+    transposes, sums and batched matrix products; more than two operands are contracted left to right, each step
+    keeping the letters later operands or the output need. optimize and precision are accepted and ignored."""
+    del optimize, precision
     xs = [_t(x) for x in operands]
     spec = subscripts.replace(" ", "")
-    if "..." in spec:
-        raise NotImplementedError("vtape.numpy.einsum: ellipses ('...') are not supported; name every axis")
-    inputs, _, output = spec.partition("->")
+    inputs, arrow, output = spec.partition("->")
     terms = inputs.split(",")
-    if len(terms) != len(xs) or len(xs) not in (1, 2):
-        raise NotImplementedError(f"vtape.numpy.einsum: {len(xs)} operands for '{subscripts}'; vtape takes one or two")
-    if "->" not in spec:
+    if len(terms) != len(xs):
+        raise ValueError(f"einsum: '{subscripts}' names {len(terms)} operands, got {len(xs)}")
+    if "..." in spec:
+        terms, xs, output = _einsum_ellipses(terms, xs, output if arrow else None)
+        arrow = "->"
+    if not arrow:
         letters = "".join(terms)
         output = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    while len(terms) > 2:  # left to right: the first two become one operand of the letters still needed
+        needed = "".join(terms[2:]) + output
+        kept = "".join(dict.fromkeys(c for c in terms[0] + terms[1] if c in needed))
+        terms, xs = [kept] + terms[2:], [_contract(terms[:2], xs[:2], kept)] + xs[2:]
+    return _contract(terms, xs, output)
+
+
+def _einsum_ellipses(terms: list, xs: list, output):
+    """'...' replaced by letters of its own (aligned from the right, size-1 axes broadcast, as numpy's)."""
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in "".join(terms) + (output or "")]
+    ranks = [x.ndim - (len(t) - 3) if "..." in t else 0 for t, x in zip(terms, xs)]
+    if builtins.any(r < 0 for r in ranks):
+        raise ValueError("einsum: an operand has fewer axes than its subscripts name")
+    width = builtins.max(ranks)
+    letters = "".join(free[:width])
+    sizes = [1] * width
+    for r, x, t in zip(ranks, xs, terms):
+        at = t.index("...") if "..." in t else 0
+        for k in range(r):
+            n = x.shape[at + k]
+            if n != 1 and sizes[width - r + k] not in (1, n):
+                raise ValueError(f"einsum: the '...' axes of shapes {[tuple(x.shape) for x in xs]} do not broadcast")
+            sizes[width - r + k] = builtins.max(sizes[width - r + k], n)
+    new_terms, new_xs = [], []
+    for r, x, t in zip(ranks, xs, terms):
+        if "..." in t:
+            at = t.index("...")
+            target = x.shape[:at] + tuple(sizes[width - r:]) + x.shape[at + r:]
+            if tuple(target) != tuple(x.shape):
+                x = _vtape.broadcast_to(x, target)
+            t = t.replace("...", letters[width - r:])
+        new_terms.append(t)
+        new_xs.append(x)
+    if output is None:  # implicit: the '...' axes first, then the letters named once
+        named = "".join(t for t in terms).replace("...", "")
+        output = letters + "".join(sorted(c for c in set(named) if named.count(c) == 1))
+    else:
+        output = output.replace("...", letters)
+    return new_terms, new_xs, output
+
+
+def _contract(terms: list, xs: list, output: str):
+    """One or two operands contracted to the output's letters."""
     sizes: dict[str, int] = {}
     prepared = []
     for idx, (term, x) in enumerate(zip(terms, xs)):
