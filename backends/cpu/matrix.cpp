@@ -18,6 +18,7 @@
 #include "../../core/error.hpp"
 #include "cpu_backend.hpp"
 #include "first_failure.hpp"
+#include "parallel.hpp"
 
 namespace vt::cpu {
 
@@ -176,14 +177,7 @@ void CpuBackend::gemm(const GemmArgs& g) {
     constexpr std::int64_t single_thread_most = std::int64_t{1} << 20;
     const int threads = omp_get_max_threads();
     const bool one_thread = g.count == 1 && g.m * g.n * g.k < single_thread_most && threads > 1;
-    if (one_thread) omp_set_num_threads(1);
-    struct Restore {
-      bool active;
-      int threads;
-      ~Restore() {
-        if (active) omp_set_num_threads(threads);
-      }
-    } restore{one_thread, threads};
+    const OneThread small_product(one_thread);
     // A larger single product outside a parallel region, one that Eigen's GEMM computes (not thin, not symmetric), is
     // split by blocks of C's columns, one product per thread on that thread: no thread waits for another's packed
     // panels (Eigen's own threading does, at every panel), and each thread packs only its columns of op(B). Eigen
@@ -218,19 +212,16 @@ void CpuBackend::gemm(const GemmArgs& g) {
       failure.rethrow();
       return;
     }
-    FirstFailure failure;  // Eigen's product allocates its blocking workspace
-#pragma omp parallel for schedule(static) if (g.count > 1)
-    for (std::int64_t i = 0; i < g.count; ++i)
-      failure.run(i, [&] {
-        ConstMapMat<T> A(a + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k);
-        ConstMapMat<T> B(b + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n);
-        MapMat<T> C(c + i * g.stride_c, g.m, g.n);
-        if (!g.trans_a && !g.trans_b) product(A, B, C);
-        else if (g.trans_a && !g.trans_b) product(A.transpose(), B, C);
-        else if (!g.trans_a && g.trans_b) product(A, B.transpose(), C);
-        else product(A.transpose(), B.transpose(), C);
-      });
-    failure.rethrow();
+    // Eigen's product allocates its blocking workspace, which may throw: for_each_matrix rethrows the first.
+    for_each_matrix(g.count, g.m * g.n * g.k, [&](NoState&, std::int64_t i) {
+      ConstMapMat<T> A(a + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k);
+      ConstMapMat<T> B(b + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n);
+      MapMat<T> C(c + i * g.stride_c, g.m, g.n);
+      if (!g.trans_a && !g.trans_b) product(A, B, C);
+      else if (g.trans_a && !g.trans_b) product(A.transpose(), B, C);
+      else if (!g.trans_a && g.trans_b) product(A, B.transpose(), C);
+      else product(A.transpose(), B.transpose(), C);
+    });
   });
 }
 
@@ -372,10 +363,8 @@ void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const
         c.rightCols(n - failed).setConstant(std::numeric_limits<T>::quiet_NaN());
     };
     if (split) return factor(0);  // its own parallel regions
-    FirstFailure error;           // a workspace that cannot grow, not a matrix that is not positive definite
-#pragma omp parallel for schedule(dynamic) if (count > 1)
-    for (std::int64_t i = 0; i < count; ++i) error.run(i, [&] { factor(i); });
-    error.rethrow();
+    // A workspace that cannot grow raises, not a matrix that is not positive definite (that is in info).
+    for_each_matrix(count, n * n * n / 3, [&](NoState&, std::int64_t i) { factor(i); });
   });
   if (!failure.raise) return;
   const auto first = std::find_if(info.begin(), info.end(), [](std::int32_t minor) { return minor != 0; });
@@ -432,11 +421,9 @@ void CpuBackend::trsm(const TrsmArgs& s) {
     using T = decltype(zero);
     const T* t = static_cast<const T*>(s.t);
     T* b = static_cast<T*>(s.b);
-    FirstFailure failure;  // the workspaces of a few right-hand sides
-#pragma omp parallel for schedule(static) if (s.count > 1)
-    for (std::int64_t i = 0; i < s.count; ++i)
-      failure.run(i, [&] { trsm_one<T>(s, t + i * s.stride_t, b + i * s.stride_b); });
-    failure.rethrow();
+    // The workspaces of a few right-hand sides may throw: for_each_matrix rethrows the first.
+    for_each_matrix(s.count, s.n * s.n * s.nrhs,
+                    [&](NoState&, std::int64_t i) { trsm_one<T>(s, t + i * s.stride_t, b + i * s.stride_b); });
   });
 }
 
@@ -543,19 +530,15 @@ void CpuBackend::cholesky_inverse(DType dtype, std::int64_t count, std::int64_t 
       Eigen::Map<ColMat<T>> o(static_cast<T*>(out), n, n);
       return invert_and_multiply_split(u, o);
     }
-    FirstFailure failure;  // the workspace
-#pragma omp parallel for schedule(dynamic) if (count > 1)
-    for (std::int64_t i = 0; i < count; ++i)
-      failure.run(i, [&] {
-        // The row-major L seen column-major is U = L^T, and (L L^T)^-1 = U^-1 U^-T.
-        thread_local ColMat<T> w;
-        w = Eigen::Map<const ColMat<T>>(static_cast<const T*>(l) + i * stride_l, n, n);
-        w.template triangularView<Eigen::StrictlyLower>().setZero();
-        invert_upper(w);
-        Eigen::Map<ColMat<T>> o(static_cast<T*>(out) + i * stride_out, n, n);  // symmetric: either order
-        upper_times_transpose(w, o);
-      });
-    failure.rethrow();
+    for_each_matrix(count, n * n * n, [&](NoState&, std::int64_t i) {
+      // The row-major L seen column-major is U = L^T, and (L L^T)^-1 = U^-1 U^-T.
+      thread_local ColMat<T> w;
+      w = Eigen::Map<const ColMat<T>>(static_cast<const T*>(l) + i * stride_l, n, n);
+      w.template triangularView<Eigen::StrictlyLower>().setZero();
+      invert_upper(w);
+      Eigen::Map<ColMat<T>> o(static_cast<T*>(out) + i * stride_out, n, n);  // symmetric: either order
+      upper_times_transpose(w, o);
+    });
   });
 }
 
@@ -630,15 +613,11 @@ void CpuBackend::cholesky_backward(DType dtype, std::int64_t count, std::int64_t
   visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     const Eigen::Index nb = n > 64 ? 64 : std::max<Eigen::Index>(n, 1);
-    FirstFailure failure;  // the workspace
-#pragma omp parallel for schedule(dynamic) if (count > 1)
-    for (std::int64_t i = 0; i < count; ++i)
-      failure.run(i, [&] {
-        ConstMapMat<T> li(static_cast<const T*>(l) + i * stride_l, n, n);
-        MapMat<T> gi(static_cast<T*>(g) + i * stride_g, n, n);
-        cholesky_backward_one<T>(li, gi, nb);
-      });
-    failure.rethrow();
+    for_each_matrix(count, n * n * n, [&](NoState&, std::int64_t i) {
+      ConstMapMat<T> li(static_cast<const T*>(l) + i * stride_l, n, n);
+      MapMat<T> gi(static_cast<T*>(g) + i * stride_g, n, n);
+      cholesky_backward_one<T>(li, gi, nb);
+    });
   });
 }
 

@@ -27,20 +27,11 @@
 #include <string>
 #include <vtape/vtape.hpp>
 
+#include "timing.hpp"
+
 namespace {
 
-template <class F>
-double median_seconds(int reps, F&& f) {
-  std::vector<double> t;
-  f();  // warm-up
-  for (int r = 0; r < reps; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using vt_bench::median_seconds;
 
 // The calling thread's CPU time: single-threaded kernels timed on a shared machine are not
 // charged for the time other processes hold the core.

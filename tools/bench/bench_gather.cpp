@@ -16,20 +16,11 @@
 #include <vector>
 #include <vtape/vtape.hpp>
 
+#include "timing.hpp"
+
 namespace {
 
-template <class F>
-double median_seconds(int reps, F&& f) {
-  std::vector<double> t;
-  f();  // warm-up (and the jit trace)
-  for (int r = 0; r < reps; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using vt_bench::median_seconds;
 
 // Labels in [0, groups), n of them, in order (as epochs are) or scattered (as backends are).
 std::vector<std::int64_t> labels(std::int64_t n, std::int64_t groups, bool sorted, std::uint64_t seed) {

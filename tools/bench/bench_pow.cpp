@@ -16,22 +16,9 @@
 #include <vector>
 #include <vtape/vtape.hpp>
 
-namespace {
+#include "timing.hpp"
 
-template <class F>
-double median_seconds(int reps, F&& f) {
-  std::vector<double> t;
-  f();
-  for (int r = 0; r < reps; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
-
-}  // namespace
+using vt_bench::median_seconds;
 
 int main(int argc, char** argv) {
   std::int64_t n = 521, row = 1000000;
