@@ -260,7 +260,8 @@ const OpDef scan_op{.name = "scan",
                     .mixed_dtypes = true,
                     .integers = true,
                     .booleans = true,
-                    .runs_functions = true};
+                    .runs_functions = true,
+                    .calls_per_run = [](const Attrs& attrs) { return unpack_attrs<LoopAttrs>(attrs).length; }};
 
 // The zeros of a vector of n, batched when `like` is.
 Tensor zero_vector(std::int64_t n, const Tensor& like) { return zeros({n}, like.dtype(), like.device()); }

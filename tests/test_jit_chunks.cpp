@@ -272,6 +272,39 @@ TEST_CASE("by chunks: the cost model fits a chunk's working set to the planner's
   CHECK(per_chunk.back() > per_chunk.front());
 }
 
+TEST_CASE("by chunks: a loop under vmap runs each step over many examples, not over a cache-sized few",
+          "[jit][chunks][loops]") {
+  // A damped two-number recurrence over 1,500 steps: its stored carries make each example larger than the planner's
+  // cache, so the cache alone would give chunks of one example, and each step would replay once per example. Each
+  // step's fixed cost (OpDef::calls_per_run) makes the model take chunks of at least half the batch.
+  const std::int64_t steps = 1500, examples = 16;
+  const Tensor xs = randn({steps, 1}, 191) * 0.1;
+  const auto loglik = [&](const Tensor& theta) {
+    const Tensor a = slice(theta, 0, 0, 1), b = slice(theta, 0, 1, 2);
+    auto [carry, ys] = scan(
+        [&](const Tensor& c, const Tensor& x) {
+          const Tensor c0 = slice(c, 0, 0, 1), c1 = slice(c, 0, 1, 2);
+          const Tensor next = concatenate({tanh(a * c0 + x), c1 * b + c0}, 0);
+          return std::pair{next, square(next - x)};
+        },
+        zeros({2}), xs);
+    return sum(ys) + sum(carry);
+  };
+  const Tensor thetas = rand({examples, 2}, 192) * 0.5 + 0.25;
+  auto step = jit(vmap(value_and_grad(loglik)), JitOptions{.cache_bytes = 128 * KiB});
+  const PlanSummary s = step.compile(as_batch(thetas));
+  REQUIRE(s.arena_bytes_per_example > static_cast<std::int64_t>(128 * KiB));
+  const auto [values, grads] = step(as_batch(thetas));
+  const JitCounters c = step.counters();
+  CHECK((c.chunked_calls == 0 ? examples : c.chunk_examples) >= examples / 2);  // no chunks: the whole batch
+  for (std::int64_t i = 0; i < examples; i += 5) {
+    const Tensor theta = reshape(slice(thetas, 0, i, i + 1), {2});
+    const auto [v, g] = value_and_grad(loglik)(theta);
+    require_close(reshape(slice(unbatch(values), 0, i, i + 1), {}), v.to_vector<double>(), 1e-12);
+    require_close(reshape(slice(unbatch(grads), 0, i, i + 1), {2}), g, 1e-12);
+  }
+}
+
 TEST_CASE("by chunks: the planner's cache is JitOptions::cache_bytes, else VTAPE_JIT_CACHE_BYTES, when a plan is built",
           "[jit][chunks]") {
   auto f = [](const Tensor& x) { return batch_sum(exp(x) * 2.0); };

@@ -226,8 +226,10 @@ void plan_memory(Plan& plan) {
   // What every chunk reads of the values shared by the batch: each kernel's unbatched inputs. An elementwise kernel
   // reads them once per example, whatever the chunk: a larger chunk saves nothing there.
   plan.shared_reads.clear();
+  plan.calls_per_chunk = 0;
   for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
     const PlanStep& s = plan.steps[i];
+    if (s.op->runs_functions) plan.calls_per_chunk += s.op->calls_per_run ? s.op->calls_per_run(s.attrs) : 1;
     if (s.op->aliases_input || s.op->elementwise) continue;
     for (int v : s.in)
       if (!plan.values[static_cast<std::size_t>(v)].batched)
