@@ -420,10 +420,11 @@ std::int64_t sub_chunk_examples(const Plan& plan, const Plan::Segment& segment, 
 // the batch is split in two (for two cores) when the batch's own traffic outweighs one pass over the
 // shared operands, which bounds the split's extra traffic by half. A function's call (a loop's step, replayed once
 // per chunk whatever its examples) counts as a shared read of call_cost_bytes: a loop whose body is small then runs
-// each step over many examples instead of over a cache-sized few. With neither, the chunk is sized to the cache. Values that only a segment run by sub-chunks makes and reads (split_into_segments)
-// stay in the cache either way: they count in the cache-sized chunk's data, not in what a larger chunk sends through
-// memory. A chosen chunk of the whole batch is still run as one chunk where a segment then runs by sub-chunks (a
-// forced one, JitChunkExamples, runs the batch whole).
+// each step over many examples instead of over a cache-sized few. With neither, the chunk is sized to the cache. Values
+// that only a segment run by sub-chunks makes and reads (split_into_segments) stay in the cache either way: they count
+// in the cache-sized chunk's data, not in what a larger chunk sends through memory. A chosen chunk of the whole batch
+// is still run as one chunk where a segment then runs by sub-chunks (a forced one, JitChunkExamples, runs the batch
+// whole).
 namespace {
 
 // The cost model's chunk at this batch size (above); `larger`: whether the larger chunk was chosen.

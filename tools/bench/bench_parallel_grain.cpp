@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
       const vt::Tensor spd = vt::matmul(a, a, false, true) + vt::eye(n) * static_cast<double>(n);
       const vt::Tensor l = vt::cholesky(spd);
       const std::vector<std::function<void()>> ops = {[&] { (void)vt::matmul(a, b); }, [&] { (void)vt::cholesky(spd); },
-                                                       [&] { (void)vt::triangular_solve(l, b); }};
+                                                      [&] { (void)vt::triangular_solve(l, b); }};
       std::vector<std::vector<double>> ratio(ops.size());
       std::vector<double> one_thread;
       for (int r = 0; r < rounds; ++r)
