@@ -68,6 +68,28 @@ TEST_CASE("binary ops broadcast like numpy", "[elementwise]") {
   CHECK((b + c).shape() == Shape{2, 3});
 }
 
+TEST_CASE("a broadcast or slice with a short innermost axis computes each element as the long layout does",
+          "[elementwise]") {
+  // [n, 3] from [n, 1] and [3] runs along n (backends/cpu/strided.hpp): the values are those of the [3, n] layout,
+  // transposed, bit for bit, in every dtype; copies of a narrow column block likewise.
+  const std::int64_t n = 1000;
+  for (const DType dtype : {DType::f64, DType::f32, DType::i64, DType::i32}) {
+    INFO(name_of(dtype));
+    const Tensor x = (randn({n, 1}, 31) * 100.0).astype(dtype), mu = (randn({3}, 32) * 100.0).astype(dtype);
+    const Tensor narrow = x - mu;
+    const Tensor wide = transpose(reshape(mu, {3, 1}) - reshape(x, {1, n}));  // the same subtractions, swapped
+    const Tensor negated = neg(wide);
+    REQUIRE(narrow.shape() == Shape{n, 3});
+    CHECK(narrow.astype(DType::f64).to_vector<double>() == negated.astype(DType::f64).to_vector<double>());
+    const Tensor block = randn({n, 6}, 33).astype(dtype);
+    const std::vector<double> all = block.astype(DType::f64).to_vector<double>();
+    const std::vector<double> cols = slice(block, 1, 1, 3).astype(DType::f64).to_vector<double>();
+    for (std::int64_t i = 0; i < n; i += 97)
+      for (std::int64_t j = 0; j < 2; ++j)
+        CHECK(cols[static_cast<std::size_t>(i * 2 + j)] == all[static_cast<std::size_t>(i * 6 + 1 + j)]);
+  }
+}
+
 TEST_CASE("binary op gradients match finite differences, broadcasting included", "[elementwise][grad]") {
   const std::vector<std::pair<Shape, Shape>> pairs = {{{}, {}},         {{4}, {4}},          {{3, 4}, {4}},
                                                       {{3, 1}, {1, 4}}, {{2, 3, 4}, {3, 1}}, {{}, {2, 3}}};
