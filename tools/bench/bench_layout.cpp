@@ -25,8 +25,9 @@ int main(int argc, char** argv) {
   const double narrow = vt_bench::median_seconds(reps, [&] { (void)(x_col - mu); });
   const double wide = vt_bench::median_seconds(reps, [&] { (void)(mu_col - x_row); });
   const double columns = vt_bench::median_seconds(reps, [&] { (void)vt::slice(block, 1, 0, k); });
-  fmt::print("[{n}, {k}] broadcast sub {:.1f} us, [{k}, {n}] {:.1f} us (ratio {:.2f}); [{n}, {k}] slice of [{n}, {k2}] "
-             "{:.1f} us\n",
-             narrow * 1e6, wide * 1e6, narrow / wide, columns * 1e6, fmt::arg("n", n), fmt::arg("k", k),
-             fmt::arg("k2", 2 * k));
+  fmt::print(
+      "[{n}, {k}] broadcast sub {:.1f} us, [{k}, {n}] {:.1f} us (ratio {:.2f}); [{n}, {k}] slice of [{n}, {k2}] "
+      "{:.1f} us\n",
+      narrow * 1e6, wide * 1e6, narrow / wide, columns * 1e6, fmt::arg("n", n), fmt::arg("k", k),
+      fmt::arg("k2", 2 * k));
 }
