@@ -38,6 +38,8 @@ vt::Tensor from_array(const AnyArray& a);
 // A shape as a Python tuple, and a Python int or sequence of ints as a shape.
 nb::tuple shape_tuple(const vt::Shape& shape);
 vt::Shape shape_of(nb::handle shape);
+// Reduction axes given as None (every axis), an int or a sequence of ints.
+vt::Axes axes_of(nb::handle axis);
 // A dtype given as a numpy dtype, a Python type or a name (None: float64).
 vt::DType parse_dtype(nb::handle dtype);
 

@@ -18,14 +18,6 @@ using Unary = Tensor (*)(const Tensor&);
 using Binary = Tensor (*)(const Tensor&, const Tensor&);
 using Reduce = Tensor (*)(const Tensor&, const vt::Axes&, bool);
 
-vt::Axes axes_of(nb::handle axis) {
-  if (axis.is_none()) return {};
-  if (nb::isinstance<nb::int_>(axis)) return {nb::cast<std::int64_t>(axis)};
-  vt::Axes out;
-  for (nb::handle a : axis) out.push_back(nb::cast<std::int64_t>(a));
-  return out;
-}
-
 vt::Device device_of(const std::optional<std::string>& device) {
   return device ? vt::parse_device(*device) : vt::Device::cpu();
 }

@@ -129,6 +129,14 @@ vt::Shape shape_of(nb::handle shape) {
   return out;
 }
 
+vt::Axes axes_of(nb::handle axis) {
+  if (axis.is_none()) return {};
+  if (nb::isinstance<nb::int_>(axis)) return {nb::cast<std::int64_t>(axis)};
+  vt::Axes out;
+  for (nb::handle a : axis) out.push_back(nb::cast<std::int64_t>(a));
+  return out;
+}
+
 vt::DType parse_dtype(nb::handle dtype) {
   if (dtype.is_none()) return vt::DType::f64;
   // numpy names every way of writing a dtype (np.float32, "f4", float, ...) alike.
@@ -200,14 +208,6 @@ namespace {
 using vt::Tensor;
 using Binary = Tensor (*)(const Tensor&, const Tensor&);
 using Reduce = Tensor (*)(const Tensor&, const vt::Axes&, bool);
-
-vt::Axes axes_of(nb::handle axis) {
-  if (axis.is_none()) return {};
-  if (nb::isinstance<nb::int_>(axis)) return {nb::cast<std::int64_t>(axis)};
-  vt::Axes out;
-  for (nb::handle a : axis) out.push_back(nb::cast<std::int64_t>(a));
-  return out;
-}
 
 nb::object numpy_of(const Tensor& t) { return nb::module_::import_("numpy").attr("asarray")(nb::cast(host_array(t))); }
 

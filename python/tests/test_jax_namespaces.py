@@ -15,17 +15,9 @@ import vtape.numpy as jnp
 from vtape import lax, nn
 from vtape.scipy import linalg as jsl, special as jss, stats as jst
 
+from finite_differences import central_differences
+
 RNG = np.random.default_rng(7)
-
-
-def central_differences(f, x, h=1e-6):
-    x = np.asarray(x, dtype=np.float64)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        e = np.zeros_like(x)
-        e[i] = h
-        g[i] = (float(f(x + e)) - float(f(x - e))) / (2 * h)
-    return g
 
 
 def check_grad(f, x, rtol=1e-6, atol=1e-8):

@@ -10,12 +10,12 @@ _t = _asarray  # a tensor as it is, anything else converted
 
 def sigmoid(x):
     """1 / (1 + exp(-x)), without overflow."""
-    return _vtape.sigmoid(_t(x))
+    return _vtape.sigmoid(x)
 
 
 def softplus(x):
     """log(1 + exp(x)), without overflow."""
-    return _vtape.softplus(_t(x))
+    return _vtape.softplus(x)
 
 
 def relu(x):

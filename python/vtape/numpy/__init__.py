@@ -38,7 +38,7 @@ def _unary(name: str, doc: str):
     f = getattr(_vtape, name)
 
     def op(x):
-        return f(_t(x))
+        return f(x)  # the binding converts x as asarray does
 
     op.__name__ = name
     op.__doc__ = doc

@@ -20,12 +20,12 @@ def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = 
 
 def gammaln(x):
     """log |gamma(x)|."""
-    return _vtape.lgamma(_t(x))
+    return _vtape.lgamma(x)
 
 
 def digamma(x):
     """The derivative of gammaln."""
-    return _vtape.digamma(_t(x))
+    return _vtape.digamma(x)
 
 
 def polygamma(n, x):
@@ -33,23 +33,23 @@ def polygamma(n, x):
     if n == 0:
         return digamma(x)
     if n == 1:
-        return _vtape.trigamma(_t(x))
+        return _vtape.trigamma(x)
     raise NotImplementedError(f"polygamma: order {n}; vtape has orders 0 and 1")
 
 
 def erf(x):
     """The error function."""
-    return _vtape.erf(_t(x))
+    return _vtape.erf(x)
 
 
 def erfc(x):
     """1 - erf(x), exact in the tail."""
-    return _vtape.erfc(_t(x))
+    return _vtape.erfc(x)
 
 
 def expit(x):
     """1 / (1 + exp(-x)), without overflow."""
-    return _vtape.sigmoid(_t(x))
+    return _vtape.sigmoid(x)
 
 
 def logit(p):
