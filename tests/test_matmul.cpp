@@ -923,3 +923,83 @@ TEST_CASE("a single large product has the same bits on one thread and on several
           require_close(Tensor::from_vector(two, {m, n}), Tensor::from_eigen(want), dtype == DType::f64 ? 1e-12 : 2e-3);
         }
 }
+
+TEST_CASE("small batched products of every order up to 5 and every transpose agree with a plain sum", "[matmul]") {
+  // Orders 1 to 4 run tiny_products (backends/cpu/matrix.cpp), 5 the general path beside them.
+  Backend& cpu = backend_for(Device{});
+  constexpr std::int64_t count = 300;  // large enough to be shared among threads where there are several
+  for (std::int64_t m = 1; m <= 5; ++m)
+    for (std::int64_t n = 1; n <= 5; ++n)
+      for (std::int64_t k = 1; k <= 5; ++k)
+        for (int flags = 0; flags < 8; ++flags) {
+          const bool ta = flags & 1, tb = flags & 2, accumulate = flags & 4;
+          INFO("m " << m << " n " << n << " k " << k << " trans_a " << ta << " trans_b " << tb << " beta "
+                    << accumulate);
+          const std::vector<double> a = randn({count, m * k}, 11).to_vector<double>();
+          const bool shared = (m + n + k) % 2 == 1;  // one B for every product (stride 0), or one each
+          const std::vector<double> b = randn({shared ? 1 : count, k * n}, 12).to_vector<double>();
+          const std::vector<double> c0 = randn({count, m * n}, 13).to_vector<double>();
+          const double beta = accumulate ? 0.5 : 0.0;
+          const auto product = [&](int threads) {
+            // Where beta is 0 C is not read: NaN there must not reach the result.
+            std::vector<double> c = accumulate ? c0 : std::vector<double>(c0.size(), std::nan(""));
+            on_threads(threads, [&] {
+              cpu.gemm(GemmArgs{.dtype = DType::f64,
+                                .count = count,
+                                .m = m,
+                                .n = n,
+                                .k = k,
+                                .trans_a = ta,
+                                .trans_b = tb,
+                                .alpha = 1.5,
+                                .beta = beta,
+                                .a = a.data(),
+                                .stride_a = m * k,
+                                .b = b.data(),
+                                .stride_b = shared ? 0 : k * n,
+                                .c = c.data(),
+                                .stride_c = m * n});
+            });
+            return c;
+          };
+          const std::vector<double> got = product(1);
+          CHECK(product(2) == got);  // the same bits on every thread count
+          double worst = 0;
+          for (std::int64_t p = 0; p < count; ++p)
+            for (std::int64_t i = 0; i < m; ++i)
+              for (std::int64_t j = 0; j < n; ++j) {
+                const double* ap = a.data() + p * m * k;
+                const double* bp = b.data() + (shared ? 0 : p * k * n);
+                double sum = 0;
+                for (std::int64_t l = 0; l < k; ++l)
+                  sum += (ta ? ap[l * m + i] : ap[i * k + l]) * (tb ? bp[j * k + l] : bp[l * n + j]);
+                const auto at = static_cast<std::size_t>(p * m * n + i * n + j);
+                const double want = 1.5 * sum + beta * c0[at];
+                worst = std::max(worst, std::abs(got[at] - want));
+              }
+          CHECK(worst < 1e-13);
+        }
+  // A product marked symmetric comes out exactly symmetric.
+  const std::vector<double> a = randn({count, 12}, 14).to_vector<double>();
+  std::vector<double> c(static_cast<std::size_t>(count * 9));
+  cpu.gemm(GemmArgs{.dtype = DType::f64,
+                    .count = count,
+                    .m = 3,
+                    .n = 3,
+                    .k = 4,
+                    .trans_a = false,
+                    .trans_b = true,
+                    .alpha = 1.0,
+                    .beta = 0.0,
+                    .a = a.data(),
+                    .stride_a = 12,
+                    .b = a.data(),
+                    .stride_b = 12,
+                    .c = c.data(),
+                    .stride_c = 9,
+                    .symmetric = true});
+  for (std::int64_t p = 0; p < count; ++p)
+    for (std::int64_t i = 0; i < 3; ++i)
+      for (std::int64_t j = 0; j < 3; ++j)
+        CHECK(c[static_cast<std::size_t>(p * 9 + i * 3 + j)] == c[static_cast<std::size_t>(p * 9 + j * 3 + i)]);
+}

@@ -9,6 +9,8 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <cassert>
 #include <cmath>
 #include <limits>
@@ -140,6 +142,51 @@ void few_inner_product(const MA& a, const MB& b, MC& c, T alpha, T beta) {
   }
 }
 
+// Products whose orders are all at most tiny_order: a loop of known trip counts for each (m, n, k), which the compiler
+// unrolls. Eigen's dynamic-size product (and few_rows_product's copy of a) costs more to set up than the arithmetic of
+// a matrix this small, which a loop body over 2 x 2 covariances pays at every step.
+constexpr std::int64_t tiny_order = 4;
+
+// C = alpha op(A) op(B) + beta C for count matrices, row-major, op(A) M x K, op(B) K x N, each element of C summed in
+// order of l. op(A)(i, l) = a[i * a_row + l * a_inner], op(B)(l, j) = b[l * b_inner + j * b_col].
+template <int M, int N, int K, class T>
+void tiny_products(const GemmArgs& g, const T* a, const T* b, T* c, T alpha, T beta, std::int64_t first,
+                   std::int64_t last) {
+  const std::int64_t a_row = g.trans_a ? 1 : K, a_inner = g.trans_a ? M : 1;
+  const std::int64_t b_inner = g.trans_b ? 1 : N, b_col = g.trans_b ? K : 1;
+  for (std::int64_t p = first; p < last; ++p) {
+    const T* ap = a + p * g.stride_a;
+    const T* bp = b + p * g.stride_b;
+    T* cp = c + p * g.stride_c;
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        T sum = T(0);
+        for (int l = 0; l < K; ++l) sum += ap[i * a_row + l * a_inner] * bp[l * b_inner + j * b_col];
+        cp[i * N + j] = beta == T(0) ? alpha * sum : alpha * sum + beta * cp[i * N + j];
+      }
+    if (g.symmetric && !g.lower_only)  // exactly symmetric, as every marked product (see gemm)
+      for (int i = 0; i < M; ++i)
+        for (int j = i + 1; j < N; ++j) cp[i * N + j] = cp[j * N + i];
+  }
+}
+
+template <class T>
+using TinyProducts = void (*)(const GemmArgs&, const T*, const T*, T*, T, T, std::int64_t, std::int64_t);
+
+// tiny_products for every (m, n, k) up to tiny_order, indexed by ((m - 1) tiny_order + n - 1) tiny_order + k - 1.
+template <class T, std::size_t... I>
+constexpr std::array<TinyProducts<T>, sizeof...(I)> tiny_product_table(std::index_sequence<I...>) {
+  constexpr int t = tiny_order;
+  return {&tiny_products<static_cast<int>(I) / (t * t) + 1, static_cast<int>(I) / t % t + 1,
+                         static_cast<int>(I) % t + 1, T>...};
+}
+
+template <class T>
+TinyProducts<T> tiny_products_for(const GemmArgs& g) {
+  static constexpr auto table = tiny_product_table<T>(std::make_index_sequence<tiny_order * tiny_order * tiny_order>{});
+  return table[static_cast<std::size_t>(((g.m - 1) * tiny_order + g.n - 1) * tiny_order + g.k - 1)];
+}
+
 }  // namespace
 
 void CpuBackend::gemm(const GemmArgs& g) {
@@ -210,6 +257,13 @@ void CpuBackend::gemm(const GemmArgs& g) {
           else with_b(A);
         });
       failure.rethrow();
+      return;
+    }
+    if (g.m >= 1 && g.n >= 1 && g.k >= 1 && std::max({g.m, g.n, g.k}) <= tiny_order) {
+      const TinyProducts<T> products = tiny_products_for<T>(g);
+      if (!worth_threads(g.count, g.m * g.n * g.k)) return products(g, a, b, c, alpha, beta, 0, g.count);
+      for_each_matrix(g.count, g.m * g.n * g.k,
+                      [&](NoState&, std::int64_t i) { products(g, a, b, c, alpha, beta, i, i + 1); });
       return;
     }
     // Eigen's product allocates its blocking workspace, which may throw: for_each_matrix rethrows the first.
