@@ -265,12 +265,13 @@ class Backend {
   // Whether jit records a plan whose call touches `call_bytes` (its arena, arguments and results at
   // the call's batch size) once per batch size and replays it: a GPU records every plan (one graph
   // launch instead of a launch per step), the CPU small ones (its calls without the ops around
-  // them). Between begin_recording() and end_recording(), the calling thread's calls are recorded,
-  // not run (on a GPU, other threads' calls wait). end_recording() gives the recording, or null
-  // where the calls could not be recorded (they did not run either). begin_recording() is false
-  // where recording cannot start.
-  virtual bool records(std::int64_t call_bytes) const {
+  // them) and those `repeated` at every step of a loop, whatever their size. Between begin_recording() and
+  // end_recording(), the calling thread's calls are recorded, not run (on a GPU, other threads' calls wait).
+  // end_recording() gives the recording, or null where the calls could not be recorded (they did not run either).
+  // begin_recording() is false where recording cannot start.
+  virtual bool records(std::int64_t call_bytes, bool repeated) const {
     (void)call_bytes;
+    (void)repeated;
     return false;
   }
   virtual bool begin_recording() { return false; }

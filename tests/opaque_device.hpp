@@ -166,7 +166,7 @@ class OpaqueDevice final : public Backend {
     });
   }
 
-  bool records(std::int64_t) const override { return recording_mode_ != Recording::off; }
+  bool records(std::int64_t, bool) const override { return recording_mode_ != Recording::off; }
   // Like the CUDA backend: every step of a plan over the whole batch.
   std::size_t chunk_cache_bytes() const override { return 0; }
   // Each thread records on its own (the CUDA backend makes other threads wait instead).

@@ -136,3 +136,31 @@ TEST_CASE("a recorded plan runs its fused elementwise runs step by step", "[jit]
   CHECK(f.counters().recordings == 1);
   CHECK(g.counters().recordings == 1);
 }
+
+TEST_CASE("a loop's body is recorded whatever its size, and its steps give the bits of a direct run",
+          "[jit][recorded]") {
+  Backend& cpu = backend_for(Device{});
+  CHECK(cpu.records(1024, false));
+  CHECK_FALSE(cpu.records(std::int64_t{1} << 30, false));  // a large plan runs by chunks instead
+  CHECK(cpu.records(std::int64_t{1} << 30, true));         // a loop body at every step: replayed
+  // A body of 2 x 12000 elements a step (far above the recorded size), under vmap: the loop over its recorded body
+  // gives the bits of the same steps taken one by one, each a direct run of the body's ops.
+  const auto step = [](const Tensor& c, const Tensor& x) {
+    return std::pair<Tensor, Tensor>{exp(-square(c)) * x + sin(c) * 0.5, sum(c)};
+  };
+  const Tensor xs = randn({5, 12000}, 3), init = randn({2, 12000}, 4);
+  const auto [carry, ys] = jit(vmap([&](const Tensor& c) { return scan(step, c, xs); }))(as_batch(init));
+  std::vector<double> want_ys;
+  for (std::int64_t b = 0; b < 2; ++b) {
+    Tensor c = reshape(slice(init, 0, b, b + 1), {12000});
+    for (std::int64_t t = 0; t < 5; ++t) {
+      const auto [next, y] = step(c, reshape(slice(xs, 0, t, t + 1), {12000}));
+      c = next;
+      want_ys.push_back(y.item<double>());
+    }
+    CHECK(reshape(slice(unbatch(carry), 0, b, b + 1), {12000}).to_vector<double>() == c.to_vector<double>());
+  }
+  const std::vector<double> got_ys = unbatch(ys).to_vector<double>();
+  REQUIRE(got_ys.size() == want_ys.size());
+  for (std::size_t i = 0; i < got_ys.size(); ++i) CHECK(got_ys[i] == want_ys[i]);
+}

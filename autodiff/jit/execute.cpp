@@ -672,11 +672,12 @@ std::int64_t call_bytes(const Plan& plan, const std::vector<Tensor>& inputs, std
 namespace {
 
 // Whether a call of `plan` on these inputs is recorded and replayed: the backend records calls of its
-// size, and the plan neither holds a step that must run directly nor runs by forced chunks
-// (JitChunkExamples, for a plan that may run by chunks).
-bool recorded_call(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Backend& be) {
+// size (or `repeated` ones, a loop body's), and the plan neither holds a step that must run directly nor runs by
+// forced chunks (JitChunkExamples, for a plan that may run by chunks).
+bool recorded_call(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Backend& be,
+                   bool repeated) {
   const bool chunks_forced = forced_chunk_examples > 0 && plan.chunk_cache_bytes > 0;
-  return !plan.unrecordable && !chunks_forced && be.records(call_bytes(plan, inputs, batch));
+  return !plan.unrecordable && !chunks_forced && be.records(call_bytes(plan, inputs, batch), repeated);
 }
 
 }  // namespace
@@ -685,7 +686,7 @@ std::vector<Tensor> run_plan(const Plan& plan, const std::vector<Tensor>& inputs
   const std::int64_t batch = batch_of(plan, inputs);
   run_folds(plan);
   Backend& be = backend_for(plan.device);
-  if (recorded_call(plan, inputs, batch, be))
+  if (recorded_call(plan, inputs, batch, be, false))
     if (std::optional<std::vector<Tensor>> results = run_recorded(plan, inputs, batch, be)) return std::move(*results);
   if (const std::int64_t chunk = examples_per_chunk(plan, batch)) return run_chunked(plan, inputs, batch, chunk, be);
   return run_directly(plan, inputs, batch, be);
@@ -695,7 +696,7 @@ std::unique_ptr<RepeatedCall> RepeatedCall::make(std::shared_ptr<const Plan> pla
   const std::int64_t batch = batch_of(*plan, args);
   run_folds(*plan);
   Backend& be = backend_for(plan->device);
-  if (!recorded_call(*plan, args, batch, be)) return nullptr;
+  if (!recorded_call(*plan, args, batch, be, true)) return nullptr;
   std::unique_ptr<RepeatedCall> call(new RepeatedCall());
   call->replay_ = std::make_shared<Replay>();
   if (!record(*plan, args, batch, be, *call->replay_)) return nullptr;

@@ -48,9 +48,9 @@ class CpuBackend final : public Backend {
           void* q, std::int64_t stride_q, void* r, std::int64_t stride_r, const FactorFailure::Report& failed) override;
   void eigh(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* w,
             std::int64_t stride_w, void* v, std::int64_t stride_v, const FactorFailure::Report& failed) override;
-  // Recording (recording.cpp): a small plan's calls are kept, views and all, and made again at each replay, so a
-  // replay costs its kernels' work without the ops' (shape rules, views, dispatch) around them.
-  bool records(std::int64_t call_bytes) const override;
+  // Recording (recording.cpp): a small plan's calls, or a loop body's, are kept, views and all, and made again at each
+  // replay, so a replay costs its kernels' work without the ops' (shape rules, views, dispatch) around them.
+  bool records(std::int64_t call_bytes, bool repeated) const override;
   bool begin_recording() override;
   std::unique_ptr<Recording> end_recording() override;
 

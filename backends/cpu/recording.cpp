@@ -20,7 +20,9 @@ namespace vt::cpu {
 namespace {
 
 // Plans up to this size (arena, arguments and results at the call's batch size) are recorded: they fit a core's L1
-// and L2 together, so running them by chunks of examples would gain nothing.
+// and L2 together, so running them by chunks of examples would gain nothing. A loop's body is recorded whatever its
+// size: it runs over the same buffers at every step, each step paying again for the views and dispatch that a replay
+// skips, and the loop op itself runs by the outer plan's chunks.
 constexpr std::int64_t recorded_bytes = std::int64_t{64} << 10;
 // Elementwise calls of up to this many elements are kept compiled; larger ones call the kernel.
 constexpr std::int64_t compiled_elements = 4096;
@@ -135,12 +137,12 @@ std::function<void()> compiled_fill(const View& out, double value, Compiled c) {
 }  // namespace
 
 // VTAPE_CPU_RECORDING=0 runs every plan step by step (to bisect a wrong result, or to measure what recording buys).
-bool CpuBackend::records(std::int64_t call_bytes) const {
+bool CpuBackend::records(std::int64_t call_bytes, bool repeated) const {
   static const bool enabled = [] {
     const char* setting = std::getenv("VTAPE_CPU_RECORDING");
     return !(setting && std::string_view(setting) == "0");
   }();
-  return enabled && call_bytes <= recorded_bytes;
+  return enabled && (repeated || call_bytes <= recorded_bytes);
 }
 
 bool CpuBackend::begin_recording() {

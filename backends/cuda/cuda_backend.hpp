@@ -105,7 +105,7 @@ class CudaBackend final : public Backend {
             std::int64_t stride_w, void* v, std::int64_t stride_v, const FactorFailure::Report& failed) override;
   void raise_deferred() override;
   // Plans are recorded as CUDA graphs unless VTAPE_CUDA_GRAPHS=0.
-  bool records(std::int64_t call_bytes) const override;
+  bool records(std::int64_t call_bytes, bool repeated) const override;
   bool begin_recording() override;
   std::unique_ptr<Recording> end_recording() override;
 

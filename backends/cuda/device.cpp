@@ -390,7 +390,7 @@ void CudaBackend::scatter(ScatterKind kind, const View& updates, const View& ind
   defer(index_check(failure.report), static_cast<const std::int32_t*>(bad.data()), index_check_bytes / 4);
 }
 
-bool CudaBackend::records(std::int64_t) const {
+bool CudaBackend::records(std::int64_t, bool) const {
   static const bool enabled = [] {
     const char* setting = std::getenv("VTAPE_CUDA_GRAPHS");
     return !(setting && std::string_view(setting) == "0");
