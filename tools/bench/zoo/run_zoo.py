@@ -58,7 +58,8 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--batches", default="1,8,64,1024")
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--models", default="seed,co2,grouped,pta_segment,pta_shared,woodbury,hierarchical,logistic")
+    ap.add_argument("--models", default="seed,co2,grouped,pta_segment,pta_shared,woodbury,hierarchical,logistic,kalman,mixture,eight_schools,"
+                    "kepler")
     ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data"))
     ap.add_argument("--max-call-ms", type=float, default=20000)
     ap.add_argument("--out", default=str(ROOT / "docs" / "zoo.md"))

@@ -88,8 +88,8 @@ std::vector<std::string> split(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  std::vector<std::string> names{"seed",       "co2",      "grouped",      "pta_segment",
-                                 "pta_shared", "woodbury", "hierarchical", "logistic"};
+  std::vector<std::string> names{"seed",         "co2",      "grouped", "pta_segment", "pta_shared",    "woodbury",
+                                 "hierarchical", "logistic", "kalman",  "mixture",     "eight_schools", "kepler"};
   std::vector<std::int64_t> batches{1, 8, 64, 1024};
   std::string data = "../shared/data";
   int reps = 5;
@@ -128,6 +128,10 @@ int main(int argc, char** argv) try {
       {"woodbury", zoo::woodbury},
       {"hierarchical", zoo::hierarchical},
       {"logistic", zoo::logistic},
+      {"kalman", zoo::kalman},
+      {"mixture", zoo::mixture},
+      {"eight_schools", zoo::eight_schools},
+      {"kepler", zoo::kepler},
   };
   const int threads = omp_get_max_threads();
   bool ok = true;

@@ -45,5 +45,9 @@ Model pta_shared(const std::string& data);
 Model woodbury();
 Model hierarchical();
 Model logistic();
+Model kalman();
+Model mixture();
+Model eight_schools();
+Model kepler();
 
 }  // namespace zoo

@@ -20,7 +20,8 @@ jax.config.update("jax_enable_x64", True)
 import numpy as np  # noqa: E402
 
 HERE = pathlib.Path(__file__).resolve().parent
-MODELS = ["seed", "co2", "grouped", "pta_segment", "pta_shared", "woodbury", "hierarchical", "logistic"]
+MODELS = ["seed", "co2", "grouped", "pta_segment", "pta_shared", "woodbury", "hierarchical", "logistic",
+          "kalman", "mixture", "eight_schools", "kepler"]
 
 
 def load(name):
