@@ -51,6 +51,10 @@ class AxisList {
     heap_.push_back(v);
     ++size_;
   }
+  void pop_back() {
+    if (!heap_.empty()) heap_.pop_back();
+    --size_;
+  }
   // n entries, all v.
   void assign(std::size_t n, std::int64_t v) {
     size_ = 0;

@@ -85,3 +85,42 @@ TEST_CASE("indexing gradients match finite differences", "[indexing][grad]") {
   check_gradients([](auto& a) { return diag(a[0]); }, {x});
   check_gradients([](auto& a) { return diag(a[0]); }, {randn({3}, 12)});
 }
+
+TEST_CASE("sums and maxima over either axis of a [N, 3] array add in the row kernel's order", "[reduce]") {
+  // A short innermost axis runs by reduce_short_rows (backends/cpu/maps.cpp): each output must take its elements in
+  // the order the row kernel takes them (sum_order.hpp), so the bits are the layout's rule, not the path's.
+  const std::int64_t n = 5000;
+  std::vector<double> x = randn({n, 3}, 21).to_vector<double>();
+  for (std::size_t i = 0; i < x.size(); i += 7) x[i] *= 1e8;  // magnitudes that make the order show in the sum
+  x[3 * 1234 + 1] = std::nan("");                             // a NaN a maximum must keep
+  const Tensor a = Tensor::from_vector(x, {n, 3});
+  // Over the short axis: each row of 3 in sum_order's lanes (x0, x1, x2 each in a lane of its own), then the lanes'
+  // tree: (x0 + x1) + x2.
+  const std::vector<double> rows = sum(a, {1}).to_vector<double>(), row_max = max(a, {1}).to_vector<double>();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double* r = x.data() + 3 * i;
+    INFO("row " << i);
+    if (i == 1234) continue;
+    CHECK(rows[static_cast<std::size_t>(i)] == (r[0] + r[1]) + r[2]);
+    CHECK(row_max[static_cast<std::size_t>(i)] == std::max({r[0], r[1], r[2]}));
+  }
+  CHECK(std::isnan(rows[1234]));
+  CHECK(std::isnan(row_max[1234]));
+  // Over the long axis: each column's elements one after the other, as the rows of 3 added them.
+  const std::vector<double> columns = sum(a, {0}).to_vector<double>(), column_max = max(a, {0}).to_vector<double>();
+  for (std::int64_t j = 0; j < 3; ++j) {
+    double s = 0, m = -INFINITY;
+    for (std::int64_t i = 0; i < n; ++i) {
+      s += x[static_cast<std::size_t>(3 * i + j)];
+      const double v = x[static_cast<std::size_t>(3 * i + j)];
+      if (v > m || v != v) m = v;
+    }
+    if (j == 1) {
+      CHECK(std::isnan(columns[1]));
+      CHECK(std::isnan(column_max[1]));
+    } else {
+      CHECK(columns[static_cast<std::size_t>(j)] == s);
+      CHECK(column_max[static_cast<std::size_t>(j)] == m);
+    }
+  }
+}

@@ -599,6 +599,68 @@ void CpuBackend::cumsum(const View& in, const View& out, int axis, bool reverse)
   });
 }
 
+namespace {
+
+// A reduction whose innermost axis (after merging) is shorter than short_row: the row kernel below would make a row of
+// a few elements for every output or for every step along the reduced axes ([5000, 3] summed over either axis: 5000
+// rows of 3), each paying a row's call and index arithmetic. Each output still takes its elements in the row kernel's
+// order, so the bits are the same. False where neither rule applies.
+template <class T>
+void combine_in_order(ReduceKind kind, T& m, T v) {
+  if (kind == ReduceKind::sum) m = element::add(m, v);
+  else if (v > m || v != v) m = v;
+}
+
+template <class T>
+bool reduce_short_rows(ReduceKind kind, const View& in, const View& acc) {
+  MergedAxes<2> rows = merge_axes<2>(in.shape, {&in.strides, &acc.strides});
+  const std::size_t rank = rows.shape.size();
+  if (rows.empty || rank < 2 || rows.shape[rank - 1] >= short_row) return false;
+  const T* x = static_cast<const T*>(in.data);
+  T* y = static_cast<T*>(acc.data);
+  if (rows.strides[1][rank - 1] != 0) {
+    // The short axis is kept: the last reduced axis, if it is long, goes innermost, and each output adds its elements
+    // along it one after the other, as the rows of the short axis did (an output's elements come in the order of the
+    // reduced axes' indices, unchanged while the last reduced axis stays the last).
+    std::size_t last = rank - 1;
+    for (std::size_t d = 0; d + 1 < rank; ++d)
+      if (rows.strides[1][d] == 0) last = d;
+    if (last == rank - 1 || rows.shape[last] < short_row) return false;
+    std::swap(rows.shape[last], rows.shape[rank - 1]);
+    for (AxisList& s : rows.strides) std::swap(s[last], s[rank - 1]);
+    auto along = [&](auto off, std::int64_t count, auto inner) {
+      T m = y[off[1]];
+      for (std::int64_t i = 0; i < count; ++i) combine_in_order(kind, m, x[off[0] + i * inner[0]]);
+      y[off[1]] = m;
+    };
+    for_each_merged_row<2>(rows, {}, along, false);
+    return true;
+  }
+  // The short axis is reduced: every output's row in one loop, each combined as the row kernel combines it (LaneSum;
+  // max in order).
+  const std::int64_t len = rows.shape[rank - 1], step = rows.strides[0][rank - 1];
+  rows.shape.pop_back();  // now one entry per row
+  rows.strides[0].pop_back();
+  rows.strides[1].pop_back();
+  auto each = [&](auto off, std::int64_t count, auto inner) {
+    for (std::int64_t i = 0; i < count; ++i) {
+      const T* xr = x + off[0] + i * inner[0];
+      T& m = y[off[1] + i * inner[1]];
+      if (kind == ReduceKind::sum) {
+        LaneSum<T> s;
+        s.add(xr, len, step);
+        m = element::add(m, s.total());
+      } else {
+        for (std::int64_t j = 0; j < len; ++j) combine_in_order(kind, m, xr[j * step]);
+      }
+    }
+  };
+  for_each_merged_row<2>(rows, {}, each, false);
+  return true;
+}
+
+}  // namespace
+
 void CpuBackend::reduce(ReduceKind kind, const View& in, const View& out) {
   if (recording()) return keep([=, this] { reduce(kind, in, out); });
   check_same_rank(in, out, "cpu", "reduce");
@@ -612,6 +674,7 @@ void CpuBackend::reduce(ReduceKind kind, const View& in, const View& out) {
     double lowest = -std::numeric_limits<double>::infinity();
     if constexpr (std::is_integral_v<T>) lowest = static_cast<double>(element::int_min<T>());  // exact
     fill(out, kind == ReduceKind::sum ? 0.0 : lowest);
+    if (reduce_short_rows<T>(kind, in, acc)) return;
     const T* x = ptr<T>(in);
     T* y = ptr<T>(acc);
     // Serial: several rows may accumulate into the same output element.
