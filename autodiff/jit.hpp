@@ -206,6 +206,10 @@ class RepeatedCall {
   // record the plan for arguments of these types: then it runs by run_plan.
   static std::unique_ptr<RepeatedCall> make(std::shared_ptr<const Plan> plan, const std::vector<Tensor>& args);
   ~RepeatedCall();
+  // Whether this recording serves `plan` for arguments like these (their batch size), so that a later loop can take it
+  // over by take_arguments instead of recording again.
+  bool serves(const Plan& plan, const std::vector<Tensor>& args) const;
+  void take_arguments(const std::vector<Tensor>& args);
   // Argument i's buffer (contiguous, over the call's batch when it is batched; null where the plan reads no
   // argument i) and result i's (read only).
   void* argument(std::size_t i) const;
@@ -216,6 +220,7 @@ class RepeatedCall {
   RepeatedCall() = default;
   std::shared_ptr<const Plan> plan_;
   std::shared_ptr<Replay> replay_;
+  std::int64_t batch_ = 0;
 };
 // The plan as text at the arguments' batch size (Jitted::explain).
 std::string explain(const Plan& plan, const std::vector<Tensor>& inputs);

@@ -15,7 +15,9 @@
 #include "kernel_tensors.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <functional>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -32,6 +34,11 @@ struct LoopBody {
   std::unordered_set<const TensorImpl*> made;  // recorded inside: replayed; anything else is a constant
   Tensor carry, y;
   std::shared_ptr<JitCache> plans = std::make_shared<JitCache>();
+  // Recordings of the body that finished loops left, for the loop's next run (a jitted call runs it at every call):
+  // recording a body costs a few of its steps, which a short loop would pay again at every call.
+  mutable std::mutex idle_mutex;
+  mutable std::vector<std::unique_ptr<RepeatedCall>> idle;
+  static constexpr std::size_t idle_most = 4;  // threads running chunks at once, batch sizes in turn
 
   // The body on (own arguments..., lifted inputs...).
   std::pair<Tensor, Tensor> call(const std::vector<Tensor>& args) const {
@@ -110,6 +117,30 @@ struct LoopAttrs {
 
 const LoopBody& body_of(const Attrs& attrs) { return *static_cast<const LoopBody*>(attrs.object.get()); }
 
+// A recorded body taken for one run of a loop, given back to the body's idle recordings when the run ends (not when it
+// fails: a failure may leave the recording mid-step).
+class TakenCall {
+ public:
+  TakenCall() = default;
+  TakenCall(std::unique_ptr<RepeatedCall> call, const LoopBody* body)
+      : call_(std::move(call)), body_(body), failures_(std::uncaught_exceptions()) {}
+  TakenCall(TakenCall&&) = default;
+  TakenCall& operator=(TakenCall&&) = default;
+  ~TakenCall() {
+    if (!call_ || std::uncaught_exceptions() > failures_) return;
+    const std::lock_guard lock(body_->idle_mutex);
+    if (body_->idle.size() >= LoopBody::idle_most) body_->idle.erase(body_->idle.begin());  // the oldest goes
+    body_->idle.push_back(std::move(call_));
+  }
+  explicit operator bool() const { return call_ != nullptr; }
+  RepeatedCall* operator->() const { return call_.get(); }
+
+ private:
+  std::unique_ptr<RepeatedCall> call_;
+  const LoopBody* body_ = nullptr;
+  int failures_ = 0;
+};
+
 // The body's plan for these arguments, traced on a miss (once per batching of the arguments: a
 // carry may become batched after a step), and run; run op by op where a plan cannot serve.
 class BodyRunner {
@@ -124,11 +155,22 @@ class BodyRunner {
     return run_plan(*entry_->plan, args);
   }
 
-  // The body's recorded plan for arguments like these, holding them (null: it runs by calls as above).
-  std::unique_ptr<RepeatedCall> repeated(const std::vector<Tensor>& args) {
+  // The body's recorded plan for arguments like these, holding them (empty: it runs by calls as above): an idle
+  // recording of the same plan and batch size where there is one, else a new one.
+  TakenCall repeated(const std::vector<Tensor>& args) {
     plan_for(args);
-    if (entry_->runs_eagerly) return nullptr;
-    return RepeatedCall::make(entry_->plan, args);
+    if (entry_->runs_eagerly) return {};
+    {
+      const std::lock_guard lock(body_.idle_mutex);
+      for (auto it = body_.idle.begin(); it != body_.idle.end(); ++it)
+        if ((*it)->serves(*entry_->plan, args)) {
+          std::unique_ptr<RepeatedCall> call = std::move(*it);
+          body_.idle.erase(it);
+          call->take_arguments(args);
+          return {std::move(call), &body_};
+        }
+    }
+    return {RepeatedCall::make(entry_->plan, args), &body_};
   }
 
  private:
@@ -185,7 +227,7 @@ void scan_forward(const KernelArgs& k) {
     args[body.params.size() + i] = tensor_of(k, k.in[first_lifted + i]);
   // Once a step maps the carry to one of the same batching, the steps run on a recorded plan's own buffers where
   // the backend records it: the carry stays there from step to step, the lifted inputs are written once.
-  std::unique_ptr<RepeatedCall> fast;
+  TakenCall fast;
   bool tried = false;
   bool carry_batched = false, y_batched = false, x_batched = false;
   const DType dtype = k.in[0].dtype;

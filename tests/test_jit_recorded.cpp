@@ -164,3 +164,29 @@ TEST_CASE("a loop's body is recorded whatever its size, and its steps give the b
   REQUIRE(got_ys.size() == want_ys.size());
   for (std::size_t i = 0; i < got_ys.size(); ++i) CHECK(got_ys[i] == want_ys[i]);
 }
+
+TEST_CASE("a loop run again takes over its body's recording with each run's own inputs", "[jit][recorded][loops]") {
+  // The body closes over theta (a lifted input, written into the recording's buffers at each run) and reads xs.
+  const Tensor xs = randn({30, 4}, 5);
+  const auto f = [&](const Tensor& theta) {
+    const auto step = [&](const Tensor& c, const Tensor& x) {
+      const Tensor next = tanh(c * theta + x);
+      return std::pair<Tensor, Tensor>{next, sum(next * theta)};
+    };
+    const auto [carry, ys] = scan(step, theta * 0.5, xs);
+    return sum(carry) + sum(ys);
+  };
+  auto g = jit(vmap(value_and_grad(f)));
+  for (int call = 0; call < 6; ++call) {
+    const std::int64_t batch = call % 3 == 2 ? 5 : 3;  // batch sizes in turn: recordings of each kept side by side
+    const Tensor thetas = randn({batch, 4}, 90 + static_cast<std::uint64_t>(call));
+    const auto [values, grads] = g(as_batch(thetas));
+    INFO("call " << call);
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const Tensor theta = reshape(slice(thetas, 0, b, b + 1), {4});
+      const auto [v, d] = value_and_grad(f)(theta);
+      require_close(reshape(slice(unbatch(values), 0, b, b + 1), {}), {v.item<double>()}, 1e-12);
+      require_close(reshape(slice(unbatch(grads), 0, b, b + 1), {4}), d.to_vector<double>(), 1e-12);
+    }
+  }
+}

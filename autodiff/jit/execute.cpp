@@ -702,10 +702,19 @@ std::unique_ptr<RepeatedCall> RepeatedCall::make(std::shared_ptr<const Plan> pla
   if (!record(*plan, args, batch, be, *call->replay_)) return nullptr;
   copy_arguments(*plan, args, batch, be, *call->replay_);
   call->plan_ = std::move(plan);
+  call->batch_ = batch;
   return call;
 }
 
 RepeatedCall::~RepeatedCall() = default;
+
+bool RepeatedCall::serves(const Plan& plan, const std::vector<Tensor>& args) const {
+  return &plan == plan_.get() && batch_of(plan, args) == batch_;
+}
+
+void RepeatedCall::take_arguments(const std::vector<Tensor>& args) {
+  copy_arguments(*plan_, args, batch_, backend_for(plan_->device), *replay_);
+}
 
 void* RepeatedCall::argument(std::size_t i) const {
   return i < replay_->arguments.size() && replay_->arguments[i] ? replay_->arguments[i]->data : nullptr;
