@@ -160,17 +160,19 @@ class BodyRunner {
   TakenCall repeated(const std::vector<Tensor>& args) {
     plan_for(args);
     if (entry_->runs_eagerly) return {};
+    std::unique_ptr<RepeatedCall> call;
     {
       const std::lock_guard lock(body_.idle_mutex);
-      for (auto it = body_.idle.begin(); it != body_.idle.end(); ++it)
-        if ((*it)->serves(*entry_->plan, args)) {
-          std::unique_ptr<RepeatedCall> call = std::move(*it);
-          body_.idle.erase(it);
-          call->take_arguments(args);
-          return {std::move(call), &body_};
-        }
+      const auto it = std::find_if(body_.idle.begin(), body_.idle.end(),
+                                   [&](const auto& c) { return c->serves(*entry_->plan, args); });
+      if (it != body_.idle.end()) {
+        call = std::move(*it);
+        body_.idle.erase(it);
+      }
     }
-    return {RepeatedCall::make(entry_->plan, args), &body_};
+    if (!call) return {RepeatedCall::make(entry_->plan, args), &body_};
+    call->take_arguments(args);  // outside the lock: other threads' loops take theirs meanwhile
+    return {std::move(call), &body_};
   }
 
  private:
