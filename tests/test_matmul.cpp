@@ -428,6 +428,19 @@ bool exactly_symmetric(const Tensor& x) {
 
 double tolerance(DType dtype) { return dtype == DType::f32 ? 1e-5 : 1e-12; }
 
+// Element (i, j) of op(A) op(B) summed in doubles, and the sum of its terms' magnitudes: the reference for the CPU
+// GEMM's kernels. a is one row-major A, [m, k] ([k, m] where ta); b one B, [k, n] ([n, k] where tb).
+std::pair<double, double> plain_dot(const double* a, const double* b, std::int64_t m, std::int64_t n, std::int64_t k,
+                                    bool ta, bool tb, std::int64_t i, std::int64_t j) {
+  double dot = 0, scale = 0;
+  for (std::int64_t l = 0; l < k; ++l) {
+    const double x = a[ta ? l * m + i : i * k + l], y = b[tb ? j * k + l : l * n + j];
+    dot += x * y;
+    scale += std::fabs(x * y);
+  }
+  return {dot, scale};
+}
+
 }  // namespace
 
 // The CPU computes a flagged product's lower triangle and mirrors it from order 192 on (below, the
@@ -518,13 +531,7 @@ TEST_CASE("the CPU GEMM of thin products (m or k up to 4) matches a reference fo
                 for (std::int64_t e = 0; e < count; ++e)
                   for (std::int64_t i = 0; i < m; ++i)
                     for (std::int64_t j = 0; j < n; ++j) {
-                      double dot = 0, scale = 0;
-                      for (std::int64_t l = 0; l < k; ++l) {
-                        const double x = av[static_cast<std::size_t>(e * m * k + (ta ? l * m + i : i * k + l))];
-                        const double y = bv[static_cast<std::size_t>(tb ? j * k + l : l * n + j)];
-                        dot += x * y;
-                        scale += std::fabs(x * y);
-                      }
+                      const auto [dot, scale] = plain_dot(av.data() + e * m * k, bv.data(), m, n, k, ta, tb, i, j);
                       const std::size_t at = static_cast<std::size_t>((e * m + i) * n + j);
                       const double want = alpha * dot + (beta == 0 ? 0.0 : beta * c0[at]);
                       const double error =
@@ -968,11 +975,8 @@ TEST_CASE("small batched products of every order up to 5 and every transpose agr
           for (std::int64_t p = 0; p < count; ++p)
             for (std::int64_t i = 0; i < m; ++i)
               for (std::int64_t j = 0; j < n; ++j) {
-                const double* ap = a.data() + p * m * k;
-                const double* bp = b.data() + (shared ? 0 : p * k * n);
-                double sum = 0;
-                for (std::int64_t l = 0; l < k; ++l)
-                  sum += (ta ? ap[l * m + i] : ap[i * k + l]) * (tb ? bp[j * k + l] : bp[l * n + j]);
+                const double sum =
+                    plain_dot(a.data() + p * m * k, b.data() + (shared ? 0 : p * k * n), m, n, k, ta, tb, i, j).first;
                 const auto at = static_cast<std::size_t>(p * m * n + i * n + j);
                 const double want = 1.5 * sum + beta * c0[at];
                 worst = std::max(worst, std::abs(got[at] - want));

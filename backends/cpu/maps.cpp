@@ -601,23 +601,37 @@ void CpuBackend::cumsum(const View& in, const View& out, int axis, bool reverse)
 
 namespace {
 
-// A reduction whose innermost axis (after merging) is shorter than short_row: the row kernel below would make a row of
-// a few elements for every output or for every step along the reduced axes ([5000, 3] summed over either axis: 5000
-// rows of 3), each paying a row's call and index arithmetic. Each output still takes its elements in the row kernel's
-// order, so the bits are the same. False where neither rule applies.
+// Combines v into m: a sum's addition, or a maximum's comparison (a NaN wins).
 template <class T>
 void combine_in_order(ReduceKind kind, T& m, T v) {
   if (kind == ReduceKind::sum) m = element::add(m, v);
   else if (v > m || v != v) m = v;
 }
 
+// The row kernel: len elements of x (x_step apart) into y (y_step apart): a sum's row into one value (y_step 0) in
+// sum_order.hpp's order, anything else element by element in order.
+template <class T>
+void reduce_row(ReduceKind kind, const T* x, std::int64_t len, std::int64_t x_step, T* y, std::int64_t y_step) {
+  if (kind == ReduceKind::sum && y_step == 0) {
+    LaneSum<T> s;
+    s.add(x, len, x_step);
+    *y = element::add(*y, s.total());
+    return;
+  }
+  for (std::int64_t i = 0; i < len; ++i) combine_in_order(kind, y[i * y_step], x[i * x_step]);
+}
+
+// A reduction whose innermost axis (after merging) is shorter than short_row: the row kernel would make a row of a few
+// elements for every output or for every step along the reduced axes ([5000, 3] summed over either axis: 5000 rows of
+// 3), each paying a row's call and index arithmetic. Each output still takes its elements in the row kernel's order,
+// so the bits are the same. False where neither rule applies.
 template <class T>
 bool reduce_short_rows(ReduceKind kind, const View& in, const View& acc) {
   MergedAxes<2> rows = merge_axes<2>(in.shape, {&in.strides, &acc.strides});
   const std::size_t rank = rows.shape.size();
   if (rows.empty || rank < 2 || rows.shape[rank - 1] >= short_row) return false;
-  const T* x = static_cast<const T*>(in.data);
-  T* y = static_cast<T*>(acc.data);
+  const T* x = ptr<T>(in);
+  T* y = ptr<T>(acc);
   if (rows.strides[1][rank - 1] != 0) {
     // The short axis is kept: the last reduced axis, if it is long, goes innermost, and each output adds its elements
     // along it one after the other, as the rows of the short axis did (an output's elements come in the order of the
@@ -636,24 +650,14 @@ bool reduce_short_rows(ReduceKind kind, const View& in, const View& acc) {
     for_each_merged_row<2>(rows, {}, along, false);
     return true;
   }
-  // The short axis is reduced: every output's row in one loop, each combined as the row kernel combines it (LaneSum;
-  // max in order).
+  // The short axis is reduced: every output's row in one loop, each by the row kernel.
   const std::int64_t len = rows.shape[rank - 1], step = rows.strides[0][rank - 1];
   rows.shape.pop_back();  // now one entry per row
   rows.strides[0].pop_back();
   rows.strides[1].pop_back();
   auto each = [&](auto off, std::int64_t count, auto inner) {
-    for (std::int64_t i = 0; i < count; ++i) {
-      const T* xr = x + off[0] + i * inner[0];
-      T& m = y[off[1] + i * inner[1]];
-      if (kind == ReduceKind::sum) {
-        LaneSum<T> s;
-        s.add(xr, len, step);
-        m = element::add(m, s.total());
-      } else {
-        for (std::int64_t j = 0; j < len; ++j) combine_in_order(kind, m, xr[j * step]);
-      }
-    }
+    for (std::int64_t i = 0; i < count; ++i)
+      reduce_row(kind, x + off[0] + i * inner[0], len, step, y + off[1] + i * inner[1], std::int64_t{0});
   };
   for_each_merged_row<2>(rows, {}, each, false);
   return true;
@@ -681,24 +685,7 @@ void CpuBackend::reduce(ReduceKind kind, const View& in, const View& out) {
     for_each_row<2>(
         in.shape, {&in.strides, &acc.strides},
         [&](auto off, std::int64_t len, auto inner) {
-          const T* xr = x + off[0];
-          T* yr = y + off[1];
-          if (kind == ReduceKind::sum) {
-            if (inner[1] == 0) {  // a segment into one value, in sum_order.hpp's order
-              LaneSum<T> s;
-              s.add(xr, len, inner[0]);
-              *yr = element::add(*yr, s.total());
-            } else {
-              for (std::int64_t i = 0; i < len; ++i)
-                yr[i * inner[1]] = element::add(yr[i * inner[1]], xr[i * inner[0]]);
-            }
-          } else {
-            for (std::int64_t i = 0; i < len; ++i) {
-              T& m = yr[i * inner[1]];
-              const T v = xr[i * inner[0]];
-              if (v > m || v != v) m = v;
-            }
-          }
+          reduce_row(kind, x + off[0], len, inner[0], y + off[1], inner[1]);
         },
         /*parallel=*/false);
   });

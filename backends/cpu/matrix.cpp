@@ -10,11 +10,11 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <array>
-#include <utility>
 #include <cassert>
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../../core/error.hpp"

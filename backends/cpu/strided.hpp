@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <array>
-#include <utility>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "../../core/shape.hpp"
