@@ -20,6 +20,7 @@
 #include "../../core/error.hpp"
 #include "cpu_backend.hpp"
 #include "first_failure.hpp"
+#include "interleaved.hpp"
 #include "parallel.hpp"
 
 namespace vt::cpu {
@@ -392,34 +393,37 @@ void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const
                           void* l, std::int64_t stride_l, bool lower_only, const FactorFailure& failure) {
   if (recording()) return keep([=, this] { cholesky(dtype, count, n, a, stride_a, l, stride_l, lower_only, failure); });
   std::vector<std::int32_t> info(static_cast<std::size_t>(count), 0);
-  visit_float_dtype(dtype, [&](auto zero) {
-    using T = decltype(zero);
-    const bool split = split_single(count, n) && n >= cholesky_split_min_order;
-    const auto factor = [&](std::int64_t i) {
-      const T* src = static_cast<const T*>(a) + i * stride_a;
-      T* dst = static_cast<T*>(l) + i * stride_l;
-      if (src != dst) std::copy(src, src + n * n, dst);
-      Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> c(dst, n, n);  // = A^T
-      Eigen::Index failed = split ? cholesky_upper_split(c) : cholesky_upper(c);
-      // NaN passes the positivity test: report the first non-finite pivot the same way, or the
-      // failure, whichever comes first.
-      for (Eigen::Index j = 0; j < (failed < 0 ? n : failed); ++j)
-        if (!std::isfinite(c(j, j))) {
-          failed = j;
-          break;
-        }
-      // A's strict upper triangle, cache lines the factorization never touches: zeroing them costs
-      // a tenth of its time at order 256, so a caller that reads only the lower triangle skips it.
-      if (!lower_only) c.template triangularView<Eigen::StrictlyLower>().setZero();
-      if (failed < 0) return;
-      info[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(failed + 1);
-      if (!failure.raise)  // rows failed.. of the row-major factor are columns failed.. of c
-        c.rightCols(n - failed).setConstant(std::numeric_limits<T>::quiet_NaN());
-    };
-    if (split) return factor(0);  // its own parallel regions
-    // A workspace that cannot grow raises, not a matrix that is not positive definite (that is in info).
-    for_each_matrix(count, n * n * n / 3, [&](NoState&, std::int64_t i) { factor(i); });
-  });
+  if (interleaved_order(n))
+    interleaved_cholesky(dtype, count, n, a, stride_a, l, stride_l, lower_only, !failure.raise, info.data());
+  else
+    visit_float_dtype(dtype, [&](auto zero) {
+      using T = decltype(zero);
+      const bool split = split_single(count, n) && n >= cholesky_split_min_order;
+      const auto factor = [&](std::int64_t i) {
+        const T* src = static_cast<const T*>(a) + i * stride_a;
+        T* dst = static_cast<T*>(l) + i * stride_l;
+        if (src != dst) std::copy(src, src + n * n, dst);
+        Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> c(dst, n, n);  // = A^T
+        Eigen::Index failed = split ? cholesky_upper_split(c) : cholesky_upper(c);
+        // NaN passes the positivity test: report the first non-finite pivot the same way, or the
+        // failure, whichever comes first.
+        for (Eigen::Index j = 0; j < (failed < 0 ? n : failed); ++j)
+          if (!std::isfinite(c(j, j))) {
+            failed = j;
+            break;
+          }
+        // A's strict upper triangle, cache lines the factorization never touches: zeroing them costs
+        // a tenth of its time at order 256, so a caller that reads only the lower triangle skips it.
+        if (!lower_only) c.template triangularView<Eigen::StrictlyLower>().setZero();
+        if (failed < 0) return;
+        info[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(failed + 1);
+        if (!failure.raise)  // rows failed.. of the row-major factor are columns failed.. of c
+          c.rightCols(n - failed).setConstant(std::numeric_limits<T>::quiet_NaN());
+      };
+      if (split) return factor(0);  // its own parallel regions
+      // A workspace that cannot grow raises, not a matrix that is not positive definite (that is in info).
+      for_each_matrix(count, n * n * n / 3, [&](NoState&, std::int64_t i) { factor(i); });
+    });
   if (!failure.raise) return;
   const auto first = std::find_if(info.begin(), info.end(), [](std::int32_t minor) { return minor != 0; });
   if (first != info.end()) failure.report(first - info.begin(), *first);
@@ -471,6 +475,7 @@ void trsm_one(const TrsmArgs& s, const T* t, T* b) {
 
 void CpuBackend::trsm(const TrsmArgs& s) {
   if (recording()) return keep([=, this] { trsm(s); });
+  if (interleaved_solve(s)) return interleaved_trsm(s);
   visit_float_dtype(s.dtype, [&](auto zero) {
     using T = decltype(zero);
     const T* t = static_cast<const T*>(s.t);
@@ -576,6 +581,7 @@ void invert_and_multiply_split(const M& u, O& out) {
 void CpuBackend::cholesky_inverse(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
                                   void* out, std::int64_t stride_out) {
   if (recording()) return keep([=, this] { cholesky_inverse(dtype, count, n, l, stride_l, out, stride_out); });
+  if (interleaved_order(n)) return interleaved_cholesky_inverse(dtype, count, n, l, stride_l, out, stride_out);
   visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     if (split_single(count, n)) {

@@ -3,6 +3,7 @@
 //
 //   build/tools/bench_cholesky [--n 256] [--batch 256] [--reps 5] [--json]
 //   build/tools/bench_cholesky --kernels [--reps 5] [--json]
+//   build/tools/bench_cholesky --small [--reps 20] [--json]
 //
 // Rates are GFLOP/s from the median of `reps` runs: DGEMM 2n^3, Cholesky n^3/3 per matrix. The
 // backward passes are timed on their own (the pullback of a vjp), after the forward pass.
@@ -14,6 +15,9 @@
 // the inverse from the factor (cholesky_inverse) against LLT::solve of the identity; thin products
 // (2 x n times n x n/2, B row-major and transposed; nrhs: the 2 rows) against Eigen's. A ratio under 1
 // is faster than Eigen. Run it on one core: OMP_NUM_THREADS=1 taskset -c 0.
+//
+// --small times batches of 1,024 small matrices (n = 2 to 32, the orders the CPU backend runs interleaved, and 48,
+// above them), each kernel called once for the batch, against Eigen's dynamic-size kernels one matrix at a time.
 #include <fmt/core.h>
 
 #include <vtape/core/eigen.hpp>
@@ -160,13 +164,80 @@ void time_kernels(std::int64_t n, int reps, std::vector<KernelRow>& rows) {
   }
 }
 
-int run_kernels(int reps, bool json) {
+// A batch of small matrices in one call against Eigen one matrix at a time: the factor, a solve of one right-hand
+// side by the factor (cho_solve), the inverse from the factor.
+template <class T>
+void time_small(std::int64_t n, int reps, std::vector<KernelRow>& rows) {
+  using ColMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+  using Vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+  constexpr std::int64_t count = 1024;
+  const vt::DType dtype = std::is_same_v<T, double> ? vt::DType::f64 : vt::DType::f32;
+  const std::string name(vt::name_of(dtype));
+  vt::Backend& cpu = vt::backend_for(vt::Device::cpu());
+  const vt::Tensor x = vt::randn({count, n, n}, 13);
+  const vt::Tensor a = (vt::matmul(x, vt::swapaxes(x, -1, -2)) / static_cast<double>(n) + vt::eye(n)).astype(dtype);
+  const std::vector<T> a_rows = a.to_vector<T>();  // symmetric: row- and column-major alike
+  std::vector<T> l(a_rows.size()), work(a_rows.size()), b0(static_cast<std::size_t>(count * n), T(1)), b = b0;
+  std::vector<Eigen::LLT<ColMat>> llts(count, Eigen::LLT<ColMat>(n));
+  ColMat inverse(n, n);
+  Vector v(n);
+  const auto matrix = [&](std::int64_t i) { return Eigen::Map<const ColMat>(a_rows.data() + i * n * n, n, n); };
+  reps = std::max(reps, 20);
+  const auto [t_chol, t_llt] = median_thread_seconds(
+      reps,
+      [&] {
+        cpu.cholesky(dtype, count, n, a_rows.data(), n * n, l.data(), n * n, false, vt::FactorFailure::poisoning());
+      },
+      [&] {
+        for (std::int64_t i = 0; i < count; ++i) llts[static_cast<std::size_t>(i)].compute(matrix(i));
+      });
+  rows.push_back({"batched cholesky", name, n, 0, t_chol, t_llt});
+  const auto [t_solve, t_eigen_solve] = median_thread_seconds(
+      reps,
+      [&] {
+        b = b0;
+        cpu.trsm(vt::TrsmArgs{.dtype = dtype,
+                              .count = count,
+                              .n = n,
+                              .nrhs = 1,
+                              .lower = true,
+                              .transpose = false,
+                              .then_transposed = true,
+                              .t = l.data(),
+                              .stride_t = n * n,
+                              .b = b.data(),
+                              .stride_b = n});
+      },
+      [&] {
+        for (std::int64_t i = 0; i < count; ++i) {
+          v.setOnes();
+          llts[static_cast<std::size_t>(i)].solveInPlace(v);
+        }
+      });
+  rows.push_back({"batched cho_solve", name, n, 1, t_solve, t_eigen_solve});
+  const auto [t_inverse, t_eigen_inverse] = median_thread_seconds(
+      reps, [&] { cpu.cholesky_inverse(dtype, count, n, l.data(), n * n, work.data(), n * n); },
+      [&] {
+        for (std::int64_t i = 0; i < count; ++i)
+          inverse = llts[static_cast<std::size_t>(i)].solve(ColMat::Identity(n, n));
+      });
+  rows.push_back({"batched inverse", name, n, 0, t_inverse, t_eigen_inverse});
+}
+
+int run_kernels(int reps, bool json, bool small) {
   const int eigen_threads = Eigen::nbThreads();
   Eigen::setNbThreads(1);
   std::vector<KernelRow> rows;
-  for (std::int64_t n : {64, 256, 521, 1024}) {
-    time_kernels<double>(n, reps, rows);
-    time_kernels<float>(n, reps, rows);
+  if (small) {
+    for (std::int64_t n : {2, 4, 8, 16, 24, 32, 48}) {
+      time_small<double>(n, reps, rows);
+      time_small<float>(n, reps, rows);
+    }
+  } else {
+    for (std::int64_t n : {64, 256, 521, 1024}) {
+      time_kernels<double>(n, reps, rows);
+      time_kernels<float>(n, reps, rows);
+    }
   }
   Eigen::setNbThreads(eigen_threads);
   if (json) {
@@ -181,10 +252,8 @@ int run_kernels(int reps, bool json) {
     fmt::print("]\n");
     return 0;
   }
-  fmt::print(
-      "one matrix at a time, thread CPU time, median of at least {} runs; ratio = vtape / Eigen (under 1: vtape "
-      "is faster)\n",
-      reps);
+  fmt::print("{}, thread CPU time, median of at least {} runs; ratio = vtape / Eigen (under 1: vtape is faster)\n",
+             small ? "batches of 1,024 matrices" : "one matrix at a time", reps);
   fmt::print("  {:<17} {:<8} {:>5} {:>5} {:>11} {:>11} {:>7}\n", "kernel", "dtype", "n", "nrhs", "vtape ms", "Eigen ms",
              "ratio");
   for (const KernelRow& r : rows)
@@ -198,7 +267,7 @@ int run_kernels(int reps, bool json) {
 int main(int argc, char** argv) {
   std::int64_t n = 256, batch = 256;
   int reps = 5;
-  bool json = false, kernels = false;
+  bool json = false, kernels = false, small = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--n" && i + 1 < argc) n = std::stoll(argv[++i]);
@@ -206,12 +275,13 @@ int main(int argc, char** argv) {
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--json") json = true;
     else if (a == "--kernels") kernels = true;
+    else if (a == "--small") small = kernels = true;
     else {
-      fmt::print(stderr, "usage: bench_cholesky [--n N] [--batch B] [--reps R] [--json] [--kernels]\n");
+      fmt::print(stderr, "usage: bench_cholesky [--n N] [--batch B] [--reps R] [--json] [--kernels | --small]\n");
       return 2;
     }
   }
-  if (kernels) return run_kernels(reps, json);
+  if (kernels) return run_kernels(reps, json, small);
   const vt::Tensor x = vt::randn({batch, n, n}, 1);
   const vt::Tensor a = vt::matmul(x, vt::swapaxes(x, -1, -2)) / static_cast<double>(n) + vt::eye(n);
   const vt::Tensor rhs = vt::randn({batch, n, 1}, 2);
