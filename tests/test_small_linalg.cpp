@@ -159,6 +159,45 @@ void check_solves() {
       }
 }
 
+// The adjoint of A = L L^T: for a symmetric direction E, <Lbar, dL> = <Abar, E>, dL by central differences of
+// Eigen's factor.
+template <class T>
+void check_adjoints() {
+  Backend& cpu = backend_for(Device::cpu());
+  for (std::int64_t n : orders)
+    for (std::int64_t count : {std::int64_t{1}, std::int64_t{9}}) {
+      INFO("n = " << n << ", count = " << count << ", " << name_of(dtype_of<T>));
+      const std::vector<T> a = spd_batch<T>(count, n, 600 + static_cast<std::uint64_t>(n));
+      const std::vector<T> l = factor(a, count, n);
+      const std::vector<T> l_bar = randn({count, n, n}, 601).astype(dtype_of<T>).template to_vector<T>();
+      std::vector<T> a_bar = l_bar;
+      cpu.cholesky_backward(dtype_of<T>, count, n, l.data(), n * n, a_bar.data(), n * n);
+      std::vector<T> two_threads = l_bar;
+      on_threads(2, [&] { cpu.cholesky_backward(dtype_of<T>, count, n, l.data(), n * n, two_threads.data(), n * n); });
+      CHECK(two_threads == a_bar);
+      for (std::int64_t m = 0; m < count; ++m) {
+        const Eigen::MatrixXd am = matrix(a, m, n).template cast<double>();
+        const Eigen::MatrixXd lb = matrix(l_bar, m, n).template cast<double>().template triangularView<Eigen::Lower>();
+        const Eigen::MatrixXd ab = matrix(a_bar, m, n).template cast<double>();
+        CHECK(ab == ab.transpose());
+        const Eigen::MatrixXd e = [&] {
+          const Eigen::MatrixXd r = randn({n, n}, 602 + static_cast<std::uint64_t>(m)).as_eigen<double>();
+          return Eigen::MatrixXd(r + r.transpose());
+        }();
+        const double h = 1e-6;
+        const auto f = [&](double step) {
+          const Eigen::LLT<Eigen::MatrixXd> llt(am + step * e);
+          return (lb.array() * Eigen::MatrixXd(llt.matrixL()).array()).sum();
+        };
+        const double want = (f(h) - f(-h)) / (2 * h), got = (ab.array() * e.array()).sum();
+        CHECK(std::abs(got - want) <= (std::is_same_v<T, double> ? 1e-6 : 1e-3) * (1 + std::abs(want)));
+        std::vector<T> one(l_bar.begin() + m * n * n, l_bar.begin() + (m + 1) * n * n);
+        cpu.cholesky_backward(dtype_of<T>, 1, n, l.data() + m * n * n, n * n, one.data(), n * n);
+        CHECK(one == std::vector<T>(a_bar.begin() + m * n * n, a_bar.begin() + (m + 1) * n * n));
+      }
+    }
+}
+
 }  // namespace
 
 TEST_CASE("small batched cholesky: Eigen's factor, zeros above, the same bits alone, in a batch, on two threads",
@@ -171,6 +210,14 @@ TEST_CASE("small batched cholesky_inverse: A^-1, exactly symmetric, in place, on
           "[linalg][cholesky][small]") {
   check_inverses<double>();
   check_inverses<float>();
+}
+
+TEST_CASE(
+    "small batched cholesky_backward: the adjoint by central differences, symmetric, the same bits alone, in a "
+    "batch, on two threads",
+    "[linalg][cholesky][small]") {
+  check_adjoints<double>();
+  check_adjoints<float>();
 }
 
 TEST_CASE("small batched triangular solves: every flag, per-matrix and shared factors, against a general solver",

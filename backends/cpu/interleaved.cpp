@@ -263,6 +263,39 @@ void trsm_group(const TrsmArgs& s, const T* t, T* b, std::int64_t first, int use
   unpack<T>(q, b, s.stride_b, first, used, n * nrhs);
 }
 
+// Murray (2016)'s unblocked reverse mode, column j from the last: the cotangent of L's column below the pivot and of
+// the pivot, then row j of the cotangent and the rows below it updated from L's rows, each along the row. Then the
+// symmetric cotangent of A: (T + T^T) / 2 from T's lower triangle.
+template <class T, class V = typename Lanes<T>::V>
+void cholesky_backward_group(const T* l, std::int64_t stride_l, T* g, std::int64_t stride_g, std::int64_t first,
+                             int used, std::int64_t n) {
+  V p[most * most], q[most * most];
+  pack<T>(p, l, stride_l, first, used, n * n);
+  pack<T>(q, g, stride_g, first, used, n * n);
+  for (std::int64_t j = n - 1; j >= 0; --j) {
+    const V* l_j = p + j * n;
+    V* g_j = q + j * n;
+    const V reciprocal = T(1) / l_j[j];
+    V column_dot{};
+    for (std::int64_t i = j + 1; i < n; ++i) column_dot += p[i * n + j] * q[i * n + j];
+    const V d_bar = (g_j[j] - column_dot * reciprocal) * reciprocal;
+    for (std::int64_t k = 0; k < j; ++k) g_j[k] -= d_bar * l_j[k];
+    for (std::int64_t i = j + 1; i < n; ++i) {
+      const V c_bar = q[i * n + j] *= reciprocal;
+      const V* l_i = p + i * n;
+      V* g_i = q + i * n;
+      for (std::int64_t k = 0; k < j; ++k) {
+        g_j[k] -= c_bar * l_i[k];
+        g_i[k] -= c_bar * l_j[k];
+      }
+    }
+    g_j[j] = d_bar * T(0.5);
+  }
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < i; ++j) q[j * n + i] = q[i * n + j] *= T(0.5);
+  unpack<T>(q, g, stride_g, first, used, n * n);
+}
+
 }  // namespace
 
 void interleaved_cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a,
@@ -292,6 +325,16 @@ void interleaved_trsm(const TrsmArgs& s) {
     const std::int64_t solves = s.then_transposed ? 2 : 1;
     for_each_group<T>(s.count, solves * s.n * s.n * s.nrhs / 2, [&](std::int64_t first, int used) {
       trsm_group<T>(s, static_cast<const T*>(s.t), static_cast<T*>(s.b), first, used);
+    });
+  });
+}
+
+void interleaved_cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l,
+                                   std::int64_t stride_l, void* g, std::int64_t stride_g) {
+  visit_float_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    for_each_group<T>(count, n * n * n / 3, [&](std::int64_t first, int used) {
+      cholesky_backward_group<T>(static_cast<const T*>(l), stride_l, static_cast<T*>(g), stride_g, first, used, n);
     });
   });
 }

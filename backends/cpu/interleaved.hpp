@@ -25,6 +25,10 @@ void interleaved_cholesky(DType dtype, std::int64_t count, std::int64_t n, const
 void interleaved_cholesky_inverse(DType dtype, std::int64_t count, std::int64_t n, const void* l, std::int64_t stride_l,
                                   void* out, std::int64_t stride_out);
 
+// The symmetric cotangent of A from L's and the cotangent of L's lower triangles, in place over g (Murray 2016).
+void interleaved_cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l,
+                                   std::int64_t stride_l, void* g, std::int64_t stride_g);
+
 // CpuBackend::trsm's solves, for interleaved_solve(s).
 void interleaved_trsm(const TrsmArgs& s);
 

@@ -670,6 +670,7 @@ void cholesky_backward_one(const ConstMapMat<T>& l, MapMat<T>& g, Eigen::Index n
 void CpuBackend::cholesky_backward(DType dtype, std::int64_t count, std::int64_t n, const void* l,
                                    std::int64_t stride_l, void* g, std::int64_t stride_g) {
   if (recording()) return keep([=, this] { cholesky_backward(dtype, count, n, l, stride_l, g, stride_g); });
+  if (interleaved_order(n)) return interleaved_cholesky_backward(dtype, count, n, l, stride_l, g, stride_g);
   visit_float_dtype(dtype, [&](auto zero) {
     using T = decltype(zero);
     const Eigen::Index nb = n > 64 ? 64 : std::max<Eigen::Index>(n, 1);
