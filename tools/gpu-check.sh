@@ -13,11 +13,14 @@
 #                     potrfBatched forced (VTAPE_CUDA_POTRF=batched) instead of one Xpotrf per matrix
 #   seed_cuda_single.json  the seed on the GPU with one Xpotrf per matrix (VTAPE_CUDA_POTRF=single)
 #   seed_cuda_nographs.json  the seed on the GPU with plans run step by step (VTAPE_CUDA_GRAPHS=0)
+#   small_cuda.json   bench_gpu_small --device cuda --json: a Kalman filter by scan under vmap and 64 small
+#                     Cholesky factors per example, jit(vmap(value_and_grad)) at B = 8, 64, 1024, against the
+#                     CPU of the same machine (values agree to 1e-10, else its exit code is 1)
 #   jax_gpu.json, torch_gpu.json  the seed in JAX and PyTorch on the same GPU, where python3 has them
 #   report.json       tools/gpu_report.py: GPU vs CPU seed values, ratios to the peers, FP64 rate
 #   summary.json      exit codes, skipped/failed counts, seconds per phase
 # Exits 0 only when every gpu test ran and passed, both seed runs finished and their values agree
-# to 1e-10 relative. Sized to finish in under 4 minutes on one H200 with 16 cores, build included.
+# to 1e-10 relative, and bench_gpu_small (where built) agreed with the CPU. Sized to finish in under 4 minutes on one H200 with 16 cores, build included.
 #
 # usage: tools/gpu-check.sh OUT_DIR      (VTAPE_GPU_BUILD_DIR: build folder, default build-gpu/)
 #        VTAPE_GPU_PREBUILT=1 tools/gpu-check.sh OUT_DIR
@@ -54,14 +57,15 @@ else
   generator=()
   command -v ninja >/dev/null && generator=(-G Ninja)
   { [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" "${generator[@]}" -DVTAPE_CUDA=ON \
-      -DVTAPE_BUILD_TOOLS=OFF >"$out/build.log" 2>&1; } &&
-    cmake --build "$build" -j "$jobs" --target vtape_gpu_tests seed_cholesky_grad >>"$out/build.log" 2>&1 || build_rc=$?
+      >"$out/build.log" 2>&1; } &&
+    cmake --build "$build" -j "$jobs" --target vtape_gpu_tests seed_cholesky_grad bench_gpu_small \
+      >>"$out/build.log" 2>&1 || build_rc=$?
   # gp_co2 needs liblbfgsb: built when the configure step found it.
   [ "$build_rc" -eq 0 ] && cmake --build "$build" -j "$jobs" --target gp_co2 >>"$out/build.log" 2>&1 && co2_target=1
 fi
 t_build=$(($(date +%s) - t0))
 
-tests_rc=-1 skipped=-1 failed=-1 cuda_rc=-1 cpu_rc=-1 eval_rc=-1 fit_rc=-1 report_rc=-1
+tests_rc=-1 skipped=-1 failed=-1 cuda_rc=-1 cpu_rc=-1 small_rc=-1 eval_rc=-1 fit_rc=-1 report_rc=-1
 if [ "$build_rc" -eq 0 ]; then
   phase "gpu tests"
   (cd "$build" && ctest -L gpu --output-on-failure --timeout 120 --output-junit "$out/gpu-tests.xml") >"$out/gpu-tests.log" 2>&1
@@ -75,6 +79,12 @@ if [ "$build_rc" -eq 0 ]; then
   phase "seed_cholesky_grad on the CPU (baseline)"
   timeout 90 "$build/examples/seed_cholesky_grad" --device cpu --json --reps 3 >"$out/seed_cpu.json" 2>"$out/seed_cpu.err"
   cpu_rc=$?
+  if [ -x "$build/tools/bench_gpu_small" ]; then
+    phase "bench_gpu_small on cuda:0: a loop under vmap and small factors, against the CPU"
+    timeout 150 "$build/tools/bench_gpu_small" --device cuda --json --batches 8,64,1024 --reps 5 \
+      >"$out/small_cuda.json" 2>"$out/small_cuda.err"
+    small_rc=$?
+  fi
   if [ "$co2_target" -eq 1 ]; then
     phase "gp_co2 on cuda:0: likelihood at scikit-learn's optimum, then the fit"
     timeout 60 "$build/examples/gp_co2" --device cuda --eval --theta \
@@ -115,10 +125,10 @@ fi
 elapsed=$(($(date +%s) - t0))
 cat >"$out/summary.json" <<JSON
 {"build_rc": $build_rc, "build_s": $t_build, "gpu_tests_rc": $tests_rc, "gpu_tests_skipped": $skipped,
- "gpu_tests_failed": $failed, "seed_cuda_rc": $cuda_rc, "seed_cpu_rc": $cpu_rc, "gp_co2_eval_rc": $eval_rc,
- "gp_co2_fit_rc": $fit_rc, "report_rc": $report_rc, "elapsed_s": $elapsed}
+ "gpu_tests_failed": $failed, "seed_cuda_rc": $cuda_rc, "seed_cpu_rc": $cpu_rc, "small_cuda_rc": $small_rc,
+ "gp_co2_eval_rc": $eval_rc, "gp_co2_fit_rc": $fit_rc, "report_rc": $report_rc, "elapsed_s": $elapsed}
 JSON
 phase "done: $(tr -d '\n' <"$out/summary.json")"
 [ "$build_rc" -eq 0 ] && [ "$tests_rc" -eq 0 ] && [ "$skipped" -eq 0 ] && [ "$cuda_rc" -eq 0 ] && [ "$cpu_rc" -eq 0 ] &&
-  [ "$report_rc" -eq 0 ] &&
+  [ "$report_rc" -eq 0 ] && [ "$small_rc" -le 0 ] &&
   { [ "$co2_target" -eq 0 ] || { [ "$eval_rc" -eq 0 ] && [ "$fit_rc" -eq 0 ]; }; }

@@ -11,10 +11,11 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${VTAPE_GPU_BUILD_DIR:-$root/build-gpu}
-VTAPE_BUILD_DIR=$build VTAPE_CMAKE_ARGS="-DVTAPE_CUDA=ON -DVTAPE_BUILD_TOOLS=OFF -DVTAPE_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=x86-64-v3" \
-  "$root/tools/setup.sh" --target vtape_gpu_tests seed_cholesky_grad gp_co2
+VTAPE_BUILD_DIR=$build VTAPE_CMAKE_ARGS="-DVTAPE_CUDA=ON -DVTAPE_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=x86-64-v3" \
+  "$root/tools/setup.sh" --target vtape_gpu_tests seed_cholesky_grad gp_co2 bench_gpu_small
 mkdir -p "$build/runtime-libs"
-for program in "$build"/libvtape_cuda.so "$build"/tests/vtape_gpu_tests "$build"/examples/seed_cholesky_grad "$build"/examples/gp_co2; do
+for program in "$build"/libvtape_cuda.so "$build"/tests/vtape_gpu_tests "$build"/examples/seed_cholesky_grad "$build"/examples/gp_co2 \
+  "$build"/tools/bench_gpu_small; do
   [ -e "$program" ] || continue
   ldd "$program" | awk '$3 ~ /^\// {print $3}'
 done | sort -u | grep -vE '/(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s)\.so|/usr/local/cuda' |

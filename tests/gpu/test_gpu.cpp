@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "../../examples/gp_model.hpp"
+#include "../../tools/bench/small_work.hpp"
 #include "../device_suite.hpp"
 
 using namespace vt;
@@ -116,38 +117,9 @@ TEST_CASE("a jitted value_and_grad on cuda:0 traces once for every batch size an
   CHECK(step.counters().replays == 4);
 }
 
-// A Matérn-3/2 Kalman filter by scan (tools/bench/zoo/models/kalman.cpp's, 200 steps) plus a 3-component mixture in
-// the [N, K] layout: 2 x 2 products in a loop's body, a loop under vmap, reductions over a short axis.
-namespace {
-Tensor kalman_and_mixture(const Tensor& theta) {
-  const Device d = theta.device();
-  const auto at = [&](std::int64_t i) { return reshape(slice(theta, 0, i, i + 1), {}); };
-  const Tensor lam = std::sqrt(3.0) / exp(at(0)), s2 = exp(2.0 * at(1)), noise2 = exp(2.0 * at(2));
-  const Tensor zero = zeros({}, DType::f64, d), dt = full({}, 0.1, DType::f64, d);
-  const Tensor A =
-      stack({stack({1.0 + lam * 0.1, dt}), stack({-square(lam) * 0.1, 1.0 - lam * 0.1})}) * exp(-lam * 0.1);
-  const Tensor p_inf = stack({stack({s2, zero}), stack({zero, square(lam) * s2})});
-  const Tensor Q = p_inf - matmul(matmul(A, p_inf), A.t()), H = Tensor::from_vector({1.0, 0.0}, {2}, DType::f64, d);
-  using Carry = std::tuple<Tensor, Tensor, Tensor>;
-  const auto step = [&](const Carry& c, const Tensor& yt) {
-    auto [m, P, ll] = c;
-    m = matmul(A, m);
-    P = matmul(matmul(A, P), A.t()) + Q;
-    const Tensor S = matmul(H, matmul(P, H)) + noise2, K = matmul(P, H) / S, r = yt - matmul(H, m);
-    m = m + K * r;
-    P = P - reshape(K, {2, 1}) * reshape(K, {1, 2}) * S;
-    return std::pair<Carry, std::tuple<>>{Carry{m, P, ll - 0.5 * (log(S) + square(r) / S)}, {}};
-  };
-  const Tensor y = sin(arange(0, 200, 1, DType::f64, d) * 0.1);
-  const Tensor kalman = std::get<2>(scan(step, Carry{zeros({2}, DType::f64, d), p_inf, zero}, y).first);
-  const Tensor x = reshape(sin(arange(0, 500, 1, DType::f64, d) * 12.9898) * 2.0, {500, 1});
-  const Tensor mu = slice(theta, 0, 0, 3);
-  return kalman + sum(logsumexp(-0.5 * square(x - mu), {1})) + sum(sum(square(x - mu), {0}));
-}
-}  // namespace
-
 TEST_CASE("a Kalman filter by scan and an [N, K] mixture under jit(vmap(value_and_grad)) on cuda:0 match the CPU",
           "[gpu][loops]") {
+  using vt_bench::kalman_and_mixture;
   auto step = jit(vmap(value_and_grad(kalman_and_mixture)));
   for (int call = 0; call < 4; ++call) {  // each batch size twice: a loop run again takes over its body's recording
     const std::int64_t b = call % 2 == 0 ? 3 : 64;
@@ -155,6 +127,19 @@ TEST_CASE("a Kalman filter by scan and an [N, K] mixture under jit(vmap(value_an
     const auto [v_gpu, g_gpu] = step(as_batch(thetas).to(gpu));
     const auto [v_cpu, g_cpu] = vmap(value_and_grad(kalman_and_mixture))(as_batch(thetas));
     CHECK(g_gpu.device() == gpu);
+    CHECK(relative_error(v_gpu.to(Device::cpu()), v_cpu) < 1e-10);
+    CHECK(relative_error(g_gpu.to(Device::cpu()), g_cpu) < 1e-10);
+  }
+}
+
+TEST_CASE("64 small Cholesky factors per example under jit(vmap(value_and_grad)) on cuda:0 match the CPU",
+          "[gpu][small]") {
+  using vt_bench::small_factors;
+  auto step = jit(vmap(value_and_grad(small_factors)));
+  for (const std::int64_t b : {3, 64}) {
+    const Tensor thetas = randn({b, 3}, 50 + static_cast<std::uint64_t>(b)) * 0.1;
+    const auto [v_gpu, g_gpu] = step(as_batch(thetas).to(gpu));
+    const auto [v_cpu, g_cpu] = vmap(value_and_grad(small_factors))(as_batch(thetas));
     CHECK(relative_error(v_gpu.to(Device::cpu()), v_cpu) < 1e-10);
     CHECK(relative_error(g_gpu.to(Device::cpu()), g_cpu) < 1e-10);
   }
