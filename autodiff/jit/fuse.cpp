@@ -433,8 +433,6 @@ bool by_lower_triangle(const Plan& plan, const FusedGroup& g, Symmetry& symmetri
 void fuse_elementwise(Plan& plan) {
   plan.fused.clear();
   plan.fused_at.clear();
-  // On a GPU a tile is a kernel launch: fusing by tiles would only multiply them.
-  if (plan.device != Device::cpu()) return;
   const auto n = static_cast<int>(plan.steps.size());
   // Per value: how many steps read it, and whether anything but steps reads its buffer (a result, or a result's alias).
   std::vector<int> reads(plan.values.size(), 0);

@@ -771,7 +771,6 @@ std::vector<std::int64_t> indicator_columns(const PlanValue& v) {
 // GPU's segment sums add with atomics, in no fixed order. After fold_transposes_into_matmuls (S.t() is a flag there),
 // before reassociate_matmuls (which could move S inside a chain).
 void take_indicator_products(Plan& plan) {
-  if (plan.device != Device::cpu()) return;
   std::unordered_map<int, int>
       columns_of;  // by S: the constant of its columns, or -1 for a matrix that is no indicator
   const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };
@@ -838,7 +837,6 @@ void take_indicator_products(Plan& plan) {
 // reassociation; matrices, and sums of matrices that are not symmetric, keep their bits. Rescans the plan after each
 // move (a few dozen moves at most in a kernel's gradient). Before eliminate_dead_steps, which drops the scalings moved.
 void move_scalings_out_of_symmetric_sums(Plan& plan) {
-  if (plan.device != Device::cpu()) return;
   Symmetry symmetric(plan);
   for (bool moved = true; moved;) {
     moved = false;

@@ -190,14 +190,13 @@ PlanShape shape_of(const Plan& plan) {
 // anything are named in the summary.
 void run_passes(Plan& plan, const std::string& selection) {
   const std::vector<Pass>& passes = plan_passes();
-  std::vector<bool> enabled;
-  for (const Pass& p : passes) enabled.push_back(p.on_by_default || !p.optional);
+  std::vector<bool> enabled(passes.size(), true);
   if (const char* env = std::getenv("VTAPE_JIT_PASSES")) select_passes(env, enabled, "VTAPE_JIT_PASSES");
   select_passes(selection, enabled, "JitOptions::passes");
   std::unordered_set<std::uint64_t> before;
   for (std::size_t k = 0; k < passes.size(); ++k) {
     const Pass& pass = passes[k];
-    if (!enabled[k] || (pass.cpu_only && plan.device != Device::cpu())) continue;
+    if (!enabled[k] || (pass.scope == PassScope::cpu && plan.device != Device::cpu())) continue;
     if (!plan.runs_op_by_op.empty()) return;
     if (!pass.optional) {
       pass.run(plan);
@@ -238,36 +237,57 @@ std::size_t cache_bytes_for(const JitOptions& options, Device device) {
 
 const std::vector<Pass>& plan_passes() {
   static const std::vector<Pass> passes{
-      {"fold_transposes_into_matmuls", fold_transposes_into_matmuls, false, true, true,
-       "a matmul reads x.t() through its GEMM flag; on the CPU any step reads a symmetric x's x.t() as x"},
-      {"fold_broadcasts_into_elementwise", fold_broadcasts_into_elementwise, false, true, true,
-       "an elementwise step reads broadcast_to's input and broadcasts it itself"},
-      {"take_indicator_products", take_indicator_products, true, true, true,
-       "x S for a captured S of one 1 per row, 0 elsewhere: a segment sum or a take"},
-      {"reassociate_matmuls", reassociate_matmuls, false, true, true,
-       "(P Q) Y = P (Q Y): a chain in the order of fewer flops"},
-      {"mark_symmetric_products", mark_symmetric_products, false, true, true,
-       "X D X^T and X S X are symmetric: computed over one triangle"},
-      {"fold_diagonal_adds", fold_diagonal_adds, false, true, true,
-       "A B + D, D a captured diagonal: added inside the product"},
-      {"scale_repeated_solves", scale_repeated_solves, false, true, true,
-       "A^-1 (s q) = s A^-1 q: a solve the plan already makes, scaled"},
-      {"contract_low_rank_row_sums", contract_low_rank_row_sums, false, true, true,
-       "sum_rows((U W) * C) = sum_rows(W * (U^T C)) for a rank below the rows"},
-      {"move_scalings_out_of_symmetric_sums", move_scalings_out_of_symmetric_sums, true, true, true,
-       "sum(c X) = c sum(X) over symmetric matrices"},
-      {"merge_common_steps", merge_common_steps, false, true, true, "equal steps, and equal small constants, once"},
-      {"eliminate_dead_steps", eliminate_dead_steps, false, true, true, "steps no result needs are dropped"},
-      {"mark_lower_only_outputs", mark_lower_only_outputs, false, true, true,
-       "a triangle nobody reads is left unwritten"},
-      {"find_batch_size", find_batch_size, false, false, true, "the batch size a step fixes, if any"},
-      {"fold_constants", fold_constants, false, true, true, "steps on constants run once, on the first call"},
-      {"order_for_chunks", order_for_chunks, false, true, true, "steps ordered to run by chunks of examples"},
-      {"split_into_segments", split_into_segments, true, true, true,
-       "per-chunk steps that read no large shared operand run by sub-chunks that fit the cache"},
-      {"plan_memory", plan_memory, false, false, true, "every buffer's arena offset"},
-      {"precompute_views", precompute_views, false, false, true, "every kernel's views, once"},
-      {"fuse_elementwise", fuse_elementwise, true, true, true, "runs of elementwise steps tile by tile"},
+      {.name = "fold_transposes_into_matmuls",
+       .run = fold_transposes_into_matmuls,
+       .rule = "a matmul reads x.t() through its GEMM flag; on the CPU any step reads a symmetric x's x.t() as x"},
+      {.name = "fold_broadcasts_into_elementwise",
+       .run = fold_broadcasts_into_elementwise,
+       .rule = "an elementwise step reads broadcast_to's input and broadcasts it itself"},
+      {.name = "take_indicator_products",
+       .run = take_indicator_products,
+       .scope = PassScope::cpu,
+       .rule = "x S for a captured S of one 1 per row, 0 elsewhere: a segment sum or a take (a GPU's segment sums use "
+               "atomics)"},
+      {.name = "reassociate_matmuls",
+       .run = reassociate_matmuls,
+       .rule = "(P Q) Y = P (Q Y): a chain in the order of fewer flops"},
+      {.name = "mark_symmetric_products",
+       .run = mark_symmetric_products,
+       .rule = "X D X^T and X S X are symmetric: computed over one triangle"},
+      {.name = "fold_diagonal_adds",
+       .run = fold_diagonal_adds,
+       .rule = "A B + D, D a captured diagonal: added inside the product"},
+      {.name = "scale_repeated_solves",
+       .run = scale_repeated_solves,
+       .rule = "A^-1 (s q) = s A^-1 q: a solve the plan already makes, scaled"},
+      {.name = "contract_low_rank_row_sums",
+       .run = contract_low_rank_row_sums,
+       .rule = "sum_rows((U W) * C) = sum_rows(W * (U^T C)) for a rank below the rows"},
+      {.name = "move_scalings_out_of_symmetric_sums",
+       .run = move_scalings_out_of_symmetric_sums,
+       .scope = PassScope::cpu,
+       .rule = "sum(c X) = c sum(X) over symmetric matrices"},
+      {.name = "merge_common_steps", .run = merge_common_steps, .rule = "equal steps, and equal small constants, once"},
+      {.name = "eliminate_dead_steps", .run = eliminate_dead_steps, .rule = "steps no result needs are dropped"},
+      {.name = "mark_lower_only_outputs",
+       .run = mark_lower_only_outputs,
+       .rule = "a triangle nobody reads is left unwritten"},
+      {.name = "find_batch_size",
+       .run = find_batch_size,
+       .optional = false,
+       .rule = "the batch size a step fixes, if any"},
+      {.name = "fold_constants", .run = fold_constants, .rule = "steps on constants run once, on the first call"},
+      {.name = "order_for_chunks", .run = order_for_chunks, .rule = "steps ordered to run by chunks of examples"},
+      {.name = "split_into_segments",
+       .run = split_into_segments,
+       .scope = PassScope::cpu,
+       .rule = "per-chunk steps that read no large shared operand run by sub-chunks that fit the cache"},
+      {.name = "plan_memory", .run = plan_memory, .optional = false, .rule = "every buffer's arena offset"},
+      {.name = "precompute_views", .run = precompute_views, .optional = false, .rule = "every kernel's views, once"},
+      {.name = "fuse_elementwise",
+       .run = fuse_elementwise,
+       .scope = PassScope::cpu,
+       .rule = "runs of elementwise steps tile by tile (on a GPU a tile would be a kernel launch)"},
   };
   return passes;
 }

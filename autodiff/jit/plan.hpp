@@ -187,16 +187,19 @@ std::string step_key(const OpDef* op, const Attrs& attrs, const std::vector<int>
 std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_inputs, const Traced& traced,
                                        PlanSummary& summary, const JitOptions& options = {});
 
-// One stage of build_plan's pipeline. The rewrites state the identity they rely on where they are defined
-// (passes.cpp) and keep the plan's results up to rounding, so any of them may be turned off to bisect a wrong result
-// or a slow plan; the stages that are not optional are what a plan needs to run.
+// Where a pass runs: on every device's plans, or on CPU plans only (what it relies on is the CPU backend's kernels).
+// The pipeline enforces it; a pass does not check the device itself.
+enum class PassScope { every_device, cpu };
+
+// One stage of build_plan's pipeline, one row of plan_passes()'s table. The rewrites state the identity they rely on
+// where they are defined (passes.cpp) and keep the plan's results up to rounding, so any of them may be turned off
+// ("-name") to bisect a wrong result or a slow plan; the stages that are not optional are what a plan needs to run.
 struct Pass {
   const char* name;
   void (*run)(Plan&);
-  bool cpu_only;       // runs on CPU plans only: what it relies on is the CPU backend's
-  bool optional;       // may be turned off ("-name")
-  bool on_by_default;  // an optional pass off by default runs only when turned on ("+name")
-  const char* does;    // one line, for explain() and the docs
+  PassScope scope = PassScope::every_device;
+  bool optional = true;
+  const char* rule = "";  // one line, for the docs
 };
 // The pipeline, in the order build_plan runs it (plan.cpp).
 const std::vector<Pass>& plan_passes();
