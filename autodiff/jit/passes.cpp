@@ -515,7 +515,8 @@ void mark_symmetric_products(Plan& plan) {
     bool symmetric = false;
     for (int x : left)
       for (int y : right)
-        // Constants of at most 2^18 elements (2 MiB of float64, ~0.1 ms) are compared; larger ones stay full GEMMs.
+        // Constants of at most 2^18 elements (2 MiB of float64) are compared, a bound on the compile's reading of
+        // captured data; larger ones stay full GEMMs.
         symmetric = symmetric || (x == y ? t.a != t.b : same_constant_values(plan, x, y, t.a == t.b, 1 << 18));
     if (!symmetric && !t.a && t.b) symmetric = swapped_pair_product(plan, s.in[0], s.in[1]);
     if (!symmetric) symmetric = symmetric_sandwich(plan, symmetric_value, s.in[0], s.in[1], t);

@@ -141,16 +141,15 @@ inline float lgamma_of(float v) {
 
 // ---------------------------------------------------------------- pow
 // pow by the exponent's value v (the usual case is one v over a row: x^2, a scalar hyperparameter, a
-// per-example exponent broadcast over a matrix). glibc's pow costs ~8-30 ns an element; these paths
-// cost ~1-3 ns. Each computes every element the same way wherever it sits, so a result never
-// depends on the length, the layout or the thread count, and falls back to std::pow for any
-// element outside the plain case (an input or a result that is zero, subnormal, infinite or NaN, or
-// a negative base outside the integer path), so pow's special values are exactly the C library's.
-// Accuracy: x^k for |k| <= 8 by repeated squaring (at most 4 roundings, ~2 ulps); v = 0.5 is sqrt
-// (correctly rounded), v = -0.5 is 1 / sqrt (~1 ulp); any other v is exp(v log x) with vector_math.hpp's
-// log and exp in double, whose error grows with |v log x|: about |v log x| + 2 ulps in
-// float64 (float32 rows are computed in double: within an ulp of float32). Rows whose exponent
-// varies take the same path element by element, so a value never depends on how it was laid out.
+// per-example exponent broadcast over a matrix): glibc's pow is a call per element with the general
+// case's work (docs/performance.md, "Elementwise math"). Each computes every element the same way wherever it sits, so
+// a result never depends on the length, the layout or the thread count, and falls back to std::pow for any element
+// outside the plain case (an input or a result that is zero, subnormal, infinite or NaN, or a negative base outside the
+// integer path), so pow's special values are exactly the C library's. Accuracy: x^k for |k| <= 8 by repeated squaring
+// (at most 4 roundings, ~2 ulps); v = 0.5 is sqrt (correctly rounded), v = -0.5 is 1 / sqrt (~1 ulp); any other v is
+// exp(v log x) with vector_math.hpp's log and exp in double, whose error grows with |v log x|: about |v log x| + 2 ulps
+// in float64 (float32 rows are computed in double: within an ulp of float32). Rows whose exponent varies take the same
+// path element by element, so a value never depends on how it was laid out.
 namespace powrow {
 
 enum class Path { one, copy, integer, sqrt, rsqrt, exp_log };
@@ -583,8 +582,8 @@ void CpuBackend::cumsum(const View& in, const View& out, int axis, bool reverse)
         return;
       }
       // The axis is not the innermost: a row of lines at a time, each carrying its own sum (the
-      // same additions in the same order), so that memory is read along rows (3x faster for a
-      // 2048 x 2048 cumsum over axis 0).
+      // same additions in the same order), so that memory is read along rows, not a strided column
+      // at a time.
       std::vector<double> acc(static_cast<std::size_t>(len), 0.0);
       for (std::int64_t j = 0; j < n; ++j) {
         const std::int64_t k = reverse ? n - 1 - j : j;

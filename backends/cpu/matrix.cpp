@@ -66,7 +66,7 @@ void symmetric_product(const MA& a, const MB& b, MC& c, T alpha, T beta, bool lo
 
 // Products with one to four rows (m) or an inner dimension (k) of one to four: the low-rank
 // cotangents of solves make them ([x, xbar]^T F, [x, xbar] W). Eigen's GEMM packs all of op(B) for a
-// product that reads each element of it a few times, at about 3x the time of streaming it.
+// product that reads each element of it a few times: streaming op(B) once is cheaper.
 constexpr Eigen::Index thin_product = 4;  // few_rows_product has a kernel for each m up to it
 // A single thin product above this many multiply-adds keeps Eigen's GEMM, which can use every core.
 constexpr std::int64_t thin_single_most = std::int64_t{1} << 22;
@@ -103,10 +103,9 @@ void few_rows_by_blocks(const MA& a, const T* b, std::ptrdiff_t ldb, T* c, std::
 }
 
 // C = alpha a b + beta C with a: m x k, m <= thin_product. A row-major b is streamed by rows into
-// blocks of C held in registers (few_rows_by_blocks), about 2x the speed
-// of updating C's rows from each of b's and 0.4x the time of Eigen's product at n = 256
-// (tools/bench/bench_cholesky --kernels, "thin gemm"); a transposed one has contiguous columns, each
-// dotted with the m rows of alpha a, copied contiguous first.
+// blocks of C held in registers (few_rows_by_blocks), which reads and writes C once where updating C's rows from
+// each of b's rows rereads them (tools/bench/bench_cholesky --kernels, "thin gemm"); a transposed one has contiguous
+// columns, each dotted with the m rows of alpha a, copied contiguous first.
 template <class MA, class MB, class MC, class T>
 void few_rows_product(const MA& a, const MB& b, MC& c, T alpha, T beta) {
   if constexpr (std::is_same_v<MB, ConstMapMat<T>>) {

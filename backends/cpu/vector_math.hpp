@@ -2,7 +2,7 @@
 // for every input, special values and subnormals included; and log1p, sigmoid and softplus built on them.
 //
 // Why not the C library's: called per element, glibc's exp and log cost a call, a wrapper and, for underflowing exps,
-// its errno path (~10 ns an element, 20-100 where results underflow); the covariance passes of a Gaussian process are
+// its errno path (docs/performance.md, "Elementwise math"); the covariance passes of a Gaussian process are
 // mostly exps. Why not Eigen's packet exp and log: several ulps, flushed subnormals, and scalar tails that differ from
 // the packets.
 //

@@ -445,8 +445,8 @@ __global__ void poison_kernel(std::int64_t count, std::int64_t n, T* l, std::int
 // is known, every thread removes its multiple from the later right-hand sides it owns. x_k is
 // read from `in` at step k and never written again, so one barrier per step suffices. Where op(T)
 // = T the threads read a column of T, 32 rows apart, but each row's cache lines serve the next
-// columns from L1: a variant that read rows (a warp per row, tiles of 32 unknowns) ran 1.3x
-// slower on an H200 (seed, B = 2048: 6.4 ms against 4.8 for its four solves).
+// columns from L1: a variant that read rows (a warp per row, tiles of 32 unknowns) was slower
+// (docs/gpu.md).
 template <class T>
 __device__ void substitute(const T* t, std::int64_t n, bool lower, bool transpose, T* in, T* out) {
   const bool forward = lower != transpose;  // op(T) is lower triangular

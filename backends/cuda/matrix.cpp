@@ -65,10 +65,9 @@ FactorFailure::Report reporting_bad_arguments(const char* call, FactorFailure::R
 bool out_of_workspace(cublasStatus_t s) { return s == CUBLAS_STATUS_ALLOC_FAILED; }
 bool out_of_workspace(cusolverStatus_t s) { return s == CUSOLVER_STATUS_ALLOC_FAILED; }
 
-// potrfBatched factors every size measured at least as fast as one blocked Xpotrf per matrix (on an
-// H200: the seed, B = 2048 and n = 256, 9.8 ms a call against 337; the CO2 fit, B = 8 and n = 521,
-// 7.2 ms a round against 7.2, and 7.8 against 9.0 in another run). For a few very large matrices (not measured)
-// Xpotrf's GEMM-based trailing updates should win. VTAPE_CUDA_POTRF=batched|single forces one way, for benchmarks.
+// potrfBatched factors every size measured at least as fast as one blocked Xpotrf per matrix (docs/gpu.md,
+// "VTAPE_CUDA_POTRF"). For a few very large matrices (not measured) Xpotrf's GEMM-based trailing updates should win.
+// VTAPE_CUDA_POTRF=batched|single forces one way, for benchmarks.
 bool factor_one_by_one(std::int64_t count, std::int64_t n) {
   static const char* forced = std::getenv("VTAPE_CUDA_POTRF");
   if (forced && std::strcmp(forced, "batched") == 0) return false;
