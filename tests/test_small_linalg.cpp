@@ -15,8 +15,7 @@ using vt::testing::on_threads;
 
 namespace {
 
-template <class T>
-using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Eigen::MatrixXd;  // every reference is computed in double: one instantiation of Eigen's kernels, not two
 
 // Orders on both sides of the interleaved kernels' limit (32), and batch sizes around their groups (4 and 8 lanes).
 const std::vector<std::int64_t> orders = {1, 2, 3, 5, 8, 13, 16, 31, 32, 33};
@@ -35,16 +34,23 @@ std::vector<T> spd_batch(std::int64_t count, std::int64_t n, std::uint64_t seed)
   return (matmul(x, swapaxes(x, -1, -2)) / static_cast<double>(n) + eye(n)).astype(dtype_of<T>).template to_vector<T>();
 }
 
+// Matrix i of a batch of rows x cols row-major matrices, in double.
 template <class T>
-Eigen::Map<const RowMat<T>> matrix(const std::vector<T>& data, std::int64_t i, std::int64_t n) {
-  return Eigen::Map<const RowMat<T>>(data.data() + i * n * n, n, n);
+MatrixXd matrix(const std::vector<T>& data, std::int64_t i, std::int64_t rows, std::int64_t cols) {
+  MatrixXd m(rows, cols);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c)
+      m(r, c) = static_cast<double>(data[static_cast<std::size_t>((i * rows + r) * cols + c)]);
+  return m;
+}
+template <class T>
+MatrixXd matrix(const std::vector<T>& data, std::int64_t i, std::int64_t n) {
+  return matrix(data, i, n, n);
 }
 
 // The largest absolute difference, relative to the largest absolute element of want.
-template <class A, class B>
-double relative_error(const A& got, const B& want) {
-  return static_cast<double>((got - want).cwiseAbs().maxCoeff()) /
-         std::max(static_cast<double>(want.cwiseAbs().maxCoeff()), 1e-300);
+double relative_error(const MatrixXd& got, const MatrixXd& want) {
+  return (got - want).cwiseAbs().maxCoeff() / std::max(want.cwiseAbs().maxCoeff(), 1e-300);
 }
 
 template <class T>
@@ -68,11 +74,10 @@ void check_factors() {
             upper_nan[static_cast<std::size_t>((m * n + i) * n + j)] = std::numeric_limits<T>::quiet_NaN();
       const std::vector<T> l = factor(upper_nan, count, n);
       for (std::int64_t m = 0; m < count; ++m) {
-        const auto lm = matrix(l, m, n);
-        const Eigen::LLT<RowMat<T>> llt(matrix(a, m, n));
-        const RowMat<T> want = llt.matrixL();
-        CHECK(relative_error(lm, want) < tolerance<T>);
-        CHECK(lm.template triangularView<Eigen::StrictlyUpper>().toDenseMatrix().isZero(0));
+        const MatrixXd lm = matrix(l, m, n);
+        const Eigen::LLT<MatrixXd> llt(matrix(a, m, n));
+        CHECK(relative_error(lm, llt.matrixL()) < tolerance<T>);
+        CHECK(MatrixXd(lm.triangularView<Eigen::StrictlyUpper>()).isZero(0));
       }
       // Each matrix alone, and the batch on two threads: the same bits.
       for (std::int64_t m = 0; m < count; ++m) {
@@ -97,8 +102,8 @@ void check_inverses() {
             l[static_cast<std::size_t>((m * n + i) * n + j)] = std::numeric_limits<T>::quiet_NaN();
       cpu.cholesky_inverse(dtype_of<T>, count, n, l.data(), n * n, out.data(), n * n);
       for (std::int64_t m = 0; m < count; ++m) {
-        const auto om = matrix(out, m, n);
-        const RowMat<T> want = RowMat<T>(matrix(a, m, n)).inverse();
+        const MatrixXd om = matrix(out, m, n);
+        const MatrixXd want = matrix(a, m, n).partialPivLu().inverse();
         CHECK(relative_error(om, want) < 100 * tolerance<T>);
         CHECK(om == om.transpose());
       }
@@ -124,11 +129,13 @@ void check_solves() {
         const std::vector<T> a = spd_batch<T>(count, n, 300 + static_cast<std::uint64_t>(n + nrhs));
         std::vector<T> t = factor(a, count, n);  // lower; its transpose for an upper T
         for (std::int64_t m = 0; m < count; ++m) {
-          Eigen::Map<RowMat<T>> tm(t.data() + m * n * n, n, n);
-          if (!lower) tm.transposeInPlace();
-          for (std::int64_t i = 0; i < n; ++i)  // the other triangle, not read
-            for (std::int64_t j = 0; j < n; ++j)
-              if (lower ? j > i : j < i) tm(i, j) = std::numeric_limits<T>::quiet_NaN();
+          T* tm = t.data() + m * n * n;
+          for (std::int64_t i = 0; i < n; ++i)
+            for (std::int64_t j = 0; j < n; ++j) {
+              T& e = tm[i * n + j];
+              if (lower ? j > i : j < i) e = std::numeric_limits<T>::quiet_NaN();  // the other triangle, not read
+              else if (!lower) e = tm[j * n + i];                                  // the factor's transpose
+            }
         }
         const std::vector<T> b = randn({count, n, nrhs}, 400).astype(dtype_of<T>).template to_vector<T>();
         for (bool shared : {false, true}) {
@@ -145,15 +152,13 @@ void check_solves() {
                             .b = x.data(),
                             .stride_b = n * nrhs});
           for (std::int64_t m = 0; m < count; ++m) {
-            const auto tm = matrix(t, shared ? 0 : m, n);
-            const RowMat<T> tri = lower ? RowMat<T>(tm.template triangularView<Eigen::Lower>())
-                                        : RowMat<T>(tm.template triangularView<Eigen::Upper>());
-            const RowMat<T> op = transpose ? RowMat<T>(tri.transpose()) : tri;
-            RowMat<T> want = Eigen::Map<const RowMat<T>>(b.data() + m * n * nrhs, n, nrhs);
-            want = op.partialPivLu().solve(want);  // a general solver: independent of the triangular kernels
-            if (then_transposed) want = RowMat<T>(op.transpose()).partialPivLu().solve(want);
-            const Eigen::Map<const RowMat<T>> got(x.data() + m * n * nrhs, n, nrhs);
-            CHECK(relative_error(got, want) < 100 * tolerance<T>);
+            const MatrixXd tm = matrix(t, shared ? 0 : m, n);
+            const MatrixXd tri =
+                lower ? MatrixXd(tm.triangularView<Eigen::Lower>()) : MatrixXd(tm.triangularView<Eigen::Upper>());
+            const MatrixXd op = transpose ? MatrixXd(tri.transpose()) : tri;
+            MatrixXd want = op.partialPivLu().solve(matrix(b, m, n, nrhs));  // a general solver, not a triangular one
+            if (then_transposed) want = MatrixXd(op.transpose()).partialPivLu().solve(want);
+            CHECK(relative_error(matrix(x, m, n, nrhs), want) < 100 * tolerance<T>);
           }
         }
       }
@@ -176,18 +181,18 @@ void check_adjoints() {
       on_threads(2, [&] { cpu.cholesky_backward(dtype_of<T>, count, n, l.data(), n * n, two_threads.data(), n * n); });
       CHECK(two_threads == a_bar);
       for (std::int64_t m = 0; m < count; ++m) {
-        const Eigen::MatrixXd am = matrix(a, m, n).template cast<double>();
-        const Eigen::MatrixXd lb = matrix(l_bar, m, n).template cast<double>().template triangularView<Eigen::Lower>();
-        const Eigen::MatrixXd ab = matrix(a_bar, m, n).template cast<double>();
+        const MatrixXd am = matrix(a, m, n);
+        const MatrixXd lb = MatrixXd(matrix(l_bar, m, n)).triangularView<Eigen::Lower>();
+        const MatrixXd ab = matrix(a_bar, m, n);
         CHECK(ab == ab.transpose());
-        const Eigen::MatrixXd e = [&] {
-          const Eigen::MatrixXd r = randn({n, n}, 602 + static_cast<std::uint64_t>(m)).as_eigen<double>();
-          return Eigen::MatrixXd(r + r.transpose());
+        const MatrixXd e = [&] {
+          const MatrixXd r = randn({n, n}, 602 + static_cast<std::uint64_t>(m)).as_eigen<double>();
+          return MatrixXd(r + r.transpose());
         }();
         const double h = 1e-6;
         const auto f = [&](double step) {
-          const Eigen::LLT<Eigen::MatrixXd> llt(am + step * e);
-          return (lb.array() * Eigen::MatrixXd(llt.matrixL()).array()).sum();
+          const Eigen::LLT<MatrixXd> llt(am + step * e);
+          return (lb.array() * MatrixXd(llt.matrixL()).array()).sum();
         };
         const double want = (f(h) - f(-h)) / (2 * h), got = (ab.array() * e.array()).sum();
         CHECK(std::abs(got - want) <= (std::is_same_v<T, double> ? 1e-6 : 1e-3) * (1 + std::abs(want)));
