@@ -46,7 +46,7 @@ struct Case {
   std::string pass;
   Program fires;  // a program on which the pass changes the plan
   std::vector<Tensor> fires_on;
-  Program refuses;  // one on which it changes nothing
+  Program refuses;  // one with the pattern, one of its preconditions broken: the pass changes nothing
   std::vector<Tensor> refuses_on;
 };
 
@@ -91,8 +91,9 @@ std::vector<Case> cases() {
       {"fold_transposes_into_matmuls",
        [](const V& a) { return V{matmul(a[0].t(), a[1])}; },
        {x53, y54},
-       [](const V& a) { return V{matmul(a[0], a[1])}; },
-       {x35, y54}},
+       // A transpose read by an elementwise step, of a matrix that is not symmetric: no GEMM flag can take it.
+       [](const V& a) { return V{a[0].t() * a[1]}; },
+       {x53, x35}},
       {"fold_broadcasts_into_elementwise",
        [](const V& a) { return V{broadcast_to(reshape(sum(a[0]), {1}), {8}) * a[0]}; },
        {x8},
@@ -149,8 +150,11 @@ std::vector<Case> cases() {
       {"eliminate_dead_steps",
        [](const V& a) { return V{matmul(a[0].t(), a[1])}; },
        {x53, y54},
-       [](const V& a) { return V{sum(a[0] * a[0])}; },
-       {x53}},
+       // The transpose the matmul no longer reads is a result too: not dead.
+       [](const V& a) {
+         return V{matmul(a[0].t(), a[1]), a[0].t()};
+       },
+       {x53, y54}},
       {"mark_lower_only_outputs",
        [=](const V& a) { return V{logdet(cho_factor(matmul(a[0], a[0].t()) + eye4))}; },
        {x43},
@@ -164,8 +168,9 @@ std::vector<Case> cases() {
       {"order_for_chunks",
        [](const V& a) { return V{batch_sum(exp(a[0]))}; },
        {as_batch(big)},
-       [](const V& a) { return V{exp(a[0])}; },
-       {big}},
+       // A batched step reads the reduction over the batch: it needs the whole batch's sum first.
+       [](const V& a) { return V{batch_sum(exp(a[0]) * batch_sum(a[0]))}; },
+       {as_batch(big)}},
       {"split_into_segments",
        [](const V& a) { return V{batch_sum(exp(matmul(exp(a[0]), a[1])))}; },
        {as_batch(randn({4, shared_order}, 26)), randn({shared_order, shared_order}, 27) * 0.01},
@@ -174,7 +179,8 @@ std::vector<Case> cases() {
       {"fuse_elementwise",
        [](const V& a) { return V{exp(a[0] * 2.0 + 1.0) * a[0]}; },
        {big},
-       [](const V& a) { return V{matmul(a[0], a[0])}; },
+       // Elementwise steps of the same size, but no two adjacent: a product stands between them.
+       [](const V& a) { return V{exp(matmul(exp(a[0]), a[0]))}; },
        {big}},
   };
 }
