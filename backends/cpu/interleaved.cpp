@@ -1,6 +1,7 @@
 // Small batched Cholesky factors, inverses and triangular solves, interleaved (interleaved.hpp). Every matrix of a
 // group goes through the same vector instructions in its own lane, and a group is always matrices [gW, gW + W) of
-// the call, padded with identities: a matrix's result depends neither on the batch size nor on the thread count.
+// the call, the last one padded with copies of its first: a matrix's result depends neither on the batch size nor on
+// the thread count.
 #include "interleaved.hpp"
 
 #include <algorithm>
@@ -74,17 +75,18 @@ std::array<const T*, width<T>> lanes_of(const T* data, std::int64_t stride, std:
 
 [[gnu::always_inline]] inline void transpose(Floats* v) {
   Floats s[8], u[8];
-  for (int r = 0; r < 8;
-       r += 2) {  // pairs of rows interleaved: lanes 2c, 2c + 1 of s[r] hold column 2c of rows r, r + 1
+  // Pairs of rows interleaved (lanes 2c, 2c + 1 of s[r] hold column 2c of rows r, r + 1), then fours of rows, then
+  // the two halves.
+  for (int r = 0; r < 8; r += 2) {
     s[r] = __builtin_shufflevector(v[r], v[r + 1], 0, 8, 2, 10, 4, 12, 6, 14);
     s[r + 1] = __builtin_shufflevector(v[r], v[r + 1], 1, 9, 3, 11, 5, 13, 7, 15);
   }
-  for (int r = 0; r < 8; r += 4)  // then fours of rows
+  for (int r = 0; r < 8; r += 4)
     for (int odd = 0; odd < 2; ++odd) {
       u[r + odd] = __builtin_shufflevector(s[r + odd], s[r + 2 + odd], 0, 1, 8, 9, 4, 5, 12, 13);
       u[r + 2 + odd] = __builtin_shufflevector(s[r + odd], s[r + 2 + odd], 2, 3, 10, 11, 6, 7, 14, 15);
     }
-  for (int c = 0; c < 4; ++c) {  // then the two halves
+  for (int c = 0; c < 4; ++c) {
     v[c] = __builtin_shufflevector(u[c], u[c + 4], 0, 1, 2, 3, 8, 9, 10, 11);
     v[c + 4] = __builtin_shufflevector(u[c], u[c + 4], 4, 5, 6, 7, 12, 13, 14, 15);
   }
@@ -128,7 +130,7 @@ void unpack(const V* p, T* dst, std::int64_t stride, std::int64_t first, int use
 // with a shared operand: R independent chains of multiply-adds, and no store per multiply-add. Each element is summed
 // in order of k whatever R, so the blocking does not change a bit.
 
-// sum[r] = init(r) + sign * sum over k in [begin, end) of rows[r n + k] shared[k], for r < R.
+// sum[r] -= (or +=, unless subtract) rows[r n + k] shared[k] for k in [begin, end), in order of k, for r < R.
 template <int R, class V>
 [[gnu::always_inline]] inline void dots(V* sum, const V* rows, std::int64_t n, const V* shared, std::int64_t begin,
                                         std::int64_t end, bool subtract) {

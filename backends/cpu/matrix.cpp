@@ -386,6 +386,40 @@ Eigen::Index cholesky_upper_split(M& a) {
   return -1;
 }
 
+// interleaved_cholesky's contract (interleaved.hpp) for any order, by cholesky_upper (cholesky_upper_split for a
+// single large matrix).
+void cholesky_by_panels(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a, void* l,
+                        std::int64_t stride_l, bool lower_only, bool nan_rows, std::int32_t* info) {
+  visit_float_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const bool split = split_single(count, n) && n >= cholesky_split_min_order;
+    const auto factor = [&](std::int64_t i) {
+      const T* src = static_cast<const T*>(a) + i * stride_a;
+      T* dst = static_cast<T*>(l) + i * stride_l;
+      if (src != dst) std::copy(src, src + n * n, dst);
+      Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> c(dst, n, n);  // = A^T
+      Eigen::Index failed = split ? cholesky_upper_split(c) : cholesky_upper(c);
+      // NaN passes the positivity test: report the first non-finite pivot the same way, or the
+      // failure, whichever comes first.
+      for (Eigen::Index j = 0; j < (failed < 0 ? n : failed); ++j)
+        if (!std::isfinite(c(j, j))) {
+          failed = j;
+          break;
+        }
+      // A's strict upper triangle, cache lines the factorization never touches: zeroing them costs
+      // a tenth of its time at order 256, so a caller that reads only the lower triangle skips it.
+      if (!lower_only) c.template triangularView<Eigen::StrictlyLower>().setZero();
+      if (failed < 0) return;
+      info[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(failed + 1);
+      if (nan_rows)  // rows failed.. of the row-major factor are columns failed.. of c
+        c.rightCols(n - failed).setConstant(std::numeric_limits<T>::quiet_NaN());
+    };
+    if (split) return factor(0);  // its own parallel regions
+    // A workspace that cannot grow raises, not a matrix that is not positive definite (that is in info).
+    for_each_matrix(count, n * n * n / 3, [&](NoState&, std::int64_t i) { factor(i); });
+  });
+}
+
 }  // namespace
 
 void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const void* a, std::int64_t stride_a,
@@ -394,35 +428,7 @@ void CpuBackend::cholesky(DType dtype, std::int64_t count, std::int64_t n, const
   std::vector<std::int32_t> info(static_cast<std::size_t>(count), 0);
   if (interleaved_order(n))
     interleaved_cholesky(dtype, count, n, a, stride_a, l, stride_l, lower_only, !failure.raise, info.data());
-  else
-    visit_float_dtype(dtype, [&](auto zero) {
-      using T = decltype(zero);
-      const bool split = split_single(count, n) && n >= cholesky_split_min_order;
-      const auto factor = [&](std::int64_t i) {
-        const T* src = static_cast<const T*>(a) + i * stride_a;
-        T* dst = static_cast<T*>(l) + i * stride_l;
-        if (src != dst) std::copy(src, src + n * n, dst);
-        Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>> c(dst, n, n);  // = A^T
-        Eigen::Index failed = split ? cholesky_upper_split(c) : cholesky_upper(c);
-        // NaN passes the positivity test: report the first non-finite pivot the same way, or the
-        // failure, whichever comes first.
-        for (Eigen::Index j = 0; j < (failed < 0 ? n : failed); ++j)
-          if (!std::isfinite(c(j, j))) {
-            failed = j;
-            break;
-          }
-        // A's strict upper triangle, cache lines the factorization never touches: zeroing them costs
-        // a tenth of its time at order 256, so a caller that reads only the lower triangle skips it.
-        if (!lower_only) c.template triangularView<Eigen::StrictlyLower>().setZero();
-        if (failed < 0) return;
-        info[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(failed + 1);
-        if (!failure.raise)  // rows failed.. of the row-major factor are columns failed.. of c
-          c.rightCols(n - failed).setConstant(std::numeric_limits<T>::quiet_NaN());
-      };
-      if (split) return factor(0);  // its own parallel regions
-      // A workspace that cannot grow raises, not a matrix that is not positive definite (that is in info).
-      for_each_matrix(count, n * n * n / 3, [&](NoState&, std::int64_t i) { factor(i); });
-    });
+  else cholesky_by_panels(dtype, count, n, a, stride_a, l, stride_l, lower_only, !failure.raise, info.data());
   if (!failure.raise) return;
   const auto first = std::find_if(info.begin(), info.end(), [](std::int32_t minor) { return minor != 0; });
   if (first != info.end()) failure.report(first - info.begin(), *first);
