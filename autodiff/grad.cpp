@@ -362,5 +362,8 @@ std::pair<std::vector<Tensor>, FlatPullback> vjp_flat(const FlatFunction& f, std
   return {out, std::move(pullback)};
 }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(identity_op, "identity");
+
 }  // namespace detail
 }  // namespace vt

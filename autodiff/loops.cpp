@@ -909,4 +909,8 @@ bool concrete_predicate(const Tensor& pred, bool& value) {
   return true;
 }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(scan_op, "scan", "length carry y has_x reverse first_index");
+VT_REGISTER_OP(while_op, "while_loop", "length carry y has_x reverse first_index");
+
 }  // namespace vt::detail

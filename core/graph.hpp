@@ -234,6 +234,27 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs = {});
 /// op's own `reapply`.
 Tensor reapply(const Node& node, std::vector<Tensor> inputs);
 
+/// Ops by name, for reading a plan back from text (jit's plan text, autodiff/jit/text.cpp): each op's file
+/// registers it once (VT_REGISTER_OP) under a name unique among ops (its `name`, unless two ops share one) with
+/// the names of its attributes' fields in the order of its `fields()`: "axis", a Shape as "axes[]", a DType as
+/// "dtype:dtype", a Device as two integers. An op is found only if its file is linked into the program.
+struct OpRegistration {
+  const OpDef* op = nullptr;
+  std::string_view name;
+  std::string_view attr_names;  ///< space-separated; empty: no attributes, or printed as raw integers
+};
+bool register_op(const OpDef& op, std::string_view name, std::string_view attr_names = {});
+/// By the registered name; null for a name no linked file registered.
+const OpRegistration* registered_op(std::string_view name);
+/// By identity; null for an op no file registered.
+const OpRegistration* registration_of(const OpDef& op);
+#define VT_REGISTER_OP_JOIN(a, b) a##b
+#define VT_REGISTER_OP_NAME(a, b) VT_REGISTER_OP_JOIN(a, b)
+/// At namespace scope beside the OpDef: VT_REGISTER_OP(matmul_op, "matmul", "transpose_a transpose_b ...").
+#define VT_REGISTER_OP(op, ...)                                                         \
+  [[maybe_unused]] static const bool VT_REGISTER_OP_NAME(vt_registered_, __COUNTER__) = \
+      ::vt::register_op(op, __VA_ARGS__)
+
 /// The output type and batching of `op` on inputs of these types; raises on bad input. Shared by
 /// apply and by jit, so both see one set of rules.
 Operand infer_output(const OpDef& op, const std::vector<Operand>& in, const Attrs& attrs);

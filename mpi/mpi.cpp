@@ -494,4 +494,10 @@ void fail_call(std::exception_ptr error) {
 
 }  // namespace detail
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(same_cotangent_op, "mpi_same_cotangent");
+VT_REGISTER_OP(allreduce_op, "mpi_allreduce");
+VT_REGISTER_OP(replicated_op, "mpi_replicated");
+VT_REGISTER_OP(divide_by_global_batch_op, "mpi_divide_by_global_batch");
+
 }  // namespace vt::mpi

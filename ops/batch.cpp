@@ -290,4 +290,14 @@ Tensor broadcast_to_batch(const Tensor& x, const Tensor& like) {
   return apply(broadcast_to_batch_op, {x, like}, pack_attrs(SpreadAttrs{false}));
 }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(broadcast_to_batch_op, "broadcast_to_batch", "mean");
+VT_REGISTER_OP(batch_sum_op, "batch_sum");
+VT_REGISTER_OP(batch_mean_op, "batch_mean");
+VT_REGISTER_OP(batch_max_op, "batch_max");
+VT_REGISTER_OP(as_batch_op, "as_batch");
+VT_REGISTER_OP(unbatch_op, "unbatch");
+VT_REGISTER_OP(traced_as_batch_op, "traced_as_batch", "batch");
+VT_REGISTER_OP(traced_unbatch_op, "traced_unbatch", "batch");
+
 }  // namespace vt

@@ -93,4 +93,7 @@ Tensor cho_solve(const CholeskyFactor& factor, const Tensor& b) {
 
 Tensor solve(const Tensor& a, const Tensor& b) { return cho_solve(cho_factor(a), b); }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(cho_solve_op, "cho_solve");
+
 }  // namespace vt

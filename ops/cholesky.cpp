@@ -126,6 +126,7 @@ bool is_cholesky_factorization(const OpDef& op) {
 }
 
 Attrs factor_attrs(bool lower_only) { return pack_attrs(FactorAttrs{lower_only}); }
+bool factor_lower_only(const Attrs& attrs) { return unpack_attrs<FactorAttrs>(attrs).lower_only; }
 
 Tensor cholesky(const Tensor& a) { return apply(cholesky_op, {a}, factor_attrs(false)); }
 
@@ -140,5 +141,11 @@ CheckedCholesky cholesky_checked(const Tensor& a) {
   return {l, where(greater(failed, zeros({}, a.dtype(), a.device())), (n + 1.0) - failed,
                    zeros({}, a.dtype(), a.device()))};
 }
+
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(cholesky_backward_op, "cholesky_backward");
+VT_REGISTER_OP(cholesky_op, "cholesky", "lower_only");
+VT_REGISTER_OP(cho_factor_op, "cho_factor", "lower_only");
+VT_REGISTER_OP(cholesky_checked_op, "cholesky_checked", "lower_only");
 
 }  // namespace vt

@@ -113,4 +113,7 @@ const OpDef eigh_op{
 
 Eigh eigh(const Tensor& a) { return unpack(apply(eigh_op, {a}), a.shape()); }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(eigh_op, "eigh");
+
 }  // namespace vt

@@ -41,6 +41,7 @@ void unary_forward(const KernelArgs& k) {
                         .in_place = true,                          \
                         .integers = INTEGERS,                      \
                         .elementwise = true};                      \
+  VT_REGISTER_OP(NAME##_op, #NAME);                                \
   Tensor NAME(const Tensor& x) { return apply(NAME##_op, {x}); }   \
   namespace {
 
@@ -524,5 +525,24 @@ Tensor operator/(double a, const Tensor& b) { return div(detail::weak_scalar(b, 
 
 Tensor Tensor::operator-() const { return neg(*this); }
 Tensor Tensor::astype(DType d) const { return vt::astype(*this, d); }
+
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(add_op, "add");
+VT_REGISTER_OP(sub_op, "sub");
+VT_REGISTER_OP(mul_op, "mul");
+VT_REGISTER_OP(div_op, "div");
+VT_REGISTER_OP(pow_base_grad_op, "pow_base_grad");
+VT_REGISTER_OP(pow_op, "pow");
+VT_REGISTER_OP(arctan2_op, "arctan2");
+VT_REGISTER_OP(maximum_op, "maximum");
+VT_REGISTER_OP(minimum_op, "minimum");
+VT_REGISTER_OP(less_op, "less");
+VT_REGISTER_OP(less_equal_op, "less_equal");
+VT_REGISTER_OP(greater_op, "greater");
+VT_REGISTER_OP(greater_equal_op, "greater_equal");
+VT_REGISTER_OP(equal_op, "equal");
+VT_REGISTER_OP(not_equal_op, "not_equal");
+VT_REGISTER_OP(where_op, "where");
+VT_REGISTER_OP(astype_op, "astype", "dtype:dtype");
 
 }  // namespace vt

@@ -183,4 +183,9 @@ Tensor At::add(double value) const { return add(full({}, value, x_.dtype(), x_.d
 
 At at(const Tensor& x, const Tensor& indices, std::int64_t axis) { return At(x, indices, axis); }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(take_op, "take", "axis");
+VT_REGISTER_OP(scatter_add_op, "scatter_add", "axis");
+VT_REGISTER_OP(scatter_set_op, "scatter_set", "axis");
+
 }  // namespace vt

@@ -277,4 +277,11 @@ Tensor diagonal(const Tensor& x) {
 Tensor tril(const Tensor& x, std::int64_t k) { return triangle(x, k, true, "tril"); }
 Tensor triu(const Tensor& x, std::int64_t k) { return triangle(x, k, false, "triu"); }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(slice_op, "slice", "axis start step count length");
+VT_REGISTER_OP(slice_scatter_op, "slice_scatter", "axis start step count length");
+VT_REGISTER_OP(concatenate_op, "concatenate", "axis");
+VT_REGISTER_OP(diagonal_op, "diagonal");
+VT_REGISTER_OP(diag_embed_op, "diag_embed", "rows cols");
+
 }  // namespace vt

@@ -174,4 +174,9 @@ Tensor Tensor::t() const {
 }
 Tensor Tensor::reshape(const Shape& s) const { return vt::reshape(*this, s); }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(reshape_op, "reshape", "shape[]");
+VT_REGISTER_OP(transpose_op, "transpose", "perm[]");
+VT_REGISTER_OP(broadcast_op, "broadcast_to", "shape[]");
+
 }  // namespace vt

@@ -100,4 +100,8 @@ Tensor logdet(const CholeskyFactor& factor) {
 
 Tensor logdet(const Tensor& a) { return logdet(cho_factor(a)); }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(cholesky_inverse_op, "cholesky_inverse");
+VT_REGISTER_OP(logdet_op, "logdet");
+
 }  // namespace vt

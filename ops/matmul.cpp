@@ -320,4 +320,9 @@ Attrs matmul_attrs(MatmulTransposes t, bool symmetric, bool lower_only) {
   return pack_attrs(MatmulAttrs{t.a, t.b, symmetric, lower_only});
 }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(matmul_op, "matmul", "transpose_a transpose_b symmetric lower_only");
+VT_REGISTER_OP(matmul_add_diagonal_op, "matmul_add_diagonal", "transpose_a transpose_b symmetric lower_only");
+VT_REGISTER_OP(matmul_batch_sum_op, "matmul_batch_sum", "transpose_a transpose_b symmetric lower_only");
+
 }  // namespace vt

@@ -128,4 +128,7 @@ const OpDef qr_op{.name = "qr", .infer = qr_type, .forward = qr_forward, .adjoin
 
 QR qr(const Tensor& a) { return unpack(apply(qr_op, {a}), a.shape()); }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(qr_op, "qr");
+
 }  // namespace vt

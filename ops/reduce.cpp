@@ -204,4 +204,9 @@ bool is_sum_over(const OpDef& op, const Attrs& attrs, const Axes& axes) {
   return a.axes == axes;
 }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(sum_op, "sum", "keepdims axes[]");
+VT_REGISTER_OP(max_op, "max", "keepdims axes[]");
+VT_REGISTER_OP(cumsum_op, "cumsum", "axis reverse");
+
 }  // namespace vt

@@ -113,4 +113,8 @@ Tensor segment_mean(const Tensor& data, const Tensor& segment_ids, std::int64_t 
   return total / reshape(count, per_row);
 }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(segment_sum_op, "segment_sum", "num_segments");
+VT_REGISTER_OP(segment_max_op, "segment_max", "num_segments");
+
 }  // namespace vt

@@ -20,4 +20,7 @@ Tensor stop_gradient(const Tensor& x) {
   return apply(stop_gradient_op, {x});
 }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(stop_gradient_op, "stop_gradient");
+
 }  // namespace vt

@@ -47,4 +47,7 @@ Tensor to_device(const Tensor& x, Device device) {
 
 Tensor Tensor::to(Device d) const { return to_device(*this, d); }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(to_device_op, "to_device", "to_kind to_index from_kind from_index");
+
 }  // namespace vt

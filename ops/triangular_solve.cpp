@@ -87,4 +87,7 @@ Tensor triangular_solve(const Tensor& t, const Tensor& b, bool lower, bool trans
   return apply(triangular_solve_op, {astype(t, d), astype(b, d)}, pack_attrs(TriangleAttrs{lower, transpose}));
 }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(triangular_solve_op, "triangular_solve", "lower transpose");
+
 }  // namespace vt

@@ -2,11 +2,16 @@
 // the plan and is named in PlanSummary::passes; turned off (JitOptions::passes, VTAPE_JIT_PASSES)
 // it is not, and the results agree; on a program where its identity does not hold it changes
 // nothing. The table itself: names unique, documented in docs/ARCHITECTURE.md, bad selections refused.
+#include <dirent.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -206,6 +211,86 @@ TEST_CASE("every optional pass fires where its identity holds, keeps the values,
   // Every optional pass of the table has its case.
   for (const detail::Pass& p : detail::plan_passes())
     if (p.optional) CHECK(std::find(tested.begin(), tested.end(), p.name) != tested.end());
+}
+
+namespace {
+
+// The plan a program's jit builds for these arguments, and the text of it dumped (VTAPE_JIT_DUMP) as traced and
+// after every pass that changed it, in the pipeline's order: (pass, text).
+std::pair<std::shared_ptr<const detail::Plan>, std::vector<std::pair<std::string, std::string>>> plan_and_dumps(
+    const Program& p, const std::vector<Tensor>& args) {
+  char dir[] = "/tmp/vtape_dump_XXXXXX";
+  REQUIRE(::mkdtemp(dir) != nullptr);
+  ::setenv("VTAPE_JIT_DUMP", dir, 1);
+  detail::JitCache cache(JitOptions{.cache_bytes = planner_cache});
+  const auto entry = cache.get(
+      args,
+      [&](const std::vector<Tensor>& symbolic) {
+        return detail::Traced{p(symbolic), {}};
+      },
+      false);
+  ::unsetenv("VTAPE_JIT_DUMP");
+  std::vector<std::string> files;
+  if (DIR* d = ::opendir(dir)) {
+    while (const dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') files.emplace_back(e->d_name);
+    ::closedir(d);
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<std::pair<std::string, std::string>> dumps;
+  for (const std::string& f : files) {
+    const std::string path = std::string(dir) + "/" + f;
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    // plan<N>-<KK>-<pass>.txt
+    const std::size_t dash = f.find('-', f.find('-') + 1);
+    dumps.emplace_back(f.substr(dash + 1, f.size() - dash - 5), text.str());
+    CHECK(f.starts_with("plan"));
+    std::remove(path.c_str());
+  }
+  ::rmdir(dir);
+  return {entry->plan, dumps};
+}
+
+std::string without_passes_marks(std::string text) {
+  for (std::size_t at; (at = text.find(" by=")) != std::string::npos;) text.erase(at, text.find('\n', at) - at);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("plan text: every case's plans read back, run, and each pass re-run on its text gives the pipeline's",
+          "[jit][passes][text]") {
+  for (const Case& c : cases())
+    for (const bool firing : {true, false}) {
+      INFO(c.pass << (firing ? " (firing)" : " (refusing)"));
+      const std::vector<Tensor>& args = firing ? c.fires_on : c.refuses_on;
+      const auto [plan, dumps] = plan_and_dumps(firing ? c.fires : c.refuses, args);
+      std::map<int, Tensor> constants;
+      for (std::size_t v = 0; v < plan->values.size(); ++v)
+        if (plan->values[v].kind == detail::PlanValue::Kind::constant)
+          constants.emplace(static_cast<int>(v), plan->values[v].constant);
+      // The finished plan: the same text back, and the same results when the plan read from it runs.
+      const std::string text = detail::plan_text(*plan);
+      const std::shared_ptr<detail::Plan> read = detail::parse_plan(text, constants);
+      CHECK(detail::plan_text(*read) == text);
+      detail::verify_plan(*read, "parse_plan");
+      require_same(detail::run_plan(*read, args), detail::run_plan(*plan, args));
+      // The dumps: the trace first, the finished plan last; each pass on the text before it gives its own.
+      REQUIRE(dumps.size() >= 2);
+      CHECK(dumps.front().first == "trace");
+      CHECK(without_passes_marks(dumps.back().second) == without_passes_marks(text));
+      for (std::size_t k = 1; k < dumps.size(); ++k) {
+        INFO("pass " << dumps[k].first);
+        const std::shared_ptr<detail::Plan> before = detail::parse_plan(dumps[k - 1].second, constants);
+        detail::run_pass(*before, dumps[k].first);
+        CHECK(without_passes_marks(detail::plan_text(*before)) == without_passes_marks(dumps[k].second));
+      }
+      // The pass of the case is among the dumps exactly where it changed the plan.
+      const bool dumped = std::any_of(dumps.begin(), dumps.end(), [&](const auto& d) { return d.first == c.pass; });
+      CHECK(dumped == firing);
+    }
 }
 
 TEST_CASE("the pass table: unique names, each in docs/ARCHITECTURE.md, selections checked", "[jit][passes]") {

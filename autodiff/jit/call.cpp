@@ -223,4 +223,7 @@ std::optional<std::vector<Tensor>> call_as_op(const std::shared_ptr<Function>& f
   return unpack_results(apply(call_op, args, std::move(attrs)), result_shapes(plan));
 }
 
+// Under their names, for jit's plan text (core/graph.hpp).
+VT_REGISTER_OP(call_op, "jit");
+
 }  // namespace vt::detail

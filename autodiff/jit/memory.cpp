@@ -80,6 +80,7 @@ void split_into_segments(Plan& plan) {
   if (!any_large) return;
   plan_memory(plan);  // the sizes without segments, for the cost model: without a larger chunk, segments buy nothing
   if (!larger_chunks_pay(plan)) return;
+  plan.memory_planned = false;                    // the segments change the layout: plan_memory runs again
   std::vector<int> seen(plan.values.size(), -1);  // by root: the last segment that counted its bytes
   for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
     if (plan.segments.empty() || plan.segments.back().by_sub_chunks == whole[i])
@@ -205,6 +206,7 @@ void plan_memory(Plan& plan) {
     if (static_cast<int>(v) != pv.root || !in_arena(pv) || pv.offset < 0 || !small(pv)) continue;
     pv.offset += pv.batched ? batched.size() : fixed.size();
   }
+  plan.memory_planned = true;
   plan.arena_local = local.size();
   plan.arena_batched = checked_add(batched.size(), small_batched.size(), "jit", "the plan's memory");
   plan.arena_fixed = checked_add(fixed.size(), small_fixed.size(), "jit", "the plan's memory");

@@ -951,20 +951,27 @@ bool reads_lower_triangle_only(const PlanStep& s, std::size_t k) {
 // factorization's A, a solve's or logdet's factor) or holds it as a handle, through aliases of the
 // same shape (stop_gradient); any other reader, or the value being a result, keeps it whole. Runs
 // after eliminate_dead_steps, so that the readers are the plan's own.
-void mark_lower_only_outputs(Plan& plan) {
-  std::vector<bool> whole(plan.values.size(), false);  // some reader needs more than the lower triangle
+std::vector<bool> values_read_whole(const Plan& plan) {
+  std::vector<bool> whole(plan.values.size(), false);
   for (int v : plan.outputs) whole[static_cast<std::size_t>(v)] = true;
-  for (const PlanStep& s : plan.steps)
-    for (std::size_t k = 0; k < s.in.size(); ++k)
-      if (!s.op->aliases_input && !reads_lower_triangle_only(s, k)) whole[static_cast<std::size_t>(s.in[k])] = true;
+  for (const auto* steps : {&plan.folds, &plan.steps})
+    for (const PlanStep& s : *steps)
+      for (std::size_t k = 0; k < s.in.size(); ++k)
+        if (!s.op->aliases_input && !reads_lower_triangle_only(s, k)) whole[static_cast<std::size_t>(s.in[k])] = true;
   // An alias is read as its input is: back to front, so that chains of aliases pass it on.
-  for (auto s = plan.steps.rbegin(); s != plan.steps.rend(); ++s) {
-    if (!s->op->aliases_input) continue;
-    const PlanValue &in = plan.values[static_cast<std::size_t>(s->in[0])],
-                    &out = plan.values[static_cast<std::size_t>(s->out)];
-    if (whole[static_cast<std::size_t>(s->out)] || in.shape != out.shape || in.batched != out.batched)
-      whole[static_cast<std::size_t>(s->in[0])] = true;
-  }
+  for (const auto* steps : {&plan.steps, &plan.folds})
+    for (auto s = steps->rbegin(); s != steps->rend(); ++s) {
+      if (!s->op->aliases_input) continue;
+      const PlanValue &in = plan.values[static_cast<std::size_t>(s->in[0])],
+                      &out = plan.values[static_cast<std::size_t>(s->out)];
+      if (whole[static_cast<std::size_t>(s->out)] || in.shape != out.shape || in.batched != out.batched)
+        whole[static_cast<std::size_t>(s->in[0])] = true;
+    }
+  return whole;
+}
+
+void mark_lower_only_outputs(Plan& plan) {
+  const std::vector<bool> whole = values_read_whole(plan);
   for (PlanStep& s : plan.steps) {
     if (whole[static_cast<std::size_t>(s.out)]) continue;
     if ((s.op == &matmul_op || s.op == &matmul_add_diagonal_op) && matmul_symmetric(s.attrs))

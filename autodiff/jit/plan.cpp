@@ -2,6 +2,8 @@
 // then build_plan runs the passes and the memory planner and precomputes each kernel's views, so
 // that a call does only what depends on its arguments and batch size.
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <charconv>
 #include <cstdlib>
 #include <string>
@@ -74,8 +76,8 @@ class Builder {
   std::unordered_map<std::string, int> cse_;
 };
 
-// What every kernel step's views are for any batch size, with no data: a call patches the
-// pointers and the batch axis's size instead of recomputing strides and allocating per step.
+}  // namespace
+
 void precompute_views(Plan& plan) {
   std::vector<Operand> in;
   for (PlanStep& s : plan.steps) {
@@ -84,7 +86,10 @@ void precompute_views(Plan& plan) {
     for (int v : s.in) in.push_back(plan.values[static_cast<std::size_t>(v)].operand());
     s.views = kernel_views(in, plan.values[static_cast<std::size_t>(s.out)].operand(), 0);
   }
+  plan.views_computed = true;
 }
+
+namespace {
 
 // A plan runs at one batch size. Mapping over a plain argument (vmap or as_batch of it) fixes it;
 // a batched argument's is a run-time value. Where the two meet in a step (vmap(f)(plain, batched))
@@ -186,20 +191,50 @@ PlanShape shape_of(const Plan& plan) {
   return {plan.steps.size(), plan.folds.size(), plan.fused.size(), plan.segments.size(), plan.chunkable};
 }
 
+// VTAPE_JIT_DUMP=DIR: each plan's text as traced and after every pass that changed it, one file each,
+// DIR/plan<N>-<KK>-<pass>.txt (N counts the process's plans, KK the pass's place in the pipeline).
+class Dump {
+ public:
+  Dump() {
+    const char* dir = std::getenv("VTAPE_JIT_DUMP");
+    if (!dir || !*dir) return;
+    static std::atomic<int> plans{0};
+    prefix_ = fmt::format("{}/plan{}", dir, plans++);
+  }
+  void write(const Plan& plan, int pass, const char* name) const {
+    if (prefix_.empty()) return;
+    const std::string path = fmt::format("{}-{:02}-{}.txt", prefix_, pass + 1, name);
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) fail("jit: VTAPE_JIT_DUMP cannot write {}; it names a folder that exists", path);
+    const std::string text = plan_text(plan);
+    const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (std::fclose(f) != 0 || !written) fail("jit: VTAPE_JIT_DUMP could not write {}", path);
+  }
+
+ private:
+  std::string prefix_;
+};
+
 // Runs the pipeline; a step that an optional pass makes or changes is marked as its, and the passes that changed
-// anything are named in the summary.
+// anything are named in the summary. Verified after every pass where asked (verify_after_passes).
 void run_passes(Plan& plan, const std::string& selection) {
   const std::vector<Pass>& passes = plan_passes();
   std::vector<bool> enabled(passes.size(), true);
   if (const char* env = std::getenv("VTAPE_JIT_PASSES")) select_passes(env, enabled, "VTAPE_JIT_PASSES");
   select_passes(selection, enabled, "JitOptions::passes");
+  const bool verify = verify_after_passes();
+  const Dump dump;
+  if (verify) verify_plan(plan, "the trace");
+  dump.write(plan, -1, "trace");
   std::unordered_set<std::uint64_t> before;
   for (std::size_t k = 0; k < passes.size(); ++k) {
     const Pass& pass = passes[k];
     if (!enabled[k] || (pass.scope == PassScope::cpu && plan.device != Device::cpu())) continue;
     if (!plan.runs_op_by_op.empty()) return;
-    if (!pass.optional) {
+    if (!pass.optional) {  // a stage every plan needs: taken as a change, whatever it did
       pass.run(plan);
+      if (verify) verify_plan(plan, pass.name);
+      dump.write(plan, static_cast<int>(k), pass.name);
       continue;
     }
     before.clear();
@@ -212,7 +247,10 @@ void run_passes(Plan& plan, const std::string& selection) {
         s.made_by = static_cast<int>(k);
         changed = true;
       }
-    if (changed) plan.summary.passes.emplace_back(pass.name);
+    if (verify) verify_plan(plan, pass.name);
+    if (!changed) continue;
+    plan.summary.passes.emplace_back(pass.name);
+    dump.write(plan, static_cast<int>(k), pass.name);
   }
 }
 
@@ -290,6 +328,13 @@ const std::vector<Pass>& plan_passes() {
        .rule = "runs of elementwise steps tile by tile (on a GPU a tile would be a kernel launch)"},
   };
   return passes;
+}
+
+void run_pass(Plan& plan, std::string_view name) {
+  const std::vector<Pass>& passes = plan_passes();
+  const auto it = std::find_if(passes.begin(), passes.end(), [&](const Pass& p) { return name == p.name; });
+  if (it == passes.end()) fail("jit: no pass is named {}", name);
+  it->run(plan);
 }
 
 void select_passes(const std::string& selection, std::vector<bool>& enabled, const char* where) {

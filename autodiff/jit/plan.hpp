@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../../core/graph.hpp"
@@ -90,6 +91,9 @@ class Plan {
   std::int64_t arena_batched = 0, arena_fixed = 0;
   // The batch size, when a step fixes it (vmap or as_batch of a plain argument), else -1: every call.
   std::int64_t fixed_batch = -1;
+  // Whether precompute_views has set every step's views, and whether plan_memory's layout is that of the steps as they
+  // are (split_into_segments plans the memory for its cost model, then changes what the layout depends on).
+  bool views_computed = false, memory_planned = false;
   // Why the plan cannot serve the function, whose calls then run it op by op (the pipeline stops there); empty: it
   // runs. A plan has one batch size, where the function maps over plain tensors of two sizes.
   std::string runs_op_by_op;
@@ -209,6 +213,37 @@ void select_passes(const std::string& selection, std::vector<bool>& enabled, con
 
 // The plan as text, one line per step (Jitted::explain), at this batch size (0: unbatched arguments).
 std::string explain_plan(const Plan& plan, std::int64_t batch);
+
+// The whole plan as text (autodiff/jit/text.cpp): every value that no step makes, every fold and step with its
+// attributes by name and its type, the memory layout and schedule where the pipeline has set them, the results.
+// parse_plan reads it back (plan_text(parse_plan(plan_text(p))) == plan_text(p)), taking the data of constants
+// written as <elided> (large, batched or on a device) from `constants`, by value index; it raises naming the line
+// for text it cannot read, and cannot read a step holding a function (a loop's body). The run-time state (arenas,
+// recordings, folded values) is not part of it.
+std::string plan_text(const Plan& plan);
+std::shared_ptr<Plan> parse_plan(std::string_view text, const std::map<int, Tensor>& constants = {});
+// A step's op and its attributes by name, as plan_text writes them ("matmul transpose_a=0 ...").
+std::string step_text(const Plan& plan, const PlanStep& step);
+
+// Checks what every pass must leave right (autodiff/jit/verify.cpp) and raises std::logic_error naming `after` (the
+// pass just run) and the first thing wrong: every value made by one step or fold, which its producer names; no step
+// reading a value before a step makes it; each step's output type what its op's shape rule gives; results defined;
+// a product marked symmetric square, and a mark that leaves an upper triangle unwritten only where no reader reads
+// it; once the memory is planned, every arena buffer inside its arena and disjoint from every buffer alive at the
+// same step. build_plan runs it after every pass where VTAPE_JIT_VERIFY is set (not "0"), and always in builds
+// without NDEBUG.
+void verify_plan(const Plan& plan, std::string_view after);
+// Whether run_passes verifies after every pass (VTAPE_JIT_VERIFY, or a debug build).
+bool verify_after_passes();
+// Runs one pass of plan_passes() by name on a plan (tests, and a plan read from text); raises for an unknown name.
+void run_pass(Plan& plan, std::string_view name);
+
+// What every kernel step's views are for any batch size, with no data: a call patches the pointers and the batch
+// axis's size instead of recomputing strides and allocating per step.
+void precompute_views(Plan& plan);
+// By value: some step, fold or result reads more of it than its lower triangle, aliases of one shape passing their
+// readers' needs on (mark_lower_only_outputs).
+std::vector<bool> values_read_whole(const Plan& plan);
 // Examples per chunk for a call at this batch size, or 0: every step over the whole batch (execute.cpp).
 std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch);
 // Whether a chunk larger than the cache pays for this plan at a large enough batch size: it reads a large shared

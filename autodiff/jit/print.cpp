@@ -176,8 +176,8 @@ std::string explain_plan(const Plan& plan, std::int64_t batch) {
   };
   for (std::size_t f = 0; f < plan.folds.size(); ++f) {
     const PlanStep& s = plan.folds[f];
-    rows.push_back({fmt::format("f{}", f), std::string(s.op->name), inputs(s), typed(plan, s.out), "first call", "-",
-                    "kept", made_by(s)});
+    rows.push_back({fmt::format("f{}", f), step_text(plan, s), inputs(s), typed(plan, s.out), "first call", "-", "kept",
+                    made_by(s)});
   }
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& s = plan.steps[i];
@@ -188,7 +188,7 @@ std::string explain_plan(const Plan& plan, std::int64_t batch) {
              : sub[i] > 0          ? fmt::format("per {} ex", sub[i])
                                    : "per chunk";
     else if (plan.values[static_cast<std::size_t>(s.out)].batched) runs = "whole batch";
-    rows.push_back({fmt::format("{}", i), std::string(s.op->name), inputs(s), typed(plan, s.out), runs, run[i],
+    rows.push_back({fmt::format("{}", i), step_text(plan, s), inputs(s), typed(plan, s.out), runs, run[i],
                     buffer(plan, s, slot[i]), made_by(s)});
   }
   std::array<std::size_t, 8> width{};

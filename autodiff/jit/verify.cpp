@@ -1,0 +1,248 @@
+// What every pass must leave right (plan.hpp, verify_plan), checked from the plan alone, so that a pass that breaks
+// a producer, a type, a mark or a buffer fails where it ran, naming itself, instead of in a later pass or a wrong
+// result.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../../ops/cholesky.hpp"
+#include "../../ops/matmul.hpp"
+#include "plan.hpp"
+
+namespace vt::detail {
+
+namespace {
+
+class Verifier {
+ public:
+  Verifier(const Plan& plan, std::string_view after) : plan_(plan), after_(after) {}
+
+  void run() {
+    producers();
+    order(plan_.folds, "fold");
+    order(plan_.steps, "step");
+    for (int v : plan_.outputs) {
+      if (!valid(v)) wrong("a result is %{}, which is not a value", v);
+      const PlanValue& pv = value(v);
+      if (pv.kind == PlanValue::Kind::computed && pv.producer < 0) wrong("the result %{} has no producer", v);
+    }
+    types(plan_.folds, "fold");
+    types(plan_.steps, "step");
+    marks();
+    memory();
+  }
+
+ private:
+  template <class... Args>
+  [[noreturn]] void wrong(fmt::format_string<Args...> format, Args&&... args) const {
+    throw std::logic_error(fmt::format("vtape: jit: the plan is wrong after the pass {}: {}", after_,
+                                       fmt::format(format, std::forward<Args>(args)...)));
+  }
+
+  bool valid(int v) const { return v >= 0 && static_cast<std::size_t>(v) < plan_.values.size(); }
+  const PlanValue& value(int v) const { return plan_.values[static_cast<std::size_t>(v)]; }
+
+  // Each step's and fold's output is a value of its kind whose producer is that step, and each such value's producer
+  // makes it.
+  void producers() const {
+    const auto check = [&](const std::vector<PlanStep>& steps, PlanValue::Kind kind, const char* what) {
+      for (std::size_t i = 0; i < steps.size(); ++i) {
+        const int out = steps[i].out;
+        if (!valid(out)) wrong("{} {} writes %{}, which is not a value", what, i, out);
+        if (value(out).kind != kind || value(out).producer != static_cast<int>(i))
+          wrong("{} {} makes %{}, whose producer is {} (of kind {})", what, i, out, value(out).producer,
+                static_cast<int>(value(out).kind));
+      }
+    };
+    check(plan_.steps, PlanValue::Kind::computed, "step");
+    check(plan_.folds, PlanValue::Kind::folded, "fold");
+    for (std::size_t v = 0; v < plan_.values.size(); ++v) {
+      const PlanValue& pv = plan_.values[v];
+      const std::vector<PlanStep>* steps = pv.kind == PlanValue::Kind::computed ? &plan_.steps
+                                           : pv.kind == PlanValue::Kind::folded ? &plan_.folds
+                                                                                : nullptr;
+      if (!steps || pv.producer < 0) continue;
+      if (static_cast<std::size_t>(pv.producer) >= steps->size() ||
+          (*steps)[static_cast<std::size_t>(pv.producer)].out != static_cast<int>(v))
+        wrong("%{} names step {} as its producer, which does not make it", v, pv.producer);
+    }
+  }
+
+  // No step reads a value before its producer runs: folds run first, in order, then the steps in order.
+  void order(const std::vector<PlanStep>& steps, const char* what) const {
+    const bool folds = &steps == &plan_.folds;
+    for (std::size_t i = 0; i < steps.size(); ++i)
+      for (int v : steps[i].in) {
+        if (!valid(v)) wrong("{} {} reads %{}, which is not a value", what, i, v);
+        const PlanValue& pv = value(v);
+        const bool ready = pv.kind == PlanValue::Kind::input      ? !folds
+                           : pv.kind == PlanValue::Kind::constant ? true
+                           : pv.kind == PlanValue::Kind::folded
+                               ? !folds || pv.producer < static_cast<int>(i)
+                               : !folds && pv.producer >= 0 && pv.producer < static_cast<int>(i);
+        if (!ready) wrong("{} {} reads %{} before anything makes it", what, i, v);
+      }
+  }
+
+  // Each output's type and batching are what the op's shape rule gives for its inputs (ops outside apply's batching
+  // rule, as_batch and unbatch of a traced tensor, by type only).
+  void types(const std::vector<PlanStep>& steps, const char* what) const {
+    std::vector<Operand> in;
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const PlanStep& s = steps[i];
+      if (!s.op->infer) continue;
+      in.clear();
+      for (int v : s.in) in.push_back(value(v).operand());
+      Operand out;
+      try {
+        out = infer_output(*s.op, in, s.attrs);
+      } catch (const std::exception& e) {
+        wrong("{} {} ({}) is refused by its shape rule: {}", what, i, s.op->name, e.what());
+      }
+      const PlanValue& pv = value(s.out);
+      if (out.dtype != pv.dtype || out.shape != pv.shape || (!s.op->reapply && out.batched != pv.batched))
+        wrong("{} {} ({}) makes %{} of type {}{}[{}], where its shape rule gives {}{}[{}]", what, i, s.op->name, s.out,
+              pv.batched ? "B " : "", name_of(pv.dtype), fmt::join(pv.shape, ","), out.batched ? "B " : "",
+              name_of(out.dtype), fmt::join(out.shape, ","));
+    }
+  }
+
+  // A product marked symmetric is square, op(a) the transpose's shape of op(b); a triangle left unwritten is one that
+  // nothing reads.
+  void marks() const {
+    const std::vector<bool> whole = values_read_whole(plan_);
+    const auto check = [&](const std::vector<PlanStep>& steps, const char* what) {
+      for (std::size_t i = 0; i < steps.size(); ++i) {
+        const PlanStep& s = steps[i];
+        bool lower_only = false;
+        if (s.op == &matmul_op || s.op == &matmul_add_diagonal_op) {
+          lower_only = matmul_lower_only(s.attrs);
+          if (lower_only && !matmul_symmetric(s.attrs)) wrong("{} {} is lower_only but not symmetric", what, i);
+          if (matmul_symmetric(s.attrs)) symmetric_shapes(s, what, i);
+        } else if (is_cholesky_factorization(*s.op)) {
+          lower_only = factor_lower_only(s.attrs);
+        }
+        if (lower_only && whole[static_cast<std::size_t>(s.out)])
+          wrong("{} {} ({}) leaves %{}'s upper triangle unwritten, but a reader or a result reads it whole", what, i,
+                s.op->name, s.out);
+      }
+    };
+    check(plan_.folds, "fold");
+    check(plan_.steps, "step");
+  }
+
+  void symmetric_shapes(const PlanStep& s, const char* what, std::size_t i) const {
+    const Shape &a = value(s.in[0]).shape, &b = value(s.in[1]).shape, &out = value(s.out).shape;
+    const MatmulTransposes t = matmul_transposes(s.attrs);
+    const bool square = out.size() >= 2 && out[out.size() - 1] == out[out.size() - 2];
+    const auto rows = [](const Shape& x, bool transposed) { return x[x.size() - (transposed ? 1 : 2)]; };
+    const auto cols = [](const Shape& x, bool transposed) { return x[x.size() - (transposed ? 2 : 1)]; };
+    if (!square || a.size() < 2 || b.size() < 2 || rows(a, t.a) != cols(b, t.b) || cols(a, t.a) != rows(b, t.b))
+      wrong("{} {} is marked symmetric, but multiplies [{}] by [{}] into [{}]", what, i, fmt::join(a, ","),
+            fmt::join(b, ","), fmt::join(out, ","));
+  }
+
+  struct Buffer {
+    int value;
+    int arena;  // 0 batched, 1 fixed, 2 sub-chunk
+    std::int64_t begin, end;
+    int first, last;  // the steps between which it is alive
+    int last_read;    // its last reader (or maker): a step that may take the buffer over in place
+  };
+
+  // Once plan_memory has run: roots consistent, every arena buffer inside its arena, buffers alive at one step
+  // disjoint (an in-place step's output may take the buffer of the input 0 that dies there).
+  void memory() const {
+    if (!plan_.memory_planned) return;
+    for (std::size_t v = 0; v < plan_.values.size(); ++v) {
+      const PlanValue& pv = plan_.values[v];
+      if (!valid(pv.root) || value(pv.root).root != pv.root) wrong("%{}'s root %{} is not a root", v, pv.root);
+    }
+    for (const PlanStep& s : plan_.steps) {
+      const int expected = s.op->aliases_input ? value(s.in[0]).root : s.out;
+      if (value(s.out).root != expected)
+        wrong("%{} ({}) has the root %{}, not %{}", s.out, s.op->name, value(s.out).root, expected);
+    }
+    const std::vector<Buffer> buffers = arena_buffers();
+    // Buffers handed over in place, step after step, are one: by buffer, the first of its chain.
+    std::vector<std::size_t> chain(buffers.size());
+    for (std::size_t y = 0; y < buffers.size(); ++y) {
+      chain[y] = y;
+      for (std::size_t x = 0; x < y; ++x)
+        if (handed_over(buffers[x], buffers[y])) chain[y] = chain[x];
+    }
+    for (std::size_t x = 0; x < buffers.size(); ++x)
+      for (std::size_t y = x + 1; y < buffers.size(); ++y) {
+        const Buffer &a = buffers[x], &b = buffers[y];
+        if (a.arena != b.arena || a.end <= b.begin || b.end <= a.begin || chain[x] == chain[y]) continue;
+        if (a.last < b.first || b.last < a.first) continue;
+        wrong(
+            "%{} and %{} share bytes of an arena ([{}, {}) and [{}, {})) while both are alive (steps {}-{} and {}-{})",
+            a.value, b.value, a.begin, a.end, b.begin, b.end, a.first, a.last, b.first, b.last);
+      }
+  }
+
+  // b's step takes over a's buffer in place: a dies at that step, its input 0.
+  bool handed_over(const Buffer& a, const Buffer& b) const {
+    // Under sub-chunks too: the step writes each example over the one it reads.
+    if (a.last_read != b.first || a.begin != b.begin) return false;
+    const PlanStep& s = plan_.steps[static_cast<std::size_t>(b.first)];
+    return s.op->in_place && value(s.in[0]).root == a.value;
+  }
+
+  std::vector<Buffer> arena_buffers() const {
+    std::vector<int> last(plan_.values.size(), -1);
+    for (std::size_t i = 0; i < plan_.steps.size(); ++i) {
+      const PlanStep& s = plan_.steps[i];
+      for (std::size_t k = 0; k < s.in.size(); ++k)
+        if (!(s.op->handle_inputs >> k & 1u) || s.op->aliases_input)
+          last[static_cast<std::size_t>(value(s.in[k]).root)] = static_cast<int>(i);
+    }
+    std::vector<Buffer> buffers;
+    for (std::size_t v = 0; v < plan_.values.size(); ++v) {
+      const PlanValue& pv = plan_.values[v];
+      if (pv.root != static_cast<int>(v) || pv.kind != PlanValue::Kind::computed || pv.output_buffer || pv.producer < 0)
+        continue;
+      const std::int64_t bytes = (pv.bytes() + 63) / 64 * 64;
+      const int arena = pv.local ? 2 : pv.batched ? 0 : 1;
+      const std::int64_t size = arena == 2 ? plan_.arena_local : arena == 0 ? plan_.arena_batched : plan_.arena_fixed;
+      if (pv.offset < 0 || pv.offset + bytes > size)
+        wrong("%{} lies at [{}, {}), outside its arena of {} bytes", v, pv.offset, pv.offset + bytes, size);
+      const int read = std::max(last[v], pv.producer);
+      int end = read;
+      // A segment run by sub-chunks runs all its steps for one sub-chunk before the next: a chunk-arena buffer that
+      // dies inside it lives to its end.
+      for (const Plan::Segment& seg : plan_.segments)
+        if (pv.batched && !pv.local && seg.by_sub_chunks && static_cast<std::size_t>(end) >= seg.first &&
+            static_cast<std::size_t>(end) < seg.last)
+          end = static_cast<int>(seg.last) - 1;
+      buffers.push_back({static_cast<int>(v), arena, pv.offset, pv.offset + bytes, pv.producer, end, read});
+    }
+    std::sort(buffers.begin(), buffers.end(), [](const Buffer& a, const Buffer& b) { return a.first < b.first; });
+    return buffers;
+  }
+
+  const Plan& plan_;
+  std::string_view after_;
+};
+
+}  // namespace
+
+void verify_plan(const Plan& plan, std::string_view after) {
+  if (plan.runs_op_by_op.empty()) Verifier(plan, after).run();
+}
+
+bool verify_after_passes() {
+#ifndef NDEBUG
+  return true;
+#else
+  const char* env = std::getenv("VTAPE_JIT_VERIFY");
+  return env && *env && std::string_view(env) != "0";
+#endif
+}
+
+}  // namespace vt::detail
