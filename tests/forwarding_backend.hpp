@@ -79,10 +79,14 @@ class ForwardingBackend : public Backend {
   Device device_;
 };
 
-// A CPU-computing device that counts the bytes it holds, and their peak.
+// A CPU-computing device that counts the bytes it holds, and their peak, and the bytes copied from it to the host.
 class MemoryWatcher final : public ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
+  void to_host(void* host, const void* src, std::size_t bytes) override {
+    read += bytes;
+    ForwardingBackend::to_host(host, src, bytes);
+  }
   void* allocate(std::size_t bytes) override {
     live += bytes;
     peak = std::max(peak, live);
@@ -92,7 +96,7 @@ class MemoryWatcher final : public ForwardingBackend {
     live -= bytes;
     ForwardingBackend::deallocate(p, bytes);
   }
-  std::size_t live = 0, peak = 0;
+  std::size_t live = 0, peak = 0, read = 0;
 };
 
 }  // namespace vt::testing

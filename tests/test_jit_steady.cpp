@@ -52,6 +52,40 @@ TEST_CASE("compiling a gradient does not compute on a large captured constant", 
   require_close(unbatch(g), unbatch(ge), 1e-12);
 }
 
+TEST_CASE("a captured tensor's values are read by the first plan that asks, not by later ones", "[jit]") {
+  // fold_diagonal_adds reads the captured D (is it diagonal?), through the device's copy to the host.
+  vt::testing::MemoryWatcher device(Device::cuda(6));
+  const Tensor D = (eye(40) * 2.0).to(device.device()), x = randn({40, 3}, 8).to(device.device());
+  const auto compile_reads = [&](const Tensor& captured) {
+    const std::size_t before = device.read;
+    const auto f = jit([captured](const Tensor& a) { return matmul(a, a.t()) + captured; });
+    CHECK(std::find(f.compile(x).passes.begin(), f.compile(x).passes.end(), "fold_diagonal_adds") !=
+          f.compile(x).passes.end());
+    return device.read - before;
+  };
+  CHECK(compile_reads(D) >= 40 * 40 * sizeof(double));
+  // Another jit of it, and a jit of another function capturing it: the answer is kept with D's storage.
+  CHECK(compile_reads(D) == 0);
+  CHECK(compile_reads(D.reshape({40, 40})) == 0);  // the same storage, seen through another tensor
+  // A copy holds the same values in other memory: read again, once.
+  const Tensor copy = D + 0.0;
+  CHECK(compile_reads(copy) >= 40 * 40 * sizeof(double));
+  CHECK(compile_reads(copy) == 0);
+  // A tensor made where a freed one may have been is not taken for it: its own values decide, diagonal or not.
+  std::size_t reads = 0;
+  for (int i = 0; i < 6; ++i) {
+    const bool diagonal = i % 2 == 0;
+    const Tensor c = ((diagonal ? eye(40) : ones({40, 40})) * static_cast<double>(i + 1)).to(device.device());
+    const std::size_t before = device.read;
+    const auto f = jit([c](const Tensor& a) { return matmul(a, a.t()) + c; });
+    const PlanSummary s = f.compile(x);
+    CHECK((std::find(s.passes.begin(), s.passes.end(), "fold_diagonal_adds") != s.passes.end()) == diagonal);
+    reads += device.read - before > 0 ? 1 : 0;
+    require_close(f(x).to(Device::cpu()), (matmul(x, x.t()) + c).to(Device::cpu()), 1e-12);
+  }
+  CHECK(reads == 6);
+}
+
 TEST_CASE("ops on constants run on the plan's first call, once, not while tracing", "[jit]") {
   const Tensor C = randn({3, 3}, 6);
   const Tensor spd = matmul(C, C.t()) + eye(3);

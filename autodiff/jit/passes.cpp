@@ -361,59 +361,7 @@ void diagonal_scale_bases(const Plan& plan, int v, Inner inner, std::vector<int>
   }
 }
 
-// A captured tensor's elements as T, on the host: host memory is read in place, another device's copied into `copy`
-// (tensors are aligned to their dtype).
-template <class T>
-const T* host_elements(const PlanValue& v, std::vector<T>& copy) {
-  const T* data = static_cast<const T*>(v.constant.raw_data());
-  if (v.constant.device() == Device::cpu()) return data;
-  copy.resize(static_cast<std::size_t>(numel(v.shape)));
-  backend_for(v.constant.device()).to_host(copy.data(), data, copy.size() * sizeof(T));
-  return copy.data();
-}
-
 }  // namespace
-
-// Whether captured tensors x and y hold equal values (transposed: y = x^T, matrix by matrix), as
-// when the user captures both F and F.t(), computed eagerly. Constants are fixed for the plan's
-// life; they are read here only for operands of matching shapes. Comparing reads the constants, so
-// compile time would grow with them: only constants of at most most_elements are compared.
-bool same_constant_values(const Plan& plan, int x, int y, bool transposed, std::int64_t most_elements) {
-  const PlanValue& vx = plan.values[static_cast<std::size_t>(x)];
-  const PlanValue& vy = plan.values[static_cast<std::size_t>(y)];
-  if (vx.kind != PlanValue::Kind::constant || vy.kind != PlanValue::Kind::constant || vx.batched || vy.batched ||
-      vx.dtype != vy.dtype || (transposed && vx.shape.size() < 2))
-    return false;
-  const std::size_t r = vx.shape.size();
-  Shape expected = vx.shape;
-  if (transposed) std::swap(expected[r - 1], expected[r - 2]);
-  if (vy.shape != expected || vx.constant.device() != vy.constant.device() || numel(vx.shape) > most_elements)
-    return false;
-  // Compared as words of the element size: bits, not values.
-  const auto equal_as = [&](auto word) {
-    using Word = decltype(word);
-    const auto count = static_cast<std::size_t>(numel(vx.shape));
-    std::vector<Word> copy_x, copy_y;
-    const Word *hx = host_elements(vx, copy_x), *hy = host_elements(vy, copy_y);
-    if (!transposed) return std::equal(hx, hx + count, hy);
-    const std::int64_t rows = vx.shape[r - 2], cols = vx.shape[r - 1];
-    const std::int64_t matrices = rows * cols == 0 ? 0 : numel(vx.shape) / (rows * cols);
-    // Tile by tile, so that the transposed reads stay in cache, their differences or-ed so that a tile's loop has
-    // no branch; a matrix against its own transpose reads the tiles on and above the diagonal only.
-    constexpr std::int64_t tile = 16;
-    for (std::int64_t m = 0; m < matrices; ++m)
-      for (std::int64_t i0 = 0; i0 < rows; i0 += tile)
-        for (std::int64_t j0 = x == y ? i0 : 0; j0 < cols; j0 += tile) {
-          Word differ = 0;
-          for (std::int64_t i = i0; i < std::min(i0 + tile, rows); ++i)
-            for (std::int64_t j = j0; j < std::min(j0 + tile, cols); ++j)
-              differ |= hx[(m * rows + i) * cols + j] ^ hy[(m * cols + j) * rows + i];
-          if (differ != 0) return false;
-        }
-    return true;
-  };
-  return visit_element_word(vx.dtype, equal_as);
-}
 
 namespace {
 
@@ -524,37 +472,6 @@ void mark_symmetric_products(Plan& plan) {
   }
 }
 
-namespace {
-
-// Whether a captured tensor is a square matrix (or a stack of them) whose entries off the diagonal
-// are all zeros (+0 or -0), read in place on the host like same_constant_values (up to 2^18
-// elements, so compile time stays bounded).
-bool diagonal_constant(const PlanValue& v) {
-  if (v.kind != PlanValue::Kind::constant || v.shape.size() < 2) return false;
-  const std::size_t r = v.shape.size();
-  const std::int64_t n = v.shape[r - 1];
-  constexpr std::int64_t max_read = std::int64_t{1} << 18;
-  if (v.shape[r - 2] != n || numel(v.shape) > max_read || (v.dtype != DType::f64 && v.dtype != DType::f32))
-    return false;
-  const auto zero_off_diagonal = [&](auto zero) {
-    using T = decltype(zero);
-    const auto count = static_cast<std::size_t>(numel(v.shape));
-    std::vector<T> copy;
-    const T* h = host_elements(v, copy);
-    // Row by row, each row's entries before and after its diagonal one: no division per element, as
-    // this runs at every compile (a captured identity, say).
-    for (const T* row = h; row < h + count; row += n) {
-      const std::int64_t i = ((row - h) / n) % n;  // the row's index in its matrix
-      for (std::int64_t j = 0; j < n; ++j)
-        if (j != i && row[j] != T(0)) return false;
-    }
-    return true;
-  };
-  return v.dtype == DType::f64 ? zero_off_diagonal(0.0) : zero_off_diagonal(0.0f);
-}
-
-}  // namespace
-
 // sum(op(U) W * C, rows) with op(U) n x r, r < n -> sum(W * (op(U)^T C), rows), by sum_i (sum_k U_ik W_kj) C_ij =
 // sum_k W_kj (sum_i U_ik C_ij): a low-rank product times a matrix, elementwise times another, summed over rows, as the
 // gradient of F diag(p^2) F^T's p has it (op(U) W = A_bar F for a rank-2 A_bar, C = F). Both make n r m products;
@@ -611,24 +528,6 @@ void contract_low_rank_row_sums(Plan& plan) {
     }
   }
 }
-
-namespace {
-
-// Whether a captured tensor holds 1 in every element (read on the host, up to 2^18 elements).
-bool ones_constant(const PlanValue& v) {
-  if (v.kind != PlanValue::Kind::constant || v.batched || numel(v.shape) > (std::int64_t{1} << 18) ||
-      (v.dtype != DType::f64 && v.dtype != DType::f32))
-    return false;
-  const auto all_ones = [&](auto one) {
-    using T = decltype(one);
-    std::vector<T> copy;
-    const T* h = host_elements(v, copy);
-    return std::all_of(h, h + numel(v.shape), [&](T x) { return x == one; });
-  };
-  return v.dtype == DType::f64 ? all_ones(1.0) : all_ones(1.0f);
-}
-
-}  // namespace
 
 // cho_solve(A, L, s q) -> cho_solve(A, L, q) * s, s one number per example, when the plan already solves against q with
 // the same factor: a solve is linear in its right-hand side, A^-1 (s q) = s A^-1 q. The right-hand side is s q as
@@ -728,39 +627,6 @@ void fold_diagonal_adds(Plan& plan) {
     }
   }
 }
-
-namespace {
-
-// For a captured matrix whose row r is 0 (+0 or -0) but for one 1, in column c_r (an indicator of which group each row
-// is in), the columns c; empty for any other. Read on the host, row by row, stopping at the first entry that is neither
-// 0 nor 1 or at a second 1: a dense matrix costs a few reads, an indicator one pass over it, what one call of its
-// product reads anyway (up to 2^24 entries).
-std::vector<std::int64_t> indicator_columns(const PlanValue& v) {
-  constexpr std::int64_t max_read = std::int64_t{1} << 24;
-  if (v.kind != PlanValue::Kind::constant || v.batched || v.shape.size() != 2 || numel(v.shape) > max_read ||
-      numel(v.shape) == 0 || (v.dtype != DType::f64 && v.dtype != DType::f32))
-    return {};
-  const std::int64_t rows = v.shape[0], cols = v.shape[1];
-  const auto scan = [&](auto zero) {
-    using T = decltype(zero);
-    std::vector<T> copy;
-    const T* h = host_elements(v, copy);
-    std::vector<std::int64_t> column(static_cast<std::size_t>(rows), -1);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* row = h + r * cols;
-      for (std::int64_t j = 0; j < cols; ++j) {
-        if (row[j] == T(0)) continue;
-        if (row[j] != T(1) || column[static_cast<std::size_t>(r)] >= 0) return std::vector<std::int64_t>{};
-        column[static_cast<std::size_t>(r)] = j;
-      }
-      if (column[static_cast<std::size_t>(r)] < 0) return std::vector<std::int64_t>{};
-    }
-    return column;
-  };
-  return v.dtype == DType::f64 ? scan(0.0) : scan(0.0f);
-}
-
-}  // namespace
 
 // x S -> segment_sum(x, c, n) and x S^T -> take(x, c) for a captured S [k, n] whose row r is 0 but for a 1 in column
 // c_r (indicator_columns: which epoch each observation is in, say): (x S)_j = sum_r x_r S_rj adds the x_r of the rows
@@ -911,14 +777,9 @@ bool Symmetry::operator()(int v) {
   signed char& known = memo_[static_cast<std::size_t>(v)];
   if (known >= 0) return known != 0;
   known = 0;
-  PlanValue& pv = plan_.values[static_cast<std::size_t>(v)];
+  const PlanValue& pv = plan_.values[static_cast<std::size_t>(v)];
   if (pv.shape.size() != 2 || pv.shape[0] != pv.shape[1] || pv.shape[0] < 2) return false;
-  // At most 2^20 elements (8 MiB of float64, about a millisecond): beyond, compile time would grow with the constants.
-  if (pv.kind == PlanValue::Kind::constant) {
-    // Read once per plan: every pass's Symmetry shares the answer.
-    if (pv.symmetric_constant < 0) pv.symmetric_constant = same_constant_values(plan_, v, v, true, 1 << 20) ? 1 : 0;
-    return (known = pv.symmetric_constant) != 0;
-  }
+  if (pv.kind == PlanValue::Kind::constant) return (known = symmetric_constant(pv) ? 1 : 0) != 0;
   const PlanStep* step = nullptr;
   if (pv.kind == PlanValue::Kind::computed) step = &plan_.steps[static_cast<std::size_t>(pv.producer)];
   if (pv.kind == PlanValue::Kind::folded) step = &plan_.folds[static_cast<std::size_t>(pv.producer)];

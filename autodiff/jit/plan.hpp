@@ -35,8 +35,6 @@ struct PlanValue {
   // In the sub-chunk arena: a batched value that only the steps of one segment run by sub-chunks make and read
   // (Plan::segments), so that a sub-chunk's values stay in cache, reused by the next sub-chunk.
   bool local = false;
-  // Kind::constant: whether it equals its transpose bit for bit, once Symmetry has read it (-1: not read yet).
-  signed char symmetric_constant = -1;
   std::int64_t bytes() const { return numel(shape) * static_cast<std::int64_t>(size_of(dtype)); }
   // The value as an operand with no data yet, for the shape rules and the kernel views.
   Operand operand() const { return {dtype, shape, batched, nullptr}; }
@@ -289,10 +287,21 @@ class Symmetry {
 // a Cholesky factorization's matrix, a solve's factor), or only holds it as a handle (cho_solve's A).
 bool reads_lower_triangle_only(const PlanStep& s, std::size_t k);
 void fold_constants(Plan& plan);
+// What the passes read of captured tensors' values (autodiff/jit/constants.cpp), each answer read once per tensor and
+// kept with its storage while it lives, so that building a plan again over the same data does not read it again.
 // Whether captured tensors x and y hold the same bits (transposed: y = x^T, matrix by matrix); false
 // for anything else, and for constants of more than most_elements elements (comparing costs compile
 // time).
 bool same_constant_values(const Plan& plan, int x, int y, bool transposed, std::int64_t most_elements);
+// A captured square matrix equal to its transpose bit for bit (up to 2^20 elements).
+bool symmetric_constant(const PlanValue& v);
+// A captured square matrix, or a stack of them, zero (+0 or -0) off the diagonal (up to 2^18 elements).
+bool diagonal_constant(const PlanValue& v);
+// A captured floating tensor of ones (up to 2^18 elements).
+bool ones_constant(const PlanValue& v);
+// For a captured matrix whose row r is 0 but for one 1, in column c_r: the columns c; empty for any other (up to 2^24
+// elements).
+std::vector<std::int64_t> indicator_columns(const PlanValue& v);
 // Orders the steps as running by chunks needs them and sets Plan::chunkable and its phases; after
 // fold_constants, before the memory plan (whose lifetimes follow the step order).
 void order_for_chunks(Plan& plan);

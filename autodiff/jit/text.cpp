@@ -93,7 +93,6 @@ std::string annotations(const Plan& plan, int v) {
   if (pv.offset >= 0) out += fmt::format(" offset={}", pv.offset);
   if (pv.output_buffer) out += " output_buffer";
   if (pv.local) out += " local";
-  if (pv.symmetric_constant >= 0) out += fmt::format(" symmetric_constant={}", int{pv.symmetric_constant});
   if (static_cast<std::size_t>(v) < plan.partial_offset.size() && plan.partial_offset[static_cast<std::size_t>(v)] >= 0)
     out += fmt::format(" partial={}", plan.partial_offset[static_cast<std::size_t>(v)]);
   return out;
@@ -303,13 +302,12 @@ class Reader {
       else if (key == "offset") pv.offset = number<std::int64_t>(val);
       else if (key == "output_buffer") pv.output_buffer = true;
       else if (key == "local") pv.local = true;
-      else if (key == "symmetric_constant") pv.symmetric_constant = static_cast<signed char>(number<int>(val));
       else if (key == "partial") partials_.emplace_back(v, number<std::int64_t>(val));
       else if (key == "by" && step) step->made_by = pass_index(val);
       else
         error(
             "\"{}\" is not an annotation of a value (root, offset, output_buffer, local, "
-            "symmetric_constant, partial{})",
+            "partial{})",
             word, step ? ", by" : "");
     }
   }

@@ -131,7 +131,7 @@ def main():
     ] + ([a.note, ""] if a.note else [])
     head, lines = lines, []
     jax_version = "?"
-    goals = {"jax": [0, 0], "limit": [0, 0], "small": [0, 0], "first": [0, 0], "compile": [0, 0]}
+    goals = {"jax": [0, 0], "limit": [0, 0], "small": [0, 0], "first": [0, 0], "compile": [0, 0], "again": [0, 0]}
     for model in a.models.split(","):
         if model in skipped and model not in about:
             lines += [f"## {model}", "", f"Skipped: {skipped[model]}", ""]
@@ -142,7 +142,7 @@ def main():
                   "| threads | B | vtape ms | limit ms | JAX ms | vtape / limit | vtape / JAX | per example | first | "
                   "chunk | agrees |",
                   "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
-        compile_ms = []
+        compile_ms, again_ms = [], []
         for t in [int(x) for x in a.threads.split(",")]:
             per_example = {}
             for b in [int(x) for x in a.batches.split(",")]:
@@ -160,6 +160,7 @@ def main():
                 r_jax = med([x["vtape_ms"] / y["jax_ms"] if y else None for x, y in zip(v, j)])
                 first = med([x["first_ms"] / x["vtape_ms"] for x in v]) if b > 1 else None
                 compile_ms += [x["compile_ms"] for x in v]
+                again_ms += [x["compile_again_ms"] for x in v if "compile_again_ms" in x]
                 per_example[b] = vt_ms / b
                 diff = max(max(x["value_rel_diff"], x["grad_rel_diff"]) for x in v)
                 twin = [abs(x["value0"] - y["value0"]) <= 1e-6 * max(1.0, abs(x["value0"])) for x, y in zip(v, j) if y]
@@ -178,10 +179,13 @@ def main():
             if 8 in per_example and max(per_example) >= 1024:
                 goals["small"][0] += per_example[8] <= 1.5 * per_example[max(per_example)]
                 goals["small"][1] += 1
-        c = med(compile_ms)
+        c, again = med(compile_ms), med(again_ms)
         goals["compile"][0] += c is not None and c <= 1.0
         goals["compile"][1] += 1
-        lines += ["", f"Compile (trace and plan, first call): {fmt(c, 3)} ms.", ""]
+        goals["again"][0] += again is not None and again <= 1.0
+        goals["again"][1] += 1
+        lines += ["", f"Compile (trace and plan, first call): {fmt(c, 3)} ms; again over the same data (a second jit): "
+                  f"{fmt(again, 3)} ms.", ""]
     summary = [
         "## Goals (issue 29)",
         "",
@@ -192,6 +196,7 @@ def main():
         f"| time per example at B = 8 ≤ 1.5x that at the largest B | {goals['small'][0]} of {goals['small'][1]} |",
         f"| first call at a new B ≤ 1.5x a steady call | {goals['first'][0]} of {goals['first'][1]} |",
         f"| compile ≤ 1 ms | {goals['compile'][0]} of {goals['compile'][1]} |",
+        f"| compile again over the same captured data ≤ 1 ms | {goals['again'][0]} of {goals['again'][1]} |",
         "",
     ]
     lines = [line.replace("{jax}", jax_version) for line in head + summary + lines]
