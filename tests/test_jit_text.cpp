@@ -34,11 +34,14 @@ std::vector<std::string> steps_of(const std::string& text) {
   return lines;
 }
 
-// The plan text after running one pass on `text`.
-std::string after(const std::string& pass, const std::string& text) {
+// The plan text after running passes (comma-separated, in order) on `text`, verified after each.
+std::string after(const std::string& passes, const std::string& text) {
   const std::shared_ptr<detail::Plan> plan = detail::parse_plan(text);
-  detail::run_pass(*plan, pass);
-  detail::verify_plan(*plan, pass);
+  std::istringstream names(passes);
+  for (std::string pass; std::getline(names, pass, ',');) {
+    detail::run_pass(*plan, pass);
+    detail::verify_plan(*plan, pass);
+  }
   return detail::plan_text(*plan);
 }
 
@@ -148,7 +151,7 @@ results %3
 )";
     CHECK(steps_of(after("fold_constants", refuses)) == steps_of(refuses));
   }
-  SECTION("merge_common_steps and eliminate_dead_steps: a repeated step read as the first, then dropped") {
+  SECTION("merge_common_steps: a repeated step is read as the first; not one of other attributes") {
     const std::string text = R"(plan device=cpu
 %0 = input 0 : float64[3]
 step 0: %1 = exp(%0) : float64[3]
@@ -156,15 +159,31 @@ step 1: %2 = exp(%0) : float64[3]
 step 2: %3 = mul(%1, %2) : float64[3]
 results %3
 )";
-    const std::string merged = after("merge_common_steps", text);
-    CHECK(steps_of(merged) == Lines{"step 0: %1 = exp(%0) : float64[3]", "step 1: %2 = exp(%0) : float64[3]",
-                                    "step 2: %3 = mul(%1, %1) : float64[3]", "results %3"});
-    CHECK(steps_of(after("eliminate_dead_steps", merged)) ==
+    CHECK(steps_of(after("merge_common_steps", text)) == Lines{"step 0: %1 = exp(%0) : float64[3]",
+                                                               "step 1: %2 = exp(%0) : float64[3]",
+                                                               "step 2: %3 = mul(%1, %1) : float64[3]", "results %3"});
+    const std::string sums = R"(plan device=cpu
+%0 = input 0 : float64[3,3]
+step 0: %1 = sum(%0) keepdims=0 axes=[0] : float64[3]
+step 1: %2 = sum(%0) keepdims=0 axes=[1] : float64[3]
+step 2: %3 = mul(%1, %2) : float64[3]
+results %3
+)";
+    CHECK(steps_of(after("merge_common_steps", sums)) == steps_of(sums));
+  }
+  SECTION("eliminate_dead_steps: a step nothing reads is dropped; not one that is a result") {
+    const std::string text = R"(plan device=cpu
+%0 = input 0 : float64[3]
+step 0: %1 = exp(%0) : float64[3]
+step 1: %2 = sin(%0) : float64[3]
+step 2: %3 = mul(%1, %1) : float64[3]
+results %3
+)";
+    CHECK(steps_of(after("eliminate_dead_steps", text)) ==
           Lines{"step 0: %1 = exp(%0) : float64[3]", "step 1: %3 = mul(%1, %1) : float64[3]", "results %3"});
-    // The second exp is a result: merged readers, but a result keeps its step.
     std::string result = text;
     result.replace(result.find("results %3"), 10, "results %3, %2");
-    CHECK(steps_of(after("eliminate_dead_steps", after("merge_common_steps", result))).size() == 4);
+    CHECK(steps_of(after("eliminate_dead_steps", result)) == steps_of(result));
   }
   SECTION("order_for_chunks: the batch's sum after the steps it sums; refused when a batched step reads it") {
     const std::string fires = R"(plan device=cpu chunk_cache_bytes=262144
@@ -190,6 +209,196 @@ results %2
     const std::string kept = after("order_for_chunks", refuses);
     CHECK(kept.find("chunkable") == std::string::npos);
     CHECK(steps_of(kept) == steps_of(refuses));
+  }
+}
+
+TEST_CASE("plan text: the rewrites of products and sums, firing and refusing", "[jit][passes][text]") {
+  SECTION("fold_broadcasts_into_elementwise: a product reads the broadcast's input; exp of it does not") {
+    const std::string fires = R"(plan device=cpu
+%0 = input 0 : float64[8]
+step 0: %1 = sum(%0) keepdims=0 axes=[0] : float64[]
+step 1: %2 = reshape(%1) shape=[1] : float64[1]
+step 2: %3 = broadcast_to(%2) shape=[8] : float64[8]
+step 3: %4 = mul(%3, %0) : float64[8]
+results %4
+)";
+    CHECK(steps_of(after("fold_broadcasts_into_elementwise", fires)).at(3) == "step 3: %4 = mul(%2, %0) : float64[8]");
+    // exp's output has the broadcast's shape only through the broadcast: it must read it whole.
+    const std::string refuses = R"(plan device=cpu
+%0 = input 0 : float64[8]
+step 0: %1 = sum(%0) keepdims=0 axes=[0] : float64[]
+step 1: %2 = reshape(%1) shape=[1] : float64[1]
+step 2: %3 = broadcast_to(%2) shape=[8] : float64[8]
+step 3: %4 = exp(%3) : float64[8]
+step 4: %5 = mul(%4, %0) : float64[8]
+results %5
+)";
+    CHECK(steps_of(after("fold_broadcasts_into_elementwise", refuses)) == steps_of(refuses));
+  }
+  SECTION("take_indicator_products: x S for S of one 1 per row is a segment sum; a 2 in S keeps the product") {
+    const std::string fires = R"(plan device=cpu
+%0 = input 0 : float64[B,4]
+%1 = constant : float64[4,3] = [0, 0, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0]
+step 0: %2 = matmul(%0, %1) transpose_a=0 transpose_b=0 symmetric=0 lower_only=0 : float64[B,3]
+results %2
+)";
+    const std::string fired = after("take_indicator_products", fires);
+    CHECK(fired.find("%3 = constant : int64[4] = [2, 0, 2, 0]") != std::string::npos);
+    CHECK(steps_of(fired) == Lines{"step 0: %2 = segment_sum(%0, %3) num_segments=3 : float64[B,3]", "results %2"});
+    std::string refuses = fires;
+    refuses.replace(refuses.find("[0, 0, 1, 1"), 11, "[0, 0, 2, 1");
+    CHECK(steps_of(after("take_indicator_products", refuses)) == steps_of(refuses));
+  }
+  SECTION("reassociate_matmuls: (P Q) Y as P (Q Y) for a thin P; not where the given order is the cheaper") {
+    const std::string fires = R"(plan device=cpu
+%0 = input 0 : float64[50,2]
+%1 = input 1 : float64[2,50]
+%2 = input 2 : float64[50,50]
+step 0: %3 = matmul(%0, %1) transpose_a=0 transpose_b=0 symmetric=0 lower_only=0 : float64[50,50]
+step 1: %4 = matmul(%3, %2) transpose_a=0 transpose_b=0 symmetric=0 lower_only=0 : float64[50,50]
+results %4
+)";
+    CHECK(steps_of(after("reassociate_matmuls", fires)) ==
+          Lines{"step 0: %3 = matmul(%0, %1) transpose_a=0 transpose_b=0 symmetric=0 lower_only=0 : float64[50,50]",
+                "step 1: %5 = matmul(%1, %2) transpose_a=0 transpose_b=0 symmetric=0 lower_only=0 : float64[2,50]",
+                "step 2: %4 = matmul(%0, %5) transpose_a=0 transpose_b=0 symmetric=0 lower_only=0 : float64[50,50]",
+                "results %4"});
+    // (Q P) Y with Q P of order 2: 2 * 50 * 2 + 2 * 2 * 2 flops against 50 * 2 * 2 + 2 * 50 * 2 the other way.
+    const std::string refuses = R"(plan device=cpu
+%0 = input 0 : float64[2,50]
+%1 = input 1 : float64[50,2]
+%2 = input 2 : float64[2,2]
+step 0: %3 = matmul(%0, %1) transpose_a=0 transpose_b=0 symmetric=0 lower_only=0 : float64[2,2]
+step 1: %4 = matmul(%3, %2) transpose_a=0 transpose_b=0 symmetric=0 lower_only=0 : float64[2,2]
+results %4
+)";
+    CHECK(steps_of(after("reassociate_matmuls", refuses)) == steps_of(refuses));
+  }
+  SECTION("scale_repeated_solves: A^-1 (q s) from A^-1 q; not for a vector s") {
+    const std::string fires = R"(plan device=cpu
+%0 = input 0 : float64[3,3]
+%1 = input 1 : float64[]
+%2 = input 2 : float64[3]
+step 0: %3 = cho_factor(%0) lower_only=0 : float64[3,3]
+step 1: %4 = cho_solve(%0, %3, %2) : float64[3]
+step 2: %5 = mul(%2, %1) : float64[3]
+step 3: %6 = cho_solve(%0, %3, %5) : float64[3]
+step 4: %7 = add(%4, %6) : float64[3]
+results %7
+)";
+    const Lines fired = steps_of(after("scale_repeated_solves", fires));
+    CHECK(fired.at(3) == "step 3: %6 = mul(%4, %1) : float64[3]");
+    std::string refuses = fires;
+    refuses.replace(refuses.find("%1 = input 1 : float64[]"), 24, "%1 = input 1 : float64[3]");
+    CHECK(steps_of(after("scale_repeated_solves", refuses)) == steps_of(refuses));
+  }
+  SECTION("contract_low_rank_row_sums: sum_rows((U W) * C) as sum_rows(W * (U^T C)) for a rank below the rows") {
+    const std::string fires = R"(plan device=cpu
+%0 = input 0 : float64[40,2]
+%1 = input 1 : float64[2,7]
+%2 = input 2 : float64[40,7]
+step 0: %3 = matmul(%0, %1) transpose_a=0 transpose_b=0 symmetric=0 lower_only=0 : float64[40,7]
+step 1: %4 = mul(%3, %2) : float64[40,7]
+step 2: %5 = sum(%4) keepdims=0 axes=[0] : float64[7]
+results %5
+)";
+    CHECK(steps_of(after("contract_low_rank_row_sums", fires)) ==
+          Lines{"step 0: %3 = matmul(%0, %1) transpose_a=0 transpose_b=0 symmetric=0 lower_only=0 : float64[40,7]",
+                "step 1: %6 = matmul(%0, %2) transpose_a=1 transpose_b=0 symmetric=0 lower_only=0 : float64[2,7]",
+                "step 2: %7 = mul(%1, %6) : float64[2,7]", "step 3: %5 = sum(%7) keepdims=0 axes=[0] : float64[7]",
+                "results %5"});
+    // The same with 6 inner columns over 4 rows: U W is not of lower rank than its rows.
+    const std::string refuses = R"(plan device=cpu
+%0 = input 0 : float64[4,6]
+%1 = input 1 : float64[6,7]
+%2 = input 2 : float64[4,7]
+step 0: %3 = matmul(%0, %1) transpose_a=0 transpose_b=0 symmetric=0 lower_only=0 : float64[4,7]
+step 1: %4 = mul(%3, %2) : float64[4,7]
+step 2: %5 = sum(%4) keepdims=0 axes=[0] : float64[7]
+results %5
+)";
+    CHECK(steps_of(after("contract_low_rank_row_sums", refuses)) == steps_of(refuses));
+  }
+  SECTION("move_scalings_out_of_symmetric_sums: sum(X c) as sum(X) c; not for a c of one entry per column") {
+    const std::string fires = R"(plan device=cpu
+%0 = input 0 : float64[130,3]
+%1 = input 1 : float64[]
+step 0: %2 = matmul(%0, %0) transpose_a=0 transpose_b=1 symmetric=1 lower_only=0 : float64[130,130]
+step 1: %3 = mul(%2, %1) : float64[130,130]
+step 2: %4 = sum(%3) keepdims=0 axes=[0,1] : float64[]
+results %4
+)";
+    CHECK(steps_of(after("move_scalings_out_of_symmetric_sums", fires)) ==
+          Lines{"step 0: %2 = matmul(%0, %0) transpose_a=0 transpose_b=1 symmetric=1 lower_only=0 : float64[130,130]",
+                "step 1: %3 = mul(%2, %1) : float64[130,130]", "step 2: %5 = sum(%2) keepdims=0 axes=[0,1] : float64[]",
+                "step 3: %4 = mul(%5, %1) : float64[]", "results %4"});
+    std::string refuses = fires;
+    refuses.replace(refuses.find("%1 = input 1 : float64[]"), 24, "%1 = input 1 : float64[130]");
+    CHECK(steps_of(after("move_scalings_out_of_symmetric_sums", refuses)) == steps_of(refuses));
+  }
+}
+
+TEST_CASE("plan text: the schedule's stages, firing and refusing", "[jit][passes][text]") {
+  SECTION("split_into_segments: steps that need no large shared operand run by sub-chunks; none without one") {
+    // A shared operand of 362 x 362 float64 is over a quarter of the cache the plan is built for.
+    const std::string fires = R"(plan device=cpu chunk_cache_bytes=262144
+%0 = input 0 : float64[B,362]
+%1 = input 1 : float64[362,362]
+step 0: %2 = exp(%0) : float64[B,362]
+step 1: %3 = matmul(%2, %1) transpose_a=0 transpose_b=0 symmetric=0 lower_only=0 : float64[B,362]
+step 2: %4 = exp(%3) : float64[B,362]
+step 3: %5 = batch_sum(%4) : float64[362]
+results %5
+)";
+    const std::string fired = after("order_for_chunks,split_into_segments", fires);
+    // The exps by sub-chunks, each reading and writing 362 numbers an example; the product (the shared operand) and
+    // the batch's sum (a reduction over the batch) over the whole chunk.
+    CHECK(fired.find("segment first=0 last=1 by_sub_chunks=1 bytes_per_example=5792\n"
+                     "segment first=1 last=2 by_sub_chunks=0 bytes_per_example=5792\n"
+                     "segment first=2 last=3 by_sub_chunks=1 bytes_per_example=5792\n"
+                     "segment first=3 last=4 by_sub_chunks=0 bytes_per_example=2896\n") != std::string::npos);
+    // The same steps with a shared operand of 362 x 4: nothing to stream, no segments.
+    const std::string small = R"(plan device=cpu chunk_cache_bytes=262144
+%0 = input 0 : float64[B,362]
+%1 = input 1 : float64[362,4]
+step 0: %2 = exp(%0) : float64[B,362]
+step 1: %3 = matmul(%2, %1) transpose_a=0 transpose_b=0 symmetric=0 lower_only=0 : float64[B,4]
+step 2: %4 = exp(%3) : float64[B,4]
+step 3: %5 = batch_sum(%4) : float64[4]
+results %5
+)";
+    CHECK(after("order_for_chunks,split_into_segments", small).find("segment") == std::string::npos);
+  }
+  SECTION("fuse_elementwise: adjacent elementwise steps of one shape run tile by tile; not across a product") {
+    const std::string fires = R"(plan device=cpu
+%0 = input 0 : float64[64,64]
+%1 = constant : float64[] = [2]
+step 0: %2 = mul(%0, %1) : float64[64,64]
+step 1: %3 = exp(%2) : float64[64,64]
+step 2: %4 = mul(%3, %0) : float64[64,64]
+results %4
+)";
+    const std::string fired = after("plan_memory,precompute_views,fuse_elementwise", fires);
+    CHECK(fired.find("fused first=0 last=3 tiled=[0,1,2]") != std::string::npos);
+    const std::string refuses = R"(plan device=cpu
+%0 = input 0 : float64[64,64]
+step 0: %1 = exp(%0) : float64[64,64]
+step 1: %2 = matmul(%1, %0) transpose_a=0 transpose_b=0 symmetric=0 lower_only=0 : float64[64,64]
+step 2: %3 = exp(%2) : float64[64,64]
+results %3
+)";
+    CHECK(after("plan_memory,precompute_views,fuse_elementwise", refuses).find("fused") == std::string::npos);
+  }
+}
+
+// Every optional pass has its sections above: a plan where it fires and one where it refuses.
+TEST_CASE("plan text: every optional pass is tested on text", "[jit][passes][text]") {
+  std::ifstream file(VTAPE_SOURCE_DIR "/tests/test_jit_text.cpp");
+  std::stringstream text;
+  text << file.rdbuf();
+  for (const detail::Pass& p : detail::plan_passes()) {
+    INFO(p.name);
+    if (p.optional) CHECK(text.str().find(std::string("SECTION(\"") + p.name) != std::string::npos);
   }
 }
 
