@@ -125,22 +125,24 @@ struct PlanSummary {
   std::int64_t steps = 0;       ///< steps of the plan, aliases included
   std::int64_t kernels = 0;     ///< steps that run a kernel
   std::int64_t constants = 0;
-  std::int64_t folded = 0;        ///< steps on constants only: run on the plan's first call, then kept
-  std::int64_t merged = 0;        ///< common subexpressions removed: equal steps, and captured numbers of equal bits
-  std::int64_t reassociated = 0;  ///< matmul chains reordered
-  std::int64_t transposes_folded = 0;  ///< x.t() read by a matmul as a GEMM flag, or (CPU) as x, x symmetric
-  std::int64_t broadcasts_folded = 0;  ///< broadcast_to(x) read by an elementwise step as x, broadcast by the step
-  std::int64_t scalings_moved = 0;     ///< scalings by one number moved out of sums over symmetric matrices (CPU)
-  std::int64_t row_sums_contracted =
-      0;                           ///< sums over rows of (U W) * C, U of fewer columns than rows, taken as W * (U^T C)
-  std::int64_t solves_scaled = 0;  ///< cho_solve(A, s q) taken as s cho_solve(A, q), a solve the plan already makes
-  std::int64_t fused = 0;          ///< elementwise steps run tile by tile in groups (CPU plans)
-  std::int64_t fused_runs = 0;     ///< groups large enough to run by tiles: each reads and writes memory once a tile
-  std::int64_t fused_lower = 0;    ///< of those, steps on symmetric matrices run over the lower triangle
+  std::int64_t folded = 0;       ///< steps on constants only: run on the plan's first call, then kept
+  std::int64_t merged = 0;       ///< common subexpressions removed: equal steps, and captured numbers of equal bits
+  std::int64_t fused = 0;        ///< elementwise steps run tile by tile in groups (CPU plans)
+  std::int64_t fused_runs = 0;   ///< groups large enough to run by tiles: each reads and writes memory once a tile
+  std::int64_t fused_lower = 0;  ///< of those, steps on symmetric matrices run over the lower triangle
   std::int64_t arena_bytes_per_example = 0;  ///< batched buffers: times B per call
   std::int64_t arena_bytes_fixed = 0;        ///< unbatched buffers
   /// The passes that changed the plan, in the order they ran (docs/ARCHITECTURE.md, "The passes").
   std::vector<std::string> passes;
+  /// By the name of each pass that changed the plan: how many rewrites it made, as the pass counts one (a matmul
+  /// chain reordered, a transpose read as a GEMM flag, a scaling moved out of a sum), or where it counts none the
+  /// steps it made or changed.
+  std::map<std::string, std::int64_t> rewrites;
+  /// rewrites[pass], or 0 where the pass changed nothing.
+  std::int64_t rewrites_by(const std::string& pass) const {
+    const auto it = rewrites.find(pass);
+    return it == rewrites.end() ? 0 : it->second;
+  }
 };
 
 /// Options of one jitted function.

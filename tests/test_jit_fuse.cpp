@@ -430,7 +430,7 @@ TEST_CASE("a transpose of an exactly symmetric matrix is read as the matrix itse
       return std::vector<Tensor>{(k + k.t()) * 0.5, sum(k.t() * s), matmul(k.t() * 2.0, v)};
     };
     const PlanSummary summary = jit(fn).compile(theta);
-    CHECK(summary.transposes_folded == (symmetric ? 3 : 0));
+    CHECK(summary.rewrites_by("fold_transposes_into_matmuls") == (symmetric ? 3 : 0));
     const std::vector<Tensor> got = jit(fn)(theta), want = fn(theta);
     require_bitwise(got[0], want[0]);
     require_bitwise(got[2], want[2]);
@@ -510,7 +510,7 @@ TEST_CASE("scalings of a symmetric matrix move out of its sums; other sums keep 
   };
   auto symmetric = [&](const Tensor& theta) { return fn(s, w, theta); };
   const PlanSummary summary = jit(vmap(symmetric)).compile(as_batch(thetas));
-  CHECK(summary.scalings_moved >= 4);
+  CHECK(summary.rewrites_by("move_scalings_out_of_symmetric_sums") >= 4);
   const Tensor one = on_threads(1, [&] { return jit(vmap(symmetric))(thetas); });
   const Tensor three = on_threads(3, [&] { return jit(vmap(symmetric))(thetas); });
   require_bitwise(one, three);
@@ -519,7 +519,7 @@ TEST_CASE("scalings of a symmetric matrix move out of its sums; other sums keep 
   // The same function of a matrix that is not symmetric: nothing moves, the sums are bitwise eager.
   const Tensor a = randn({n, n}, 53);
   auto plain = [&](const Tensor& theta) { return fn(a, w, theta); };
-  CHECK(jit(vmap(plain)).compile(as_batch(thetas)).scalings_moved == 0);
+  CHECK(jit(vmap(plain)).compile(as_batch(thetas)).rewrites_by("move_scalings_out_of_symmetric_sums") == 0);
   require_bitwise(jit(vmap(plain))(thetas), vmap(plain)(thetas));
 }
 
@@ -567,7 +567,7 @@ TEST_CASE("jit merges steps that equal captured numbers or its own rewrites make
     return p * sum(wk) + sum(wk * s);
   };
   const PlanSummary rewritten = jit(vmap(moved)).compile(as_batch(thetas));
-  CHECK(rewritten.scalings_moved >= 1);
+  CHECK(rewritten.rewrites_by("move_scalings_out_of_symmetric_sums") >= 1);
   CHECK(rewritten.kernels <= jit(vmap(by_hand)).compile(as_batch(thetas)).kernels);
   const Tensor one = on_threads(1, [&] { return jit(vmap(moved))(thetas); });
   const Tensor three = on_threads(3, [&] { return jit(vmap(moved))(thetas); });
@@ -608,27 +608,27 @@ TEST_CASE("sums over rows of a low-rank product times a matrix take the thin pro
   for (const auto& [f, in] : contracted) {
     auto g = [&](const Tensor& a, const Tensor& b, const Tensor& d) { return f(a, b, d); };
     const auto step = jit(g);
-    CHECK(step.compile(in[0], in[1], in[2]).row_sums_contracted == 1);
+    CHECK(step.compile(in[0], in[1], in[2]).rewrites_by("contract_low_rank_row_sums") == 1);
     close(step(in[0], in[1], in[2]), g(in[0], in[1], in[2]));
   }
   // Any rank below the rows' count contracts; a rank of n or more does not (the flops would not shrink).
   auto any_rank = [](const Tensor& a, const Tensor& b, const Tensor& d) { return sum(matmul(a, b) * d, {0}); };
-  CHECK(jit(any_rank).compile(u5, w5, c).row_sums_contracted == 1);
+  CHECK(jit(any_rank).compile(u5, w5, c).rewrites_by("contract_low_rank_row_sums") == 1);
   close(jit(any_rank)(u5, w5, c), any_rank(u5, w5, c));
   const Tensor u_wide = randn({4, 6}, 70), w_wide = randn({6, m}, 71), c_short = randn({4, m}, 72);
-  CHECK(jit(any_rank).compile(u_wide, w_wide, c_short).row_sums_contracted == 0);
+  CHECK(jit(any_rank).compile(u_wide, w_wide, c_short).rewrites_by("contract_low_rank_row_sums") == 0);
   // Left as they are: W read transposed, a sum over columns, a product something else reads too.
   auto w_read_transposed = [](const Tensor& a, const Tensor& b, const Tensor& d) {
     return sum(matmul(a, b, false, true) * d, {0});
   };
-  CHECK(jit(w_read_transposed).compile(u, w.t(), c).row_sums_contracted == 0);
+  CHECK(jit(w_read_transposed).compile(u, w.t(), c).rewrites_by("contract_low_rank_row_sums") == 0);
   auto columns = [](const Tensor& a, const Tensor& b, const Tensor& d) { return sum(matmul(a, b) * d, {1}); };
-  CHECK(jit(columns).compile(u, w, c).row_sums_contracted == 0);
+  CHECK(jit(columns).compile(u, w, c).rewrites_by("contract_low_rank_row_sums") == 0);
   auto shared = [](const Tensor& a, const Tensor& b, const Tensor& d) {
     const Tensor p = matmul(a, b);
     return sum(p * d, {0}) + sum(p, {0});
   };
-  CHECK(jit(shared).compile(u, w, c).row_sums_contracted == 0);
+  CHECK(jit(shared).compile(u, w, c).rewrites_by("contract_low_rank_row_sums") == 0);
   require_bitwise(jit(shared)(u, w, c), shared(u, w, c));
 
   // The seed program's gradient has it (the cotangent of F diag(p^2) F^T is rank 2): batched, close to eager.
@@ -637,7 +637,7 @@ TEST_CASE("sums over rows of a low-rank product times a matrix take the thin pro
     return mean(cho_solve(cho_factor(matmul(big_f * square(p), big_f.t()) + eye_n), ones_n));
   };
   const auto step = jit(vmap(value_and_grad(loss)));
-  CHECK(step.compile(as_batch(ps)).row_sums_contracted == 1);
+  CHECK(step.compile(as_batch(ps)).rewrites_by("contract_low_rank_row_sums") == 1);
   const auto [value, gradient] = step(ps);
   const auto [eager_value, eager_gradient] = vmap(value_and_grad(loss))(ps);
   close(value, eager_value);

@@ -200,8 +200,13 @@ TEST_CASE("every optional pass fires where its identity holds, keeps the values,
     tested.push_back(c.pass);
     const auto [on, on_values] = run(c.fires, c.fires_on, "");
     CHECK(changed_by(on, c.pass));
+    CHECK(on.rewrites_by(c.pass) >= 1);
+    // The rewrites are counted under the names of the passes that changed the plan, and only those.
+    CHECK(on.rewrites.size() == on.passes.size());
+    for (const std::string& p : on.passes) CHECK(on.rewrites_by(p) >= 1);
     const auto [off, off_values] = run(c.fires, c.fires_on, "-" + c.pass);
     CHECK(!changed_by(off, c.pass));
+    CHECK(off.rewrites_by(c.pass) == 0);
     require_same(on_values, off_values);
     const auto [refused, refused_values] = run(c.refuses, c.refuses_on, "");
     CHECK(!changed_by(refused, c.pass));

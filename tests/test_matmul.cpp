@@ -365,15 +365,15 @@ TEST_CASE("jit reads x.t() feeding a matmul through a GEMM flag, with reassociat
   const Tensor x = as_batch(randn({4, 3, 2}, 29)), w = randn({40, 2}, 30), v = randn({2, 40}, 31);
   auto j = jit(f);
   const PlanSummary s = j.compile(x, w, v);
-  CHECK(s.transposes_folded == 2);
-  CHECK(s.reassociated == 1);  // x_i (W^T V^T): no [3, 40] product per example
-  CHECK(s.kernels == 2);       // two matmuls, no transposed copies
+  CHECK(s.rewrites_by("fold_transposes_into_matmuls") == 2);
+  CHECK(s.rewrites_by("reassociate_matmuls") == 1);  // x_i (W^T V^T): no [3, 40] product per example
+  CHECK(s.kernels == 2);                             // two matmuls, no transposed copies
   require_close(j(x, w, v), f(x, w, v), 1e-12);
   // A batched operand transposed: its rows are not contiguous, so no fold, and still its values.
   auto g = [](const Tensor& a, const Tensor& b) { return matmul(swapaxes(a, -1, -2), b); };
   const Tensor a = as_batch(randn({3, 5, 4}, 32)), b = randn({5, 2}, 33);
   auto jg = jit(g);
-  CHECK(jg.compile(a, b).transposes_folded == 1);
+  CHECK(jg.compile(a, b).rewrites_by("fold_transposes_into_matmuls") == 1);
   require_close(jg(a, b), per_example_products(a, b, true, false), 1e-12);
 }
 

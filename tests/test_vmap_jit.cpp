@@ -166,7 +166,7 @@ TEST_CASE("the JAX-issue plan: reassociated cotangents and a per-example memory 
       value_and_grad([&](const Tensor& P) { return mean(vmap([&](const Tensor& p) { return gp_func(p, F); })(P)); }));
   const Tensor P = as_batch(randn({4, m}, 18));
   const PlanSummary s = step.compile(P);
-  CHECK(s.reassociated >= 1);  // Abar F is computed as L (R^T F): no n x n cotangent
+  CHECK(s.rewrites_by("reassociate_matmuls") >= 1);  // Abar F is computed as L (R^T F): no n x n cotangent
   // In-place reuse keeps the largest per-example buffers (the n x n A, then its factor) to one
   // matrix plus the [n, m] product it is made from.
   CHECK(s.arena_bytes_per_example <= (n * n + n * m) * 8 + 16 * 1024);
@@ -263,7 +263,7 @@ TEST_CASE("jit: several reassociated matmul chains in one plan", "[jit]") {
   const Tensor P = randn({n, k}, 1), Q = randn({k, n}, 2), Y = randn({n, 3}, 3), R = randn({n, k}, 4),
                S = randn({k, n}, 5), U = randn({n, k}, 6), V = randn({k, n}, 7);
   auto j = jit(g);
-  CHECK(j.compile(P, Q, Y, R, S, U, V).reassociated >= 2);
+  CHECK(j.compile(P, Q, Y, R, S, U, V).rewrites_by("reassociate_matmuls") >= 2);
   const auto [a, b] = j(P, Q, Y, R, S, U, V);
   const auto [ea, eb] = g(P, Q, Y, R, S, U, V);
   require_close(a, ea, 1e-12);

@@ -89,7 +89,7 @@ void fold_transposes_into_matmuls(Plan& plan) {
         const PlanStep& producer = plan.steps[static_cast<std::size_t>(pv.producer)];
         if (!is_matrix_transpose(*producer.op, producer.attrs) || !symmetric(producer.in[0])) continue;
         v = producer.in[0];
-        ++plan.summary.transposes_folded;
+        count_rewrite(plan);
       }
   }
   for (PlanStep& s : plan.steps) {
@@ -102,7 +102,7 @@ void fold_transposes_into_matmuls(Plan& plan) {
       if (!is_matrix_transpose(*producer.op, producer.attrs)) continue;
       s.in[side] = producer.in[0];
       (side == 0 ? t.a : t.b) = !(side == 0 ? t.a : t.b);
-      ++plan.summary.transposes_folded;
+      count_rewrite(plan);
     }
     s.attrs = matmul_attrs(t);
   }
@@ -131,7 +131,7 @@ void fold_broadcasts_into_elementwise(Plan& plan) {
         continue;
       }
       s.in[k] = producer.in[0];
-      ++plan.summary.broadcasts_folded;
+      count_rewrite(plan);
     }
   }
 }
@@ -187,7 +187,7 @@ void reassociate_matmuls(Plan& plan) {
       steps.push_back({s.op, first_attrs, first, tid});
       s.in = side == 0 ? std::vector<int>{p.value, tid} : std::vector<int>{tid, q.value};
       s.attrs = side == 0 ? matmul_attrs({p.transposed, false}) : matmul_attrs({false, q.transposed});
-      ++plan.summary.reassociated;
+      count_rewrite(plan);
       break;
     }
     plan.values[static_cast<std::size_t>(s.out)].producer = static_cast<int>(steps.size());
@@ -523,7 +523,7 @@ void contract_low_rank_row_sums(Plan& plan) {
       plan.steps[i].in[0] = scaled_value;
       renumber_producers(plan);
       readers = reader_counts(plan);
-      ++plan.summary.row_sums_contracted;
+      count_rewrite(plan);
       break;
     }
   }
@@ -591,7 +591,7 @@ void scale_repeated_solves(Plan& plan) {
       }
       plan.steps[i] = PlanStep{&mul_op, Attrs{}, {solved, s}, solve.out};
       renumber_producers(plan);
-      ++plan.summary.solves_scaled;
+      count_rewrite(plan);
       break;
     }
   }
@@ -765,7 +765,7 @@ void move_scalings_out_of_symmetric_sums(Plan& plan) {
         if (v == scale.out) v = sc.scaled;
       plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(sum) + 1, added.begin(), added.end());
       renumber_producers(plan);
-      ++plan.summary.scalings_moved;
+      count_rewrite(plan);
       moved = true;
     }
   }

@@ -240,16 +240,20 @@ void run_passes(Plan& plan, const std::string& selection) {
     before.clear();
     for (const PlanStep& s : plan.steps) before.insert(step_hash(s));
     const PlanShape shape = shape_of(plan);
+    plan.running_pass = static_cast<int>(k);
     pass.run(plan);
-    bool changed = shape_of(plan) != shape;
+    plan.running_pass = -1;
+    std::int64_t made = 0;
     for (PlanStep& s : plan.steps)
       if (!before.count(step_hash(s))) {
         s.made_by = static_cast<int>(k);
-        changed = true;
+        ++made;
       }
     if (verify) verify_plan(plan, pass.name);
-    if (!changed) continue;
+    if (made == 0 && shape_of(plan) == shape) continue;
     plan.summary.passes.emplace_back(pass.name);
+    std::int64_t& rewrites = plan.summary.rewrites[pass.name];
+    if (rewrites == 0) rewrites = std::max<std::int64_t>(made, 1);
     dump.write(plan, static_cast<int>(k), pass.name);
   }
 }
@@ -330,11 +334,17 @@ const std::vector<Pass>& plan_passes() {
   return passes;
 }
 
+void count_rewrite(Plan& plan) {
+  if (plan.running_pass >= 0) ++plan.summary.rewrites[plan_passes()[static_cast<std::size_t>(plan.running_pass)].name];
+}
+
 void run_pass(Plan& plan, std::string_view name) {
   const std::vector<Pass>& passes = plan_passes();
   const auto it = std::find_if(passes.begin(), passes.end(), [&](const Pass& p) { return name == p.name; });
   if (it == passes.end()) fail("jit: no pass is named {}", name);
+  plan.running_pass = static_cast<int>(it - passes.begin());
   it->run(plan);
+  plan.running_pass = -1;
 }
 
 void select_passes(const std::string& selection, std::vector<bool>& enabled, const char* where) {

@@ -97,6 +97,8 @@ class Plan {
   std::string runs_op_by_op;
   Device device;
   PlanSummary summary;
+  // The pass of plan_passes() running now (count_rewrite), or -1.
+  int running_pass = -1;
   // Groups of steps run tile by tile (fuse_elementwise), and by step the group starting there or -1
   // (empty when there are none).
   std::vector<FusedGroup> fused;
@@ -233,6 +235,9 @@ std::string step_text(const Plan& plan, const PlanStep& step);
 void verify_plan(const Plan& plan, std::string_view after);
 // Whether run_passes verifies after every pass (VTAPE_JIT_VERIFY, or a debug build).
 bool verify_after_passes();
+// One more rewrite by the pass running now, in PlanSummary::rewrites under its name: each pass counts what one rewrite
+// is for it. A pass that changes the plan and counts nothing is counted by the steps it made or changed.
+void count_rewrite(Plan& plan);
 // Runs one pass of plan_passes() by name on a plan (tests, and a plan read from text); raises for an unknown name.
 void run_pass(Plan& plan, std::string_view name);
 

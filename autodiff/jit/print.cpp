@@ -4,13 +4,15 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "plan.hpp"
 
 // A field added to either struct must be printed below too.
-static_assert(sizeof(vt::PlanSummary) == 17 * sizeof(std::int64_t) + sizeof(std::vector<std::string>),
+static_assert(sizeof(vt::PlanSummary) == 11 * sizeof(std::int64_t) + sizeof(std::vector<std::string>) +
+                                             sizeof(std::map<std::string, std::int64_t>),
               "print every PlanSummary field");
 static_assert(sizeof(vt::JitCounters) == 10 * sizeof(std::int64_t), "print every JitCounters field");
 
@@ -36,6 +38,12 @@ fmt::format_context::iterator print_lines(const std::vector<Line>& lines, fmt::f
 
 std::string count(std::int64_t n) { return fmt::format("{}", n); }
 std::string ms(double t) { return fmt::format("{:.3f}", t); }
+std::string rewrites(const vt::PlanSummary& s) {
+  if (s.rewrites.empty()) return "-";
+  std::vector<std::string> parts;
+  for (const auto& [pass, n] : s.rewrites) parts.push_back(fmt::format("{} {}", pass, n));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
 
 }  // namespace
 
@@ -49,13 +57,6 @@ fmt::format_context::iterator fmt::formatter<vt::PlanSummary>::format(const vt::
           {"constants", count(s.constants), "captured constants"},
           {"folded", count(s.folded), "steps on constants only, run on the first call and kept"},
           {"merged", count(s.merged), "common subexpressions removed"},
-          {"reassociated", count(s.reassociated), "matmul chains reordered"},
-          {"transposes_folded", count(s.transposes_folded),
-           "transposes read by a matmul as a GEMM flag, or as the symmetric matrix itself"},
-          {"broadcasts_folded", count(s.broadcasts_folded), "broadcasts read by an elementwise step in place"},
-          {"scalings_moved", count(s.scalings_moved), "scalings by one number moved out of symmetric sums"},
-          {"row_sums_contracted", count(s.row_sums_contracted), "row sums of low-rank products contracted first"},
-          {"solves_scaled", count(s.solves_scaled), "solves against s q taken from the solve against q"},
           {"fused", count(s.fused), "elementwise steps run tile by tile"},
           {"fused_runs", count(s.fused_runs), "runs of those that tile"},
           {"fused_lower", count(s.fused_lower), "of those steps, run over a lower triangle"},
@@ -63,6 +64,7 @@ fmt::format_context::iterator fmt::formatter<vt::PlanSummary>::format(const vt::
           {"arena_bytes_fixed", count(s.arena_bytes_fixed), "bytes of unbatched buffers"},
           {"passes", s.passes.empty() ? "-" : fmt::format("{}", fmt::join(s.passes, ", ")),
            "passes that changed the plan"},
+          {"rewrites", rewrites(s), "by pass: its rewrites (or the steps it made or changed)"},
       },
       ctx.out());
 }

@@ -3,6 +3,7 @@
 #include <nanobind/stl/function.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -141,6 +142,7 @@ nb::dict as_dict(const vt::PlanSummary& s) {
   d["arena_bytes_per_example"] = s.arena_bytes_per_example;
   d["arena_bytes_fixed"] = s.arena_bytes_fixed;
   d["passes"] = s.passes;
+  d["rewrites"] = s.rewrites;
   return d;
 }
 

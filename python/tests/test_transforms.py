@@ -164,6 +164,10 @@ def test_jit_equals_eager_and_traces_once_for_every_batch_size():
     assert total.counters()["traces"] == 2
     assert "steps" in total.compile(np.ones(5)) and "cho_factor" in step.explain(
         {k: np.full(2, float(v)) for k, v in P.items()})
+    # the rewrites by pass name, for the passes that changed the plan
+    chain = vt.jit(lambda a, b, c: (a @ b) @ c).compile(np.ones((50, 2)), np.ones((2, 50)), np.ones((50, 50)))
+    assert chain["rewrites"]["reassociate_matmuls"] == 1
+    assert set(chain["rewrites"]) == set(chain["passes"])
 
 
 def test_jit_inside_grad_runs_op_by_op_and_differentiates():
