@@ -334,6 +334,14 @@ const std::vector<Pass>& plan_passes() {
   return passes;
 }
 
+std::string pass_table_markdown() {
+  std::string out = "| stage | optional | devices | rule |\n| --- | --- | --- | --- |\n";
+  for (const Pass& p : plan_passes())
+    out += fmt::format("| `{}` | {} | {} | {} |\n", p.name, p.optional ? "yes" : "no",
+                       p.scope == PassScope::cpu ? "CPU" : "all", p.rule);
+  return out;
+}
+
 void count_rewrite(Plan& plan) {
   if (plan.running_pass >= 0) ++plan.summary.rewrites[plan_passes()[static_cast<std::size_t>(plan.running_pass)].name];
 }

@@ -207,6 +207,9 @@ struct Pass {
 };
 // The pipeline, in the order build_plan runs it (plan.cpp).
 const std::vector<Pass>& plan_passes();
+// The table as markdown, one row per stage (name, optional, devices, rule): docs/ARCHITECTURE.md's list of the
+// stages, which a test keeps equal to it (and rewrites with VTAPE_UPDATE_DOCS=1).
+std::string pass_table_markdown();
 // Which passes of plan_passes() run (by index) under a selection such as "-reassociate_matmuls,+name", applied to
 // `enabled`; raises for an unknown name or a pass that cannot be turned off.
 void select_passes(const std::string& selection, std::vector<bool>& enabled, const char* where);
