@@ -101,142 +101,187 @@ void split_into_segments(Plan& plan) {
   }
 }
 
-void plan_memory(Plan& plan) {
-  // Roots: a value made by an aliasing op shares its input's buffer.
-  for (std::size_t v = 0; v < plan.values.size(); ++v) plan.values[v].root = static_cast<int>(v);
-  for (const PlanStep& s : plan.steps)
-    if (s.op->aliases_input)
-      plan.values[static_cast<std::size_t>(s.out)].root = plan.values[static_cast<std::size_t>(s.in[0])].root;
-  for (int v : plan.outputs) {
-    PlanValue& root = plan.values[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)];
-    if (root.kind == PlanValue::Kind::computed) root.output_buffer = true;
+namespace {
+
+// Values of a few bytes (a hyperparameter, a sum) get arenas of their own, after the large values', and buffers never
+// reused: a small value placed in another's freed buffer would tie the steps around it to the plan's order, and the
+// fused runs (fuse_groups.cpp) could no longer run a later run's tiles before the scalar steps between (64 bytes a
+// value).
+constexpr std::int64_t small_bytes = 256;
+
+// plan_memory, phase by phase over one plan.
+class MemoryPlanner {
+ public:
+  explicit MemoryPlanner(Plan& plan)
+      : plan_(plan), last_read_(plan.values.size(), -1), segment_of_(plan.steps.size(), -1) {}
+
+  void run() {
+    find_roots();
+    find_last_reads();
+    for (std::size_t g = 0; g < plan_.segments.size(); ++g)
+      for (std::size_t i = plan_.segments[g].first; i < plan_.segments[g].last; ++i)
+        segment_of_[i] = static_cast<int>(g);
+    mark_local_values();
+    place_buffers();
+    plan_.memory_planned = true;
+    plan_.arena_local = local_.size();
+    plan_.arena_batched = checked_add(batched_.size(), small_batched_.size(), "jit", "the plan's memory");
+    plan_.arena_fixed = checked_add(fixed_.size(), small_fixed_.size(), "jit", "the plan's memory");
+    plan_chunk_io();
   }
+
+ private:
+  bool small(const PlanValue& v) const { return aligned(v.bytes()) <= small_bytes; }
+  bool in_arena(const PlanValue& v) const { return v.kind == PlanValue::Kind::computed && !v.output_buffer; }
+  Arena& arena_of(const PlanValue& v) {
+    if (v.local) return local_;
+    return v.batched ? (small(v) ? small_batched_ : batched_) : (small(v) ? small_fixed_ : fixed_);
+  }
+  PlanValue& value(int v) { return plan_.values[static_cast<std::size_t>(v)]; }
+
+  // Roots: a value made by an aliasing op shares its input's buffer; a result's root has a buffer of its own.
+  void find_roots() {
+    for (std::size_t v = 0; v < plan_.values.size(); ++v) plan_.values[v].root = static_cast<int>(v);
+    for (const PlanStep& s : plan_.steps)
+      if (s.op->aliases_input) value(s.out).root = value(s.in[0]).root;
+    for (int v : plan_.outputs) {
+      PlanValue& root = value(value(v).root);
+      if (root.kind == PlanValue::Kind::computed) root.output_buffer = true;
+    }
+  }
+
   // The last step that reads each root's data (handle inputs are not reads).
-  std::vector<int> last_read(plan.values.size(), -1);
-  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
-    const PlanStep& s = plan.steps[i];
-    for (std::size_t k = 0; k < s.in.size(); ++k)
-      if (!(s.op->handle_inputs >> k & 1u) || s.op->aliases_input)
-        last_read[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(s.in[k])].root)] = static_cast<int>(i);
+  void find_last_reads() {
+    for (std::size_t i = 0; i < plan_.steps.size(); ++i) {
+      const PlanStep& s = plan_.steps[i];
+      for (std::size_t k = 0; k < s.in.size(); ++k)
+        if (!(s.op->handle_inputs >> k & 1u) || s.op->aliases_input)
+          last_read_[static_cast<std::size_t>(value(s.in[k]).root)] = static_cast<int>(i);
+    }
   }
-  // Values of a few bytes (a hyperparameter, a sum) get arenas of their own, after the large values', and buffers never
-  // reused: a small value placed in another's freed buffer would tie the steps around it to the plan's order, and the
-  // fused runs (fuse.cpp) could no longer run a later run's tiles before the scalar steps between (64 bytes a value).
-  Arena batched, fixed, small_batched, small_fixed, local;
-  constexpr std::int64_t small_bytes = 256;
-  auto small = [&](const PlanValue& v) { return aligned(v.bytes()) <= small_bytes; };
-  auto arena_of = [&](const PlanValue& v) -> Arena& {
-    if (v.local) return local;
-    return v.batched ? (small(v) ? small_batched : batched) : (small(v) ? small_fixed : fixed);
-  };
-  auto in_arena = [&](const PlanValue& v) { return v.kind == PlanValue::Kind::computed && !v.output_buffer; };
+
   // The sub-chunk arena's values: made and read (aliases and handles included) by the steps of one segment run by
-  // sub-chunks only. Values of a few bytes stay with the others (below).
-  std::vector<int> segment_of(plan.steps.size(), -1);
-  for (std::size_t g = 0; g < plan.segments.size(); ++g)
-    for (std::size_t i = plan.segments[g].first; i < plan.segments[g].last; ++i) segment_of[i] = static_cast<int>(g);
-  std::vector<int> only_segment(plan.values.size(), -1);  // by root: the segment of every use, or -2 for several
-  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
-    const PlanStep& s = plan.steps[i];
-    const int g =
-        segment_of[i] >= 0 && plan.segments[static_cast<std::size_t>(segment_of[i])].by_sub_chunks ? segment_of[i] : -2;
-    const auto use = [&](int v) {
-      int& at = only_segment[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)];
-      at = at == -1 || at == g ? g : -2;
-    };
-    for (int v : s.in) use(v);
-    use(s.out);
+  // sub-chunks only. Values of a few bytes stay with the others.
+  void mark_local_values() {
+    std::vector<int> only_segment(plan_.values.size(), -1);  // by root: the segment of every use, or -2 for several
+    for (std::size_t i = 0; i < plan_.steps.size(); ++i) {
+      const PlanStep& s = plan_.steps[i];
+      const int g = segment_of_[i] >= 0 && plan_.segments[static_cast<std::size_t>(segment_of_[i])].by_sub_chunks
+                        ? segment_of_[i]
+                        : -2;
+      const auto use = [&](int v) {
+        int& at = only_segment[static_cast<std::size_t>(value(v).root)];
+        at = at == -1 || at == g ? g : -2;
+      };
+      for (int v : s.in) use(v);
+      use(s.out);
+    }
+    for (int v : plan_.outputs) only_segment[static_cast<std::size_t>(value(v).root)] = -2;
+    for (std::size_t v = 0; v < plan_.values.size(); ++v) {
+      PlanValue& pv = plan_.values[v];
+      pv.local = pv.root == static_cast<int>(v) && in_arena(pv) && pv.batched && !small(pv) && only_segment[v] >= 0;
+    }
   }
-  for (int v : plan.outputs) only_segment[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)] = -2;
-  for (std::size_t v = 0; v < plan.values.size(); ++v) {
-    PlanValue& pv = plan.values[v];
-    pv.local = pv.root == static_cast<int>(v) && in_arena(pv) && pv.batched && !small(pv) && only_segment[v] >= 0;
-  }
+
   // The buffers to free after each step: their last read, or their making when never read. A segment run by
   // sub-chunks runs all its steps for one sub-chunk before the next sub-chunk's first: a batched buffer of the chunk's
   // arena that dies inside it dies after its last step, or a value made later in the segment could be placed over
   // examples of it that a later sub-chunk has still to read. (Taking it over in place, example for example, stays
   // safe.)
-  std::vector<std::vector<int>> dies_after(plan.steps.size());
-  for (std::size_t v = 0; v < plan.values.size(); ++v) {
-    const PlanValue& pv = plan.values[v];
-    if (static_cast<int>(v) != pv.root || !in_arena(pv)) continue;
-    int step = last_read[v] >= 0 ? last_read[v] : pv.producer;
-    if (step < 0) continue;
-    if (pv.batched && !pv.local && segment_of[static_cast<std::size_t>(step)] >= 0) {
-      const Plan::Segment& seg = plan.segments[static_cast<std::size_t>(segment_of[static_cast<std::size_t>(step)])];
-      if (seg.by_sub_chunks) step = static_cast<int>(seg.last) - 1;
-    }
-    dies_after[static_cast<std::size_t>(step)].push_back(static_cast<int>(v));
-  }
-  std::vector<bool> handed_over(plan.values.size(), false);
-  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
-    const PlanStep& s = plan.steps[i];
-    PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
-    if (!s.op->aliases_input && in_arena(out)) {
-      // In place: the output takes input 0's buffer when input 0 dies here and is read exactly as
-      // the output is written (same shape, dtype and batching; no other input reads it differently).
-      bool reused = false;
-      if (s.op->in_place) {
-        const PlanValue& first = plan.values[static_cast<std::size_t>(s.in[0])];
-        PlanValue& in0 = plan.values[static_cast<std::size_t>(first.root)];
-        bool same_reads = first.shape == out.shape && first.dtype == out.dtype && first.batched == out.batched;
-        for (std::size_t k = 1; k < s.in.size(); ++k) {
-          const PlanValue& other = plan.values[static_cast<std::size_t>(s.in[k])];
-          if (other.root == first.root) same_reads &= other.shape == out.shape && other.batched == out.batched;
-        }
-        if (same_reads && in_arena(in0) && last_read[static_cast<std::size_t>(first.root)] == static_cast<int>(i) &&
-            aligned(in0.bytes()) == aligned(out.bytes()) && in0.batched == out.batched && in0.local == out.local) {
-          out.offset = in0.offset;
-          handed_over[static_cast<std::size_t>(first.root)] = true;
-          reused = true;
-        }
+  std::vector<std::vector<int>> deaths() const {
+    std::vector<std::vector<int>> dies_after(plan_.steps.size());
+    for (std::size_t v = 0; v < plan_.values.size(); ++v) {
+      const PlanValue& pv = plan_.values[v];
+      if (static_cast<int>(v) != pv.root || !in_arena(pv)) continue;
+      int step = last_read_[v] >= 0 ? last_read_[v] : pv.producer;
+      if (step < 0) continue;
+      if (pv.batched && !pv.local && segment_of_[static_cast<std::size_t>(step)] >= 0) {
+        const Plan::Segment& seg =
+            plan_.segments[static_cast<std::size_t>(segment_of_[static_cast<std::size_t>(step)])];
+        if (seg.by_sub_chunks) step = static_cast<int>(seg.last) - 1;
       }
-      if (!reused) out.offset = arena_of(out).allocate(aligned(out.bytes()));
+      dies_after[static_cast<std::size_t>(step)].push_back(static_cast<int>(v));
     }
-    for (int v : dies_after[i]) {
-      PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
-      if (handed_over[static_cast<std::size_t>(v)] || pv.offset < 0 || small(pv)) continue;
-      arena_of(pv).release(pv.offset, aligned(pv.bytes()));
-    }
+    return dies_after;
   }
-  // The small values' offsets, past the large ones'.
-  for (std::size_t v = 0; v < plan.values.size(); ++v) {
-    PlanValue& pv = plan.values[v];
-    if (static_cast<int>(v) != pv.root || !in_arena(pv) || pv.offset < 0 || !small(pv)) continue;
-    pv.offset += pv.batched ? batched.size() : fixed.size();
-  }
-  plan.memory_planned = true;
-  plan.arena_local = local.size();
-  plan.arena_batched = checked_add(batched.size(), small_batched.size(), "jit", "the plan's memory");
-  plan.arena_fixed = checked_add(fixed.size(), small_fixed.size(), "jit", "the plan's memory");
-  // Running by chunks: the reductions' partial results, per chunk, and what a chunk reads and
-  // writes besides its arena.
-  plan.partial_offset.assign(plan.values.size(), -1);
-  plan.partial_bytes = plan.chunk_io_bytes = 0;
-  if (!plan.chunkable) return;
-  for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
-    const PlanValue& out = plan.values[static_cast<std::size_t>(plan.steps[i].out)];
-    if (out.batched) continue;
-    plan.partial_offset[static_cast<std::size_t>(plan.steps[i].out)] = plan.partial_bytes;
-    plan.partial_bytes = checked_add(plan.partial_bytes, aligned(out.bytes()), "jit", "the plan's memory");
-  }
-  for (std::size_t v = 0; v < plan.values.size(); ++v) {
-    const PlanValue& pv = plan.values[v];
-    if (pv.batched && pv.root == static_cast<int>(v) && !in_arena(pv)) plan.chunk_io_bytes += pv.bytes();
-  }
-  // What every chunk reads of the values shared by the batch: each kernel's unbatched inputs. An elementwise kernel
-  // reads them once per example, whatever the chunk: a larger chunk saves nothing there.
-  plan.shared_reads.clear();
-  plan.calls_per_chunk = 0;
-  for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
-    const PlanStep& s = plan.steps[i];
-    if (s.op->runs_functions) plan.calls_per_chunk += s.op->calls_per_run ? s.op->calls_per_run(s.attrs) : 1;
-    if (s.op->aliases_input || s.op->elementwise) continue;
-    for (int v : s.in)
-      if (!plan.values[static_cast<std::size_t>(v)].batched)
-        plan.shared_reads.push_back(plan.values[static_cast<std::size_t>(v)].bytes());
-  }
-}
 
+  // In place: the output takes input 0's buffer when input 0 dies here and is read exactly as the output is written
+  // (same shape, dtype and batching; no other input reads it differently). Returns whether it did.
+  bool take_over_input(std::size_t i, PlanValue& out, std::vector<bool>& handed_over) {
+    const PlanStep& s = plan_.steps[i];
+    if (!s.op->in_place) return false;
+    const PlanValue& first = value(s.in[0]);
+    PlanValue& in0 = value(first.root);
+    bool same_reads = first.shape == out.shape && first.dtype == out.dtype && first.batched == out.batched;
+    for (std::size_t k = 1; k < s.in.size(); ++k) {
+      const PlanValue& other = value(s.in[k]);
+      if (other.root == first.root) same_reads &= other.shape == out.shape && other.batched == out.batched;
+    }
+    if (!same_reads || !in_arena(in0) || last_read_[static_cast<std::size_t>(first.root)] != static_cast<int>(i) ||
+        aligned(in0.bytes()) != aligned(out.bytes()) || in0.batched != out.batched || in0.local != out.local)
+      return false;
+    out.offset = in0.offset;
+    handed_over[static_cast<std::size_t>(first.root)] = true;
+    return true;
+  }
+
+  // Every arena value's offset, first fit, step by step, freeing buffers as they die; then the small values' offsets
+  // past the large ones'.
+  void place_buffers() {
+    const std::vector<std::vector<int>> dies_after = deaths();
+    std::vector<bool> handed_over(plan_.values.size(), false);
+    for (std::size_t i = 0; i < plan_.steps.size(); ++i) {
+      const PlanStep& s = plan_.steps[i];
+      PlanValue& out = value(s.out);
+      if (!s.op->aliases_input && in_arena(out) && !take_over_input(i, out, handed_over))
+        out.offset = arena_of(out).allocate(aligned(out.bytes()));
+      for (int v : dies_after[i]) {
+        PlanValue& pv = value(v);
+        if (handed_over[static_cast<std::size_t>(v)] || pv.offset < 0 || small(pv)) continue;
+        arena_of(pv).release(pv.offset, aligned(pv.bytes()));
+      }
+    }
+    for (std::size_t v = 0; v < plan_.values.size(); ++v) {
+      PlanValue& pv = plan_.values[v];
+      if (static_cast<int>(v) != pv.root || !in_arena(pv) || pv.offset < 0 || !small(pv)) continue;
+      pv.offset += pv.batched ? batched_.size() : fixed_.size();
+    }
+  }
+
+  // Running by chunks: the reductions' partial results, per chunk, what a chunk reads and writes besides its arena,
+  // and what every chunk reads of the values shared by the batch (each kernel's unbatched inputs; an elementwise
+  // kernel reads them once per example, whatever the chunk, so a larger chunk saves nothing there).
+  void plan_chunk_io() {
+    plan_.partial_offset.assign(plan_.values.size(), -1);
+    plan_.partial_bytes = plan_.chunk_io_bytes = 0;
+    if (!plan_.chunkable) return;
+    for (std::size_t i = plan_.chunk_begin; i < plan_.chunk_end; ++i) {
+      const PlanValue& out = value(plan_.steps[i].out);
+      if (out.batched) continue;
+      plan_.partial_offset[static_cast<std::size_t>(plan_.steps[i].out)] = plan_.partial_bytes;
+      plan_.partial_bytes = checked_add(plan_.partial_bytes, aligned(out.bytes()), "jit", "the plan's memory");
+    }
+    for (std::size_t v = 0; v < plan_.values.size(); ++v) {
+      const PlanValue& pv = plan_.values[v];
+      if (pv.batched && pv.root == static_cast<int>(v) && !in_arena(pv)) plan_.chunk_io_bytes += pv.bytes();
+    }
+    plan_.shared_reads.clear();
+    plan_.calls_per_chunk = 0;
+    for (std::size_t i = plan_.chunk_begin; i < plan_.chunk_end; ++i) {
+      const PlanStep& s = plan_.steps[i];
+      if (s.op->runs_functions) plan_.calls_per_chunk += s.op->calls_per_run ? s.op->calls_per_run(s.attrs) : 1;
+      if (s.op->aliases_input || s.op->elementwise) continue;
+      for (int v : s.in)
+        if (!value(v).batched) plan_.shared_reads.push_back(value(v).bytes());
+    }
+  }
+
+  Plan& plan_;
+  std::vector<int> last_read_, segment_of_;
+  Arena batched_, fixed_, small_batched_, small_fixed_, local_;
+};
+
+}  // namespace
+
+void plan_memory(Plan& plan) { MemoryPlanner(plan).run(); }
 }  // namespace vt::detail

@@ -54,7 +54,7 @@ struct PlanStep {
 };
 
 // A run of consecutive elementwise steps [first, last) whose outputs have one shape and batching,
-// run tile by tile (autodiff/jit/fuse.cpp) so that each tile's inputs and intermediates stay in
+// run tile by tile (autodiff/jit/fuse.hpp) so that each tile's inputs and intermediates stay in
 // cache between the steps.
 // A run may include sums of its values to one value per example, added tile by tile in the CPU
 // reduce kernel's order, and runs of one shape separated by a few unrelated steps are merged into
@@ -325,7 +325,7 @@ inline bool large_shared_operand(std::int64_t bytes, std::size_t cache) {
 // Every value's root buffer and arena offset, and the arenas' sizes (autodiff/jit/memory.cpp).
 void plan_memory(Plan& plan);
 
-// Groups runs of elementwise steps of a CPU plan (autodiff/jit/fuse.cpp), after plan_memory: a run
+// Groups runs of elementwise steps of a CPU plan (autodiff/jit/fuse_groups.cpp), after plan_memory: a run
 // ends where running it tile by tile could overwrite a buffer that a later tile still reads.
 void fuse_elementwise(Plan& plan);
 // Runs one group's steps for one call, tile by tile, with the call's data pointers (by plan value).

@@ -1,0 +1,49 @@
+#pragma once
+// Fused elementwise passes, without a code generator: a run of consecutive elementwise steps whose outputs share one
+// shape runs tile by tile, every step of the run on one tile before the next tile, so that a tile's inputs and
+// intermediates stay in L1/L2 between the steps instead of each step streaming whole buffers through memory. The steps
+// keep their kernels; a step whose output only the run itself reads writes it to a tile-sized scratch slot, not to its
+// buffer, so that such intermediates never reach memory. Every elementwise CPU kernel computes an element from the same
+// elements whatever the block around it, so values are bitwise those of running the steps one after the other, at any
+// thread count.
+//
+// A run may end in a sum of its last value to one value per example (the contractions sum(a * b) of a gradient): the
+// sum is added tile by tile as the tiles are made, in the order of the CPU reduce kernel (backends/cpu/sum_order.hpp):
+// so it too is bitwise the unfused sum, at any thread count. That needs tiles that follow the kernel's segments of the
+// flattened example, so such a run is tiled by flat ranges of elements, which needs every view of the run to walk the
+// example's elements in order or to be one element broadcast over them (else its steps run one by one).
+//
+// A run whose every value is, example by example, an exactly symmetric matrix (a kernel matrix built from captured
+// pairwise distances and hyperparameters, and its gradient's contractions against a symmetric cotangent) computes only
+// its lower triangle, by strips of rows up to the diagonal: an elementwise function of symmetric matrices and
+// per-example numbers gives the same bits at (i, j) as at (j, i), so a little over half the work gives every value. A
+// value written to memory is copied above the diagonal where something other than such runs and Cholesky factorizations
+// reads it (FusedGroup::mirrored), so matrices are bitwise those of running the steps one by one. Sums add the lower
+// triangle with the entries below the diagonal twice: not the reduce kernel's order, so they equal the unfused sums up
+// to rounding only, but in a fixed order, the same at any thread count.
+//
+// The grouping pass is autodiff/jit/fuse_groups.cpp (fuse_elementwise), the tile executor autodiff/jit/fuse.cpp
+// (run_fused_group); this header holds the sizes both rely on.
+#include <cstdint>
+
+#include "../../backends/cpu/sum_order.hpp"
+
+namespace vt::detail::fusion {
+
+// Elements per tile: a few buffers of 32 KB (float64) fit in L1/L2 while the per-kernel overhead stays small against
+// the tile's work (runs over a lower triangle take pieces of twice that: strip_rows, below). A multiple of
+// cpu::sum_lanes that divides cpu::sum_segment, so that flat tiles never straddle a segment of the reduce kernel and
+// keep its lanes aligned.
+constexpr std::int64_t tile_elements = 4096;
+static_assert(cpu::sum_segment % tile_elements == 0 && tile_elements % cpu::sum_lanes == 0);
+// Below this many elements a call runs its steps one by one (one tile would be the whole output).
+constexpr std::int64_t min_elements = 2 * tile_elements;
+// Runs of symmetric matrices are cut into strips of this many rows, each strip's row segments from column 0 to the end
+// of its diagonal block, cut into pieces of at most piece_elements: long rows keep the kernels' per-row costs small,
+// and pieces twice a flat tile's halve the kernel calls (a strip up to order 512 is one piece) at the same speed per
+// element (docs/performance.md has the measurement).
+constexpr std::int64_t strip_rows = 16;
+constexpr std::int64_t piece_elements = 2 * tile_elements;
+static_assert(piece_elements % strip_rows == 0);
+
+}  // namespace vt::detail::fusion
