@@ -196,7 +196,8 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
 enum class PassScope { every_device, cpu };
 
 // One stage of build_plan's pipeline, one row of plan_passes()'s table. The rewrites state the identity they rely on
-// where they are defined (passes.cpp) and keep the plan's results up to rounding, so any of them may be turned off
+// where they are defined (passes.cpp, products.cpp, symmetry.cpp) and keep the plan's results up to rounding, so any of
+// them may be turned off
 // ("-name") to bisect a wrong result or a slow plan; the stages that are not optional are what a plan needs to run.
 struct Pass {
   const char* name;
@@ -258,7 +259,8 @@ bool larger_chunks_pay(const Plan& plan);
 // Examples per sub-chunk of one of the plan's segments in chunks of `chunk` examples (execute.cpp).
 std::int64_t sub_chunk_examples(const Plan& plan, const Plan::Segment& segment, std::int64_t chunk);
 
-// The passes over a built plan (autodiff/jit/passes.cpp), in the order build_plan runs them.
+// The passes over a built plan (autodiff/jit/passes.cpp, products.cpp, symmetry.cpp), in the order build_plan runs
+// them.
 void fold_transposes_into_matmuls(Plan& plan);
 void fold_broadcasts_into_elementwise(Plan& plan);
 void take_indicator_products(Plan& plan);
