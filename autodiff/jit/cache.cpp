@@ -107,18 +107,19 @@ std::shared_ptr<const CacheEntry> JitCache::get(const std::vector<Tensor>& input
 
 void JitCache::release_memory() {
   std::lock_guard lock(mutex_);
-  for (const auto& [key, entry] : entries_) entry->plan->release_memory();
+  for (const auto& [key, entry] : entries_) detail::release_memory(*entry->plan);
 }
 
 JitCounters JitCache::counters() const {
   std::lock_guard lock(mutex_);
   JitCounters c = counters_;
   for (const auto& [key, entry] : entries_) {
-    c.recordings += entry->plan->recordings;
-    c.replays += entry->plan->replayed;
-    c.arenas += entry->plan->arenas_allocated;
-    c.chunked_calls += entry->plan->chunked_calls;
-    c.chunk_examples = std::max<std::int64_t>(c.chunk_examples, entry->plan->chunk_examples);
+    const PlanRuntimeCounts r = runtime_counts(*entry->plan);
+    c.recordings += r.recordings;
+    c.replays += r.replayed;
+    c.arenas += r.arenas;
+    c.chunked_calls += r.chunked_calls;
+    c.chunk_examples = std::max<std::int64_t>(c.chunk_examples, r.chunk_examples);
   }
   return c;
 }

@@ -36,6 +36,48 @@ struct Replay {
   std::uint64_t last_use = 0;
 };
 
+// What calls of one plan keep and count (plan.hpp).
+struct PlanRuntime {
+  // The folds' values, computed on the plan's first call (run_folds), by plan value.
+  std::mutex folds_mutex;
+  std::atomic<bool> folds_done{false};
+  std::vector<Tensor> folded;
+  // Arenas of finished calls, kept for the next ones (ArenaLease): a call takes the smallest idle arena that is large
+  // enough, or replaces the largest idle one with one of the size it needs (or adds one, when calls run concurrently
+  // and none is idle), and gives it back when it ends. So the plan keeps the largest arena each concurrent call has
+  // needed, and a batch size it fits allocates nothing. release_memory hands them back.
+  static constexpr std::size_t max_idle_arenas = 16;
+  std::mutex arenas_mutex;
+  std::vector<std::shared_ptr<Storage>> idle_arenas;
+  std::atomic<std::int64_t> arenas_allocated{0};
+  // Recordings by batch size, the most recently used kept (each holds its batch's buffers).
+  static constexpr std::size_t max_replays = 8;
+  std::mutex replays_mutex;
+  std::map<std::int64_t, std::shared_ptr<Replay>> replays;
+  std::uint64_t replay_clock = 0;
+  std::atomic<std::int64_t> recordings{0}, replayed{0};
+  // Calls run by chunks, and the examples per chunk of the latest one.
+  std::atomic<std::int64_t> chunked_calls{0}, chunk_examples{0};
+};
+
+Plan::Plan() : runtime(std::make_unique<PlanRuntime>()) {}
+Plan::~Plan() = default;
+
+PlanRuntimeCounts runtime_counts(const Plan& plan) {
+  const PlanRuntime& r = *plan.runtime;
+  return {r.arenas_allocated, r.chunked_calls, r.chunk_examples, r.recordings, r.replayed};
+}
+
+void release_memory(const Plan& plan) {
+  PlanRuntime& r = *plan.runtime;
+  {
+    std::lock_guard lock(r.arenas_mutex);
+    r.idle_arenas.clear();
+  }
+  std::lock_guard lock(r.replays_mutex);  // a call replaying one keeps it until it ends
+  r.replays.clear();
+}
+
 namespace {
 
 std::int64_t batch_of(const Plan& plan, const std::vector<Tensor>& inputs) {
@@ -73,14 +115,14 @@ std::int64_t arena_bytes_at(const Plan& plan, std::int64_t batch) {
 }
 
 // One call's arena of `bytes`, taken from the plan's idle ones and given back when the call ends
-// (also when it throws): see Plan::idle_arenas.
+// (also when it throws): see PlanRuntime::idle_arenas.
 class ArenaLease {
  public:
   ArenaLease(const Plan& plan, std::int64_t arena_bytes) : plan_(plan) {
     const auto bytes = static_cast<std::size_t>(std::max<std::int64_t>(arena_bytes, 1));
     {
-      std::lock_guard lock(plan.arenas_mutex);
-      auto& idle = plan.idle_arenas;
+      std::lock_guard lock(plan.runtime->arenas_mutex);
+      auto& idle = plan.runtime->idle_arenas;
       auto fits = idle.end(), largest = idle.end();
       for (auto it = idle.begin(); it != idle.end(); ++it) {
         if ((*it)->bytes >= bytes && (fits == idle.end() || (*it)->bytes < (*fits)->bytes)) fits = it;
@@ -94,12 +136,12 @@ class ArenaLease {
       if (largest != idle.end()) idle.erase(largest);  // too small: replaced below, freed first
     }
     arena_ = std::make_shared<Storage>(plan.device, bytes);
-    ++plan.arenas_allocated;
+    ++plan.runtime->arenas_allocated;
   }
   ~ArenaLease() {
-    std::lock_guard lock(plan_.arenas_mutex);
-    auto& idle = plan_.idle_arenas;
-    if (idle.size() >= Plan::max_idle_arenas) {
+    std::lock_guard lock(plan_.runtime->arenas_mutex);
+    auto& idle = plan_.runtime->idle_arenas;
+    if (idle.size() >= PlanRuntime::max_idle_arenas) {
       auto smallest =
           std::min_element(idle.begin(), idle.end(), [](const auto& a, const auto& b) { return a->bytes < b->bytes; });
       if ((*smallest)->bytes >= arena_->bytes) return;  // this one goes
@@ -120,7 +162,7 @@ class ArenaLease {
 const Tensor* fixed_tensor(const Plan& plan, int v) {
   const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
   if (pv.kind == PlanValue::Kind::constant) return &pv.constant;
-  if (pv.kind == PlanValue::Kind::folded) return &plan.folded[static_cast<std::size_t>(v)];
+  if (pv.kind == PlanValue::Kind::folded) return &plan.runtime->folded[static_cast<std::size_t>(v)];
   return nullptr;
 }
 
@@ -160,9 +202,9 @@ Placement place(const Plan& plan, std::int64_t batch, std::shared_ptr<Storage> a
 // The folds (Plan::folds) run once, on the plan's first call, by `apply` like eager ops; a failure
 // (a constant that is not positive definite, say) raises in that call and the next call tries again.
 void run_folds(const Plan& plan) {
-  if (plan.folds.empty() || plan.folds_done.load(std::memory_order_acquire)) return;
-  std::lock_guard lock(plan.folds_mutex);
-  if (plan.folds_done.load(std::memory_order_relaxed)) return;
+  if (plan.folds.empty() || plan.runtime->folds_done.load(std::memory_order_acquire)) return;
+  std::lock_guard lock(plan.runtime->folds_mutex);
+  if (plan.runtime->folds_done.load(std::memory_order_relaxed)) return;
   std::vector<Tensor> folded(plan.values.size());
   const DeferConstantOps computing(false);
   for (const PlanStep& s : plan.folds) {
@@ -183,8 +225,8 @@ void run_folds(const Plan& plan) {
   }
   for (std::size_t v = 0; v < folded.size(); ++v)
     if (!read[v]) folded[v] = Tensor();
-  plan.folded = std::move(folded);
-  plan.folds_done.store(true, std::memory_order_release);
+  plan.runtime->folded = std::move(folded);
+  plan.runtime->folds_done.store(true, std::memory_order_release);
 }
 
 // Steps [first, last) over `batch` examples: examples [first_example, first_example + batch) of a
@@ -321,19 +363,19 @@ std::optional<std::vector<Tensor>> run_recorded(const Plan& plan, const std::vec
   std::shared_ptr<Replay> replay;
   bool first = false;
   {
-    std::lock_guard lock(plan.replays_mutex);
-    std::shared_ptr<Replay>& slot = plan.replays[batch];
+    std::lock_guard lock(plan.runtime->replays_mutex);
+    std::shared_ptr<Replay>& slot = plan.runtime->replays[batch];
     if (!slot) {
       slot = std::make_shared<Replay>();
       first = true;
     }
     replay = slot;
-    replay->last_use = ++plan.replay_clock;
-    if (plan.replays.size() > Plan::max_replays) {  // forget the least recently used batch size
-      auto oldest = std::min_element(plan.replays.begin(), plan.replays.end(), [](const auto& a, const auto& b) {
-        return a.second->last_use < b.second->last_use;
-      });
-      plan.replays.erase(oldest);
+    replay->last_use = ++plan.runtime->replay_clock;
+    if (plan.runtime->replays.size() > PlanRuntime::max_replays) {  // forget the least recently used batch size
+      auto oldest =
+          std::min_element(plan.runtime->replays.begin(), plan.runtime->replays.end(),
+                           [](const auto& a, const auto& b) { return a.second->last_use < b.second->last_use; });
+      plan.runtime->replays.erase(oldest);
     }
   }
   // The buffers serve one call at a time: a call that finds them busy runs without them.
@@ -345,17 +387,17 @@ std::optional<std::vector<Tensor>> run_recorded(const Plan& plan, const std::vec
   }
   if (first) {
     if (record(plan, inputs, batch, be, *replay)) {
-      ++plan.recordings;
+      ++plan.runtime->recordings;
     } else {  // this backend cannot record this plan: its buffers go, and later calls run directly
       plan.unrecordable = true;
       replay->arguments.clear();
       replay->placement.reset();
-      std::lock_guard lock(plan.replays_mutex);
-      plan.replays.erase(batch);
+      std::lock_guard lock(plan.runtime->replays_mutex);
+      plan.runtime->replays.erase(batch);
     }
   }
   if (!replay->recording) return std::nullopt;
-  ++plan.replayed;
+  ++plan.runtime->replayed;
   std::vector<Tensor> results;
   try {
     copy_arguments(plan, inputs, batch, be, *replay);
@@ -579,8 +621,8 @@ std::vector<Tensor> run_chunked(const Plan& plan, const std::vector<Tensor>& inp
       [&](int i) { return const_cast<void*>(inputs[static_cast<std::size_t>(i)].raw_data()); }, 0);
   char* const partial_base = static_cast<char*>(lease.arena()->data) + fixed;
   char* const worker_base = partial_base + partials;
-  ++plan.chunked_calls;
-  plan.chunk_examples = chunk;
+  ++plan.runtime->chunked_calls;
+  plan.runtime->chunk_examples = chunk;
   try {
     run_steps(plan, 0, plan.chunk_begin, p.data, batch, be);
     // No exception leaves the parallel region: each chunk's is kept with the step that raised it.
@@ -647,15 +689,6 @@ std::vector<Tensor> run_chunked(const Plan& plan, const std::vector<Tensor>& inp
 }
 
 }  // namespace
-
-void Plan::release_memory() const {
-  {
-    std::lock_guard lock(arenas_mutex);
-    idle_arenas.clear();
-  }
-  std::lock_guard lock(replays_mutex);  // a call replaying one keeps it until it ends
-  replays.clear();
-}
 
 // The bytes a call touches: its arena, arguments and results (Backend::records).
 std::int64_t call_bytes(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch) {

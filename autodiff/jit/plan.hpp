@@ -80,6 +80,8 @@ struct FusedGroup {
 
 // One batch size's recorded call (autodiff/jit/execute.cpp).
 struct Replay;
+// What calls of a plan keep and count (autodiff/jit/execute.cpp).
+struct PlanRuntime;
 
 class Plan {
  public:
@@ -150,36 +152,20 @@ class Plan {
   // The sub-chunk arena's bytes per example (PlanValue::local), laid out for as many examples as the largest
   // sub-chunk of a call.
   std::int64_t arena_local = 0;
-  // Calls run by chunks, and the examples per chunk of the latest one (JitCounters).
-  mutable std::atomic<std::int64_t> chunked_calls{0}, chunk_examples{0};
-
-  // Steps on constants only (captured tensors, and what the trace deferred from them), taken out
-  // of `steps` (fold_constants): they run once, on the plan's first call (run_folds), and their
-  // values are kept with the plan, by plan value, for every later call.
+  // Steps on constants only (captured tensors, and what the trace deferred from them), taken out of `steps`
+  // (fold_constants): they run once, on the plan's first call (run_folds), and their values are kept with the plan's
+  // run-time state, by plan value, for every later call.
   std::vector<PlanStep> folds;
-  mutable std::mutex folds_mutex;
-  mutable std::atomic<bool> folds_done{false};
-  mutable std::vector<Tensor> folded;
 
-  // Arenas of finished calls, kept for the next ones (execute.cpp, ArenaLease): a call takes the
-  // smallest idle arena that is large enough, or replaces the largest idle one with one of the size
-  // it needs (or adds one, when calls run concurrently and none is idle), and gives it back when it
-  // ends. So the plan keeps the largest arena each concurrent call has needed, and a batch size it
-  // fits allocates nothing. release_memory() hands them back.
-  static constexpr std::size_t max_idle_arenas = 16;
-  mutable std::mutex arenas_mutex;
-  mutable std::vector<std::shared_ptr<Storage>> idle_arenas;
-  mutable std::atomic<std::int64_t> arenas_allocated{0};
-  void release_memory() const;
-
-  // Recordings by batch size, the most recently used kept (each holds its batch's buffers).
-  static constexpr std::size_t max_replays = 8;
-  mutable std::mutex replays_mutex;
-  mutable std::map<std::int64_t, std::shared_ptr<Replay>> replays;
-  mutable std::uint64_t replay_clock = 0;
-  // Run directly, never recorded: the plan holds a collective, or the backend failed to record it once.
+  // Run directly, never recorded: the plan holds a collective or a loop (find_batch_size), or the backend failed to
+  // record it once (execute.cpp).
   mutable std::atomic<bool> unrecordable{false};
-  mutable std::atomic<std::int64_t> recordings{0}, replayed{0};
+
+  // What calls of the plan keep and count, owned by the executor (execute.cpp): the folded values, the idle arenas,
+  // the recordings by batch size, the counters. Passes never see it; every plan starts with an empty one.
+  const std::unique_ptr<PlanRuntime> runtime;
+  Plan();  // execute.cpp, where PlanRuntime is complete
+  ~Plan();
 };
 
 // What makes two steps compute the same value: their op, attributes and inputs (common subexpressions).
@@ -251,6 +237,12 @@ void precompute_views(Plan& plan);
 // By value: some step, fold or result reads more of it than its lower triangle, aliases of one shape passing their
 // readers' needs on (mark_lower_only_outputs).
 std::vector<bool> values_read_whole(const Plan& plan);
+// What a plan's calls counted (JitCounters), and handing back the memory they keep (Jitted::release_memory).
+struct PlanRuntimeCounts {
+  std::int64_t arenas = 0, chunked_calls = 0, chunk_examples = 0, recordings = 0, replayed = 0;
+};
+PlanRuntimeCounts runtime_counts(const Plan& plan);
+void release_memory(const Plan& plan);
 // Examples per chunk for a call at this batch size, or 0: every step over the whole batch (execute.cpp).
 std::int64_t examples_per_chunk(const Plan& plan, std::int64_t batch);
 // Whether a chunk larger than the cache pays for this plan at a large enough batch size: it reads a large shared
