@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "../../ops/batch.hpp"
 #include "plan.hpp"
@@ -226,7 +225,7 @@ void run_passes(Plan& plan, const std::string& selection) {
   const Dump dump;
   if (verify) verify_plan(plan, "the trace");
   dump.write(plan, -1, "trace");
-  std::unordered_set<std::uint64_t> before;
+  std::vector<std::uint64_t> before;  // the steps' hashes before a pass, sorted
   for (std::size_t k = 0; k < passes.size(); ++k) {
     const Pass& pass = passes[k];
     if (!enabled[k] || (pass.scope == PassScope::cpu && plan.device != Device::cpu())) continue;
@@ -238,14 +237,15 @@ void run_passes(Plan& plan, const std::string& selection) {
       continue;
     }
     before.clear();
-    for (const PlanStep& s : plan.steps) before.insert(step_hash(s));
+    for (const PlanStep& s : plan.steps) before.push_back(step_hash(s));
+    std::sort(before.begin(), before.end());
     const PlanShape shape = shape_of(plan);
     plan.running_pass = static_cast<int>(k);
     pass.run(plan);
     plan.running_pass = -1;
     std::int64_t made = 0;
     for (PlanStep& s : plan.steps)
-      if (!before.count(step_hash(s))) {
+      if (!std::binary_search(before.begin(), before.end(), step_hash(s))) {
         s.made_by = static_cast<int>(k);
         ++made;
       }
