@@ -13,9 +13,6 @@ namespace vt::detail {
 namespace {
 
 constexpr std::int64_t alignment = 64;
-std::int64_t aligned(std::int64_t bytes) {
-  return checked_add(bytes, alignment - 1, "jit", "a buffer's size") / alignment * alignment;
-}
 
 // First-fit allocation of byte ranges in one arena, with coalescing frees.
 class Arena {
@@ -282,6 +279,10 @@ class MemoryPlanner {
 };
 
 }  // namespace
+
+std::int64_t aligned(std::int64_t bytes) {
+  return checked_add(bytes, alignment - 1, "jit", "a buffer's size") / alignment * alignment;
+}
 
 void plan_memory(Plan& plan) { MemoryPlanner(plan).run(); }
 }  // namespace vt::detail

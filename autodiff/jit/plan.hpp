@@ -212,6 +212,8 @@ std::string explain_plan(const Plan& plan, std::int64_t batch);
 // recordings, folded values) is not part of it.
 std::string plan_text(const Plan& plan);
 std::shared_ptr<Plan> parse_plan(std::string_view text, const std::map<int, Tensor>& constants = {});
+// A value's dtype and shape as plan_text writes them, B first for a batched one ("float64[B,3,3]").
+std::string type_text(const PlanValue& v);
 // A step's op and its attributes by name, as plan_text writes them ("matmul transpose_a=0 ...").
 std::string step_text(const Plan& plan, const PlanStep& step);
 
@@ -317,6 +319,8 @@ inline bool large_shared_operand(std::int64_t bytes, std::size_t cache) {
   return static_cast<std::size_t>(bytes) > cache / 4;
 }
 // Every value's root buffer and arena offset, and the arenas' sizes (autodiff/jit/memory.cpp).
+// A buffer's bytes in an arena: its own, rounded up to the arenas' alignment.
+std::int64_t aligned(std::int64_t bytes);
 void plan_memory(Plan& plan);
 
 // Groups runs of elementwise steps of a CPU plan (autodiff/jit/fuse_groups.cpp), after plan_memory: a run

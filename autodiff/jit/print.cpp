@@ -99,11 +99,7 @@ std::string value_name(const Plan& plan, int v) {
 }
 
 std::string typed(const Plan& plan, int v) {
-  const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
-  std::vector<std::string> axes;
-  if (pv.batched) axes.emplace_back("B");
-  for (std::int64_t n : pv.shape) axes.push_back(fmt::format("{}", n));
-  return fmt::format("{} {}[{}]", value_name(plan, v), name_of(pv.dtype), fmt::join(axes, ","));
+  return fmt::format("{} {}", value_name(plan, v), type_text(plan.values[static_cast<std::size_t>(v)]));
 }
 
 std::string bytes(std::int64_t n) {

@@ -30,14 +30,34 @@ namespace {
 
 constexpr std::int64_t most_written_elements = 64;
 
-std::string type_text(const PlanValue& v) {
-  std::vector<std::string> axes;
-  if (v.batched) axes.emplace_back("B");
-  for (std::int64_t n : v.shape) axes.push_back(fmt::format("{}", n));
-  return fmt::format("{}[{}]", name_of(v.dtype), fmt::join(axes, ","));
-}
-
 std::string name(int v) { return fmt::format("%{}", v); }
+
+// One field of an op's registered attributes (OpRegistration::attr_names): its name and how it is packed.
+struct Field {
+  enum class Kind { integer, shape, dtype };
+  std::string_view name;
+  Kind kind;
+};
+
+std::vector<Field> fields_of(const OpRegistration& reg) {
+  std::vector<Field> out;
+  std::string_view names = reg.attr_names;
+  while (!names.empty()) {
+    const std::size_t end = std::min(names.find(' '), names.size());
+    std::string_view field = names.substr(0, end);
+    names.remove_prefix(std::min(end + 1, names.size()));
+    Field::Kind kind = Field::Kind::integer;
+    if (field.ends_with("[]")) {
+      kind = Field::Kind::shape;
+      field.remove_suffix(2);
+    } else if (field.ends_with(":dtype")) {
+      kind = Field::Kind::dtype;
+      field.remove_suffix(6);
+    }
+    out.push_back({field, kind});
+  }
+  return out;
+}
 
 // The attributes by the names the op registered; raw integers where it registered none that fit.
 std::string attrs_text(const PlanStep& s) {
@@ -46,27 +66,21 @@ std::string attrs_text(const PlanStep& s) {
   std::size_t i = 0;
   bool fits = reg != nullptr;
   if (fits) {
-    std::string_view names = reg->attr_names;
-    while (fits && !names.empty()) {
-      const std::size_t end = std::min(names.find(' '), names.size());
-      const std::string_view field = names.substr(0, end);
-      names.remove_prefix(std::min(end + 1, names.size()));
-      if (field.ends_with("[]")) {
-        const std::int64_t n = i < s.attrs.ints.size() ? s.attrs.ints[i] : -1;
+    for (const Field& f : fields_of(*reg)) {
+      fits = i < s.attrs.ints.size();
+      if (!fits) break;
+      if (f.kind == Field::Kind::shape) {
+        const std::int64_t n = s.attrs.ints[i];
         fits = n >= 0 && i + 1 + static_cast<std::size_t>(n) <= s.attrs.ints.size();
         if (!fits) break;
-        out.push_back(fmt::format("{}=[{}]", field.substr(0, field.size() - 2),
+        out.push_back(fmt::format("{}=[{}]", f.name,
                                   fmt::join(s.attrs.ints.begin() + static_cast<std::ptrdiff_t>(i + 1),
                                             s.attrs.ints.begin() + static_cast<std::ptrdiff_t>(i + 1 + n), ",")));
         i += 1 + static_cast<std::size_t>(n);
-      } else if (field.ends_with(":dtype")) {
-        fits = i < s.attrs.ints.size();
-        if (fits)
-          out.push_back(
-              fmt::format("{}={}", field.substr(0, field.size() - 6), name_of(static_cast<DType>(s.attrs.ints[i++]))));
+      } else if (f.kind == Field::Kind::dtype) {
+        out.push_back(fmt::format("{}={}", f.name, name_of(static_cast<DType>(s.attrs.ints[i++]))));
       } else {
-        fits = i < s.attrs.ints.size();
-        if (fits) out.push_back(fmt::format("{}={}", field, s.attrs.ints[i++]));
+        out.push_back(fmt::format("{}={}", f.name, s.attrs.ints[i++]));
       }
     }
     fits = fits && i == s.attrs.ints.size();
@@ -125,6 +139,13 @@ std::string step_line(const Plan& plan, const PlanStep& s, const char* kind, std
 std::string list(const std::vector<int>& xs) { return fmt::format("[{}]", fmt::join(xs, ",")); }
 
 }  // namespace
+
+std::string type_text(const PlanValue& v) {
+  std::vector<std::string> axes;
+  if (v.batched) axes.emplace_back("B");
+  for (std::int64_t n : v.shape) axes.push_back(fmt::format("{}", n));
+  return fmt::format("{}[{}]", name_of(v.dtype), fmt::join(axes, ","));
+}
 
 std::string step_text(const Plan& plan, const PlanStep& s) {
   const std::string attrs = attrs_text(s);
@@ -339,21 +360,14 @@ class Reader {
     if (const auto raw = take("ints")) {
       a.ints = numbers<std::int64_t>(*raw);
     } else {
-      std::string_view names = reg.attr_names;
-      while (!names.empty()) {
-        const std::size_t end = std::min(names.find(' '), names.size());
-        std::string_view field = names.substr(0, end);
-        names.remove_prefix(std::min(end + 1, names.size()));
-        const bool list = field.ends_with("[]"), is_dtype = field.ends_with(":dtype");
-        if (list) field.remove_suffix(2);
-        if (is_dtype) field.remove_suffix(6);
-        const auto val = take(field);
-        if (!val) error("{} needs its attribute {}", reg.name, field);
-        if (list) {
+      for (const Field& f : fields_of(reg)) {
+        const auto val = take(f.name);
+        if (!val) error("{} needs its attribute {}", reg.name, f.name);
+        if (f.kind == Field::Kind::shape) {
           const std::vector<std::int64_t> xs = numbers<std::int64_t>(*val);
           a.ints.push_back(static_cast<std::int64_t>(xs.size()));
           a.ints.insert(a.ints.end(), xs.begin(), xs.end());
-        } else if (is_dtype) {
+        } else if (f.kind == Field::Kind::dtype) {
           a.ints.push_back(static_cast<std::int64_t>(dtype(*val)));
         } else {
           a.ints.push_back(number<std::int64_t>(*val));

@@ -207,7 +207,7 @@ class Verifier {
       const PlanValue& pv = plan_.values[v];
       if (pv.root != static_cast<int>(v) || pv.kind != PlanValue::Kind::computed || pv.output_buffer || pv.producer < 0)
         continue;
-      const std::int64_t bytes = (pv.bytes() + 63) / 64 * 64;
+      const std::int64_t bytes = aligned(pv.bytes());
       const int arena = pv.local ? 2 : pv.batched ? 0 : 1;
       const std::int64_t size = arena == 2 ? plan_.arena_local : arena == 0 ? plan_.arena_batched : plan_.arena_fixed;
       if (pv.offset < 0 || pv.offset + bytes > size)
