@@ -146,7 +146,7 @@ bool equal_values(const PlanValue& vx, const PlanValue& vy, bool one, bool trans
 
 }  // namespace
 
-bool same_constant_values(const Plan& plan, int x, int y, bool transposed, std::int64_t most_elements) {
+bool same_constant_values(const PlanIR& plan, int x, int y, bool transposed, std::int64_t most_elements) {
   return equal_values(plan.values[static_cast<std::size_t>(x)], plan.values[static_cast<std::size_t>(y)], x == y,
                       transposed, most_elements);
 }

@@ -185,15 +185,16 @@ Placement place(const Plan& plan, std::int64_t batch, std::shared_ptr<Storage> a
   for (const PlanStep& s : plan.steps) {  // in step order: a value's root is placed before it
     const auto v = static_cast<std::size_t>(s.out);
     const PlanValue& pv = plan.values[v];
-    if (pv.root != s.out) {
-      p.data[v] = p.data[static_cast<std::size_t>(pv.root)];
-    } else if (pv.output_buffer) {
+    const ValueBuffer& b = plan.buffers[v];
+    if (b.root != s.out) {
+      p.data[v] = p.data[static_cast<std::size_t>(b.root)];
+    } else if (b.output_buffer) {
       p.owned[v] = std::make_shared<Storage>(plan.device, bytes_at(pv, batch));
       p.data[v] = p.owned[v]->data;
-    } else if (pv.local) {
-      p.data[v] = base + plan.arena_batched * arena_batch + plan.arena_fixed + pv.offset * arena_batch;
+    } else if (b.local) {
+      p.data[v] = base + plan.arena_batched * arena_batch + plan.arena_fixed + b.offset * arena_batch;
     } else {
-      p.data[v] = base + (pv.batched ? pv.offset * arena_batch : plan.arena_batched * arena_batch + pv.offset);
+      p.data[v] = base + (pv.batched ? b.offset * arena_batch : plan.arena_batched * arena_batch + b.offset);
     }
   }
   return p;
@@ -221,7 +222,7 @@ void run_folds(const Plan& plan) {
     for (int v : s.in) read[static_cast<std::size_t>(v)] = true;
   for (int v : plan.outputs) {
     read[static_cast<std::size_t>(v)] = true;
-    read[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)] = true;
+    read[static_cast<std::size_t>(plan.buffers[static_cast<std::size_t>(v)].root)] = true;
   }
   for (std::size_t v = 0; v < folded.size(); ++v)
     if (!read[v]) folded[v] = Tensor();
@@ -249,9 +250,10 @@ void run_steps(const Plan& plan, std::size_t first, std::size_t last, const std:
     }
     const PlanStep& s = plan.steps[i];
     if (s.op->aliases_input) continue;
-    views.in = s.views.in;
-    views.out = s.views.out;
-    views.batched = s.views.batched;
+    const KernelViews& planned = plan.views[i];
+    views.in = planned.in;
+    views.out = planned.out;
+    views.batched = planned.batched;
     for (std::size_t k = 0; k < s.in.size(); ++k) {
       View& view = views.in[k];
       view.data = data[static_cast<std::size_t>(s.in[k])];
@@ -270,13 +272,14 @@ std::vector<Tensor> collect(const Plan& plan, const std::vector<Tensor>& inputs,
   std::vector<Tensor> results;
   for (int v : plan.outputs) {
     const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
-    const PlanValue& root = plan.values[static_cast<std::size_t>(pv.root)];
-    const Tensor* fixed = fixed_tensor(plan, pv.root);
-    if (fixed && pv.root == v) {
+    const int root_id = plan.buffers[static_cast<std::size_t>(v)].root;
+    const PlanValue& root = plan.values[static_cast<std::size_t>(root_id)];
+    const Tensor* fixed = fixed_tensor(plan, root_id);
+    if (fixed && root_id == v) {
       results.push_back(*fixed);
       continue;
     }
-    if (root.kind == PlanValue::Kind::input && pv.root == v) {
+    if (root.kind == PlanValue::Kind::input && root_id == v) {
       results.push_back(inputs[static_cast<std::size_t>(root.input)]);
       continue;
     }
@@ -287,7 +290,7 @@ std::vector<Tensor> collect(const Plan& plan, const std::vector<Tensor>& inputs,
     impl->batch = pv.batched ? batch : 0;
     impl->device = plan.device;
     if (root.kind == PlanValue::Kind::computed) {
-      impl->storage = computed(pv.root);
+      impl->storage = computed(root_id);
     } else {  // an alias of an argument, a constant or a folded value
       const Tensor& src = fixed ? *fixed : inputs[static_cast<std::size_t>(root.input)];
       impl->storage = src.impl().storage;
@@ -524,20 +527,21 @@ void place_chunk(const Plan& plan, const std::vector<void*>& call, std::int64_t 
   data = call;
   for (std::size_t v = 0; v < plan.values.size(); ++v) {
     const PlanValue& pv = plan.values[v];
-    if (pv.root != static_cast<int>(v)) continue;
+    const ValueBuffer& b = plan.buffers[v];
+    if (b.root != static_cast<int>(v)) continue;
     if (plan.partial_offset[v] >= 0) {
       data[v] = partials + plan.partial_offset[v];
-    } else if (!pv.batched || pv.local) {  // a sub-chunk arena's value is placed by place_sub_chunk
+    } else if (!pv.batched || b.local) {  // a sub-chunk arena's value is placed by place_sub_chunk
       continue;
-    } else if (pv.kind == PlanValue::Kind::computed && !pv.output_buffer) {
-      data[v] = arena + pv.offset * capacity;
+    } else if (pv.kind == PlanValue::Kind::computed && !b.output_buffer) {
+      data[v] = arena + b.offset * capacity;
     } else if (call[v]) {
       data[v] = static_cast<char*>(call[v]) + first * pv.bytes();
     }
   }
   for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
     const auto out = static_cast<std::size_t>(plan.steps[i].out);
-    if (plan.steps[i].op->aliases_input) data[out] = data[static_cast<std::size_t>(plan.values[out].root)];
+    if (plan.steps[i].op->aliases_input) data[out] = data[static_cast<std::size_t>(plan.buffers[out].root)];
   }
 }
 
@@ -548,13 +552,14 @@ void place_sub_chunk(const Plan& plan, const std::vector<void*>& chunk, std::int
   data = chunk;
   for (std::size_t v = 0; v < plan.values.size(); ++v) {
     const PlanValue& pv = plan.values[v];
-    if (pv.root != static_cast<int>(v) || !pv.batched) continue;
-    if (pv.local) data[v] = local + pv.offset * capacity;
+    const ValueBuffer& b = plan.buffers[v];
+    if (b.root != static_cast<int>(v) || !pv.batched) continue;
+    if (b.local) data[v] = local + b.offset * capacity;
     else if (chunk[v]) data[v] = static_cast<char*>(chunk[v]) + first * pv.bytes();
   }
   for (std::size_t i = plan.chunk_begin; i < plan.chunk_end; ++i) {
     const auto out = static_cast<std::size_t>(plan.steps[i].out);
-    if (plan.steps[i].op->aliases_input) data[out] = data[static_cast<std::size_t>(plan.values[out].root)];
+    if (plan.steps[i].op->aliases_input) data[out] = data[static_cast<std::size_t>(plan.buffers[out].root)];
   }
 }
 

@@ -21,9 +21,9 @@ namespace {
 constexpr std::int64_t parallel_elements = 1 << 16;
 
 // The step's views with this call's pointers and batch size, as run_steps gives them.
-void call_views(const Plan& plan, const PlanStep& s, const std::vector<void*>& data, std::int64_t batch,
-                KernelViews& views) {
-  views = s.views;
+void call_views(const Plan& plan, int step, const std::vector<void*>& data, std::int64_t batch, KernelViews& views) {
+  const PlanStep& s = plan.steps[static_cast<std::size_t>(step)];
+  views = plan.views[static_cast<std::size_t>(step)];
   views.out.data = data[static_cast<std::size_t>(s.out)];
   if (plan.values[static_cast<std::size_t>(s.out)].batched) views.out.shape[0] = batch;
   for (std::size_t k = 0; k < s.in.size(); ++k) {
@@ -34,9 +34,8 @@ void call_views(const Plan& plan, const PlanStep& s, const std::vector<void*>& d
 
 // The same with every input broadcast to the output's shape (right-aligned, stride 0 where it is broadcast), so that
 // slicing them alike gives a tile.
-void full_views(const Plan& plan, const PlanStep& s, const std::vector<void*>& data, std::int64_t batch,
-                KernelViews& views) {
-  call_views(plan, s, data, batch, views);
+void full_views(const Plan& plan, int step, const std::vector<void*>& data, std::int64_t batch, KernelViews& views) {
+  call_views(plan, step, data, batch, views);
   for (View& view : views.in) view = expand_view(view, views.out, views.batched);
 }
 
@@ -247,7 +246,7 @@ void run_group(const Plan& plan, const FusedGroup& group, const std::vector<void
   auto run_step = [&](int i) {
     const PlanStep& s = plan.steps[static_cast<std::size_t>(i)];
     if (s.op->aliases_input) return;
-    call_views(plan, s, data, batch, views);
+    call_views(plan, i, data, batch, views);
     run_kernel(*s.op, s.attrs, views, batch, be);
   };
   auto run_steps = [&](const std::vector<int>& indices) {
@@ -266,7 +265,7 @@ void run_group(const Plan& plan, const FusedGroup& group, const std::vector<void
   std::vector<bool> is_map(count);
   for (std::size_t e = 0; e < count; ++e) {
     is_map[e] = step(e).op->elementwise;
-    if (is_map[e]) full_views(plan, step(e), data, batch, full[e]);
+    if (is_map[e]) full_views(plan, group.tiled[e], data, batch, full[e]);
   }
   const Shape shape = full[0].out.shape;
   const std::int64_t total = numel(shape);

@@ -42,9 +42,11 @@ struct Range {
 };
 
 Range range_of(const Plan& plan, int v) {
-  const PlanValue& root = plan.values[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)];
-  if (root.kind != PlanValue::Kind::computed || root.output_buffer || root.offset < 0) return {};
-  return {true, root.batched, root.local, root.offset, root.offset + root.bytes()};
+  const auto r = static_cast<std::size_t>(plan.buffers[static_cast<std::size_t>(v)].root);
+  const PlanValue& root = plan.values[r];
+  const ValueBuffer& b = plan.buffers[r];
+  if (root.kind != PlanValue::Kind::computed || b.output_buffer || b.offset < 0) return {};
+  return {true, root.batched, b.local, b.offset, b.offset + root.bytes()};
 }
 
 // Whether writing value w tile by tile is safe against value u, which the run reads or writes: their buffers are
@@ -56,7 +58,9 @@ bool safe_against(const Plan& plan, int w, int u) {
   if (rw.end <= ru.begin || ru.end <= rw.begin) return true;
   const PlanValue& a = plan.values[static_cast<std::size_t>(w)];
   const PlanValue& b = plan.values[static_cast<std::size_t>(u)];
-  return a.root == w && b.root == u && a.offset == b.offset && a.dtype == b.dtype && a.shape == b.shape &&
+  const ValueBuffer& ab = plan.buffers[static_cast<std::size_t>(w)];
+  const ValueBuffer& bb = plan.buffers[static_cast<std::size_t>(u)];
+  return ab.root == w && bb.root == u && ab.offset == bb.offset && a.dtype == b.dtype && a.shape == b.shape &&
          a.batched == b.batched;
 }
 
@@ -185,7 +189,7 @@ class Grouper {
       for (int v : distinct_inputs(static_cast<int>(k))) ++reads_[static_cast<std::size_t>(v)];
     for (int v : plan.outputs) {
       escapes_[static_cast<std::size_t>(v)] = true;
-      escapes_[static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root)] = true;
+      escapes_[static_cast<std::size_t>(plan.buffers[static_cast<std::size_t>(v)].root)] = true;
     }
   }
 
@@ -221,7 +225,7 @@ class Grouper {
     std::vector<int> used;  // values the run reads or writes so far
     for (int i = 0; i < n;) {
       const PlanStep& head = plan_.steps[static_cast<std::size_t>(i)];
-      if (!fusible(plan_, head) || head.views.out.shape.size() > 16) {
+      if (!fusible(plan_, head) || plan_.views[static_cast<std::size_t>(i)].out.shape.size() > 16) {
         ++i;
         continue;
       }
@@ -266,8 +270,8 @@ class Grouper {
     for (int k : g.tiled) {
       const PlanStep& s = plan_.steps[static_cast<std::size_t>(k)];
       const auto v = static_cast<std::size_t>(s.out);
-      const PlanValue& pv = plan_.values[v];
-      internal_[v] = s.op->elementwise && pv.root == s.out && !pv.output_buffer && !escapes_[v] && reads_[v] > 0 &&
+      const ValueBuffer& b = plan_.buffers[v];
+      internal_[v] = s.op->elementwise && b.root == s.out && !b.output_buffer && !escapes_[v] && reads_[v] > 0 &&
                      tiled_reads_[v] == reads_[v];
     }
     for (int k : g.tiled)
@@ -357,7 +361,7 @@ class Grouper {
         for (int k : g.tiled) lower_tiled[static_cast<std::size_t>(k)] = true;
     const auto read_whole = [&](int v) {
       whole[static_cast<std::size_t>(v)] = true;
-      whole[static_cast<std::size_t>(plan_.values[static_cast<std::size_t>(v)].root)] = true;
+      whole[static_cast<std::size_t>(plan_.buffers[static_cast<std::size_t>(v)].root)] = true;
     };
     for (int v : plan_.outputs) read_whole(v);
     for (std::size_t i = 0; i < plan_.steps.size(); ++i) {

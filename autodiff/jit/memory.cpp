@@ -87,7 +87,7 @@ void split_into_segments(Plan& plan) {
     const PlanStep& s = plan.steps[i];
     if (s.op->aliases_input) continue;
     const auto count = [&](int v) {
-      const auto root = static_cast<std::size_t>(plan.values[static_cast<std::size_t>(v)].root);
+      const auto root = static_cast<std::size_t>(plan.buffers[static_cast<std::size_t>(v)].root);
       const PlanValue& pv = plan.values[root];
       if (!pv.batched || seen[root] == static_cast<int>(plan.segments.size())) return;
       seen[root] = static_cast<int>(plan.segments.size());
@@ -128,23 +128,25 @@ class MemoryPlanner {
   }
 
  private:
-  bool small(const PlanValue& v) const { return aligned(v.bytes()) <= small_bytes; }
-  bool in_arena(const PlanValue& v) const { return v.kind == PlanValue::Kind::computed && !v.output_buffer; }
-  Arena& arena_of(const PlanValue& v) {
-    if (v.local) return local_;
-    return v.batched ? (small(v) ? small_batched_ : batched_) : (small(v) ? small_fixed_ : fixed_);
+  bool small(int v) const { return aligned(value(v).bytes()) <= small_bytes; }
+  bool in_arena(int v) const { return value(v).kind == PlanValue::Kind::computed && !buffer(v).output_buffer; }
+  Arena& arena_of(int v) {
+    if (buffer(v).local) return local_;
+    return value(v).batched ? (small(v) ? small_batched_ : batched_) : (small(v) ? small_fixed_ : fixed_);
   }
-  PlanValue& value(int v) { return plan_.values[static_cast<std::size_t>(v)]; }
+  const PlanValue& value(int v) const { return plan_.values[static_cast<std::size_t>(v)]; }
+  ValueBuffer& buffer(int v) { return plan_.buffers[static_cast<std::size_t>(v)]; }
+  const ValueBuffer& buffer(int v) const { return plan_.buffers[static_cast<std::size_t>(v)]; }
+  int root(int v) const { return buffer(v).root; }
 
   // Roots: a value made by an aliasing op shares its input's buffer; a result's root has a buffer of its own.
   void find_roots() {
-    for (std::size_t v = 0; v < plan_.values.size(); ++v) plan_.values[v].root = static_cast<int>(v);
+    plan_.buffers.assign(plan_.values.size(), ValueBuffer{});
+    for (std::size_t v = 0; v < plan_.values.size(); ++v) plan_.buffers[v].root = static_cast<int>(v);
     for (const PlanStep& s : plan_.steps)
-      if (s.op->aliases_input) value(s.out).root = value(s.in[0]).root;
-    for (int v : plan_.outputs) {
-      PlanValue& root = value(value(v).root);
-      if (root.kind == PlanValue::Kind::computed) root.output_buffer = true;
-    }
+      if (s.op->aliases_input) buffer(s.out).root = root(s.in[0]);
+    for (int v : plan_.outputs)
+      if (value(root(v)).kind == PlanValue::Kind::computed) buffer(root(v)).output_buffer = true;
   }
 
   // The last step that reads each root's data (handle inputs are not reads).
@@ -153,7 +155,7 @@ class MemoryPlanner {
       const PlanStep& s = plan_.steps[i];
       for (std::size_t k = 0; k < s.in.size(); ++k)
         if (!(s.op->handle_inputs >> k & 1u) || s.op->aliases_input)
-          last_read_[static_cast<std::size_t>(value(s.in[k]).root)] = static_cast<int>(i);
+          last_read_[static_cast<std::size_t>(root(s.in[k]))] = static_cast<int>(i);
     }
   }
 
@@ -167,17 +169,16 @@ class MemoryPlanner {
                         ? segment_of_[i]
                         : -2;
       const auto use = [&](int v) {
-        int& at = only_segment[static_cast<std::size_t>(value(v).root)];
+        int& at = only_segment[static_cast<std::size_t>(root(v))];
         at = at == -1 || at == g ? g : -2;
       };
       for (int v : s.in) use(v);
       use(s.out);
     }
-    for (int v : plan_.outputs) only_segment[static_cast<std::size_t>(value(v).root)] = -2;
-    for (std::size_t v = 0; v < plan_.values.size(); ++v) {
-      PlanValue& pv = plan_.values[v];
-      pv.local = pv.root == static_cast<int>(v) && in_arena(pv) && pv.batched && !small(pv) && only_segment[v] >= 0;
-    }
+    for (int v : plan_.outputs) only_segment[static_cast<std::size_t>(root(v))] = -2;
+    for (int v = 0; v < static_cast<int>(plan_.values.size()); ++v)
+      buffer(v).local = root(v) == v && in_arena(v) && value(v).batched && !small(v) &&
+                        only_segment[static_cast<std::size_t>(v)] >= 0;
   }
 
   // The buffers to free after each step: their last read, or their making when never read. A segment run by
@@ -187,38 +188,41 @@ class MemoryPlanner {
   // safe.)
   std::vector<std::vector<int>> deaths() const {
     std::vector<std::vector<int>> dies_after(plan_.steps.size());
-    for (std::size_t v = 0; v < plan_.values.size(); ++v) {
-      const PlanValue& pv = plan_.values[v];
-      if (static_cast<int>(v) != pv.root || !in_arena(pv)) continue;
-      int step = last_read_[v] >= 0 ? last_read_[v] : pv.producer;
+    for (int v = 0; v < static_cast<int>(plan_.values.size()); ++v) {
+      if (v != root(v) || !in_arena(v)) continue;
+      const int last = last_read_[static_cast<std::size_t>(v)];
+      int step = last >= 0 ? last : value(v).producer;
       if (step < 0) continue;
-      if (pv.batched && !pv.local && segment_of_[static_cast<std::size_t>(step)] >= 0) {
+      if (value(v).batched && !buffer(v).local && segment_of_[static_cast<std::size_t>(step)] >= 0) {
         const Plan::Segment& seg =
             plan_.segments[static_cast<std::size_t>(segment_of_[static_cast<std::size_t>(step)])];
         if (seg.by_sub_chunks) step = static_cast<int>(seg.last) - 1;
       }
-      dies_after[static_cast<std::size_t>(step)].push_back(static_cast<int>(v));
+      dies_after[static_cast<std::size_t>(step)].push_back(v);
     }
     return dies_after;
   }
 
   // In place: the output takes input 0's buffer when input 0 dies here and is read exactly as the output is written
   // (same shape, dtype and batching; no other input reads it differently). Returns whether it did.
-  bool take_over_input(std::size_t i, PlanValue& out, std::vector<bool>& handed_over) {
+  bool take_over_input(std::size_t i, std::vector<bool>& handed_over) {
     const PlanStep& s = plan_.steps[i];
     if (!s.op->in_place) return false;
+    const PlanValue& out = value(s.out);
     const PlanValue& first = value(s.in[0]);
-    PlanValue& in0 = value(first.root);
+    const int r0 = root(s.in[0]);
+    const PlanValue& in0 = value(r0);
     bool same_reads = first.shape == out.shape && first.dtype == out.dtype && first.batched == out.batched;
     for (std::size_t k = 1; k < s.in.size(); ++k) {
       const PlanValue& other = value(s.in[k]);
-      if (other.root == first.root) same_reads &= other.shape == out.shape && other.batched == out.batched;
+      if (root(s.in[k]) == r0) same_reads &= other.shape == out.shape && other.batched == out.batched;
     }
-    if (!same_reads || !in_arena(in0) || last_read_[static_cast<std::size_t>(first.root)] != static_cast<int>(i) ||
-        aligned(in0.bytes()) != aligned(out.bytes()) || in0.batched != out.batched || in0.local != out.local)
+    if (!same_reads || !in_arena(r0) || last_read_[static_cast<std::size_t>(r0)] != static_cast<int>(i) ||
+        aligned(in0.bytes()) != aligned(out.bytes()) || in0.batched != out.batched ||
+        buffer(r0).local != buffer(s.out).local)
       return false;
-    out.offset = in0.offset;
-    handed_over[static_cast<std::size_t>(first.root)] = true;
+    buffer(s.out).offset = buffer(r0).offset;
+    handed_over[static_cast<std::size_t>(r0)] = true;
     return true;
   }
 
@@ -229,19 +233,16 @@ class MemoryPlanner {
     std::vector<bool> handed_over(plan_.values.size(), false);
     for (std::size_t i = 0; i < plan_.steps.size(); ++i) {
       const PlanStep& s = plan_.steps[i];
-      PlanValue& out = value(s.out);
-      if (!s.op->aliases_input && in_arena(out) && !take_over_input(i, out, handed_over))
-        out.offset = arena_of(out).allocate(aligned(out.bytes()));
+      if (!s.op->aliases_input && in_arena(s.out) && !take_over_input(i, handed_over))
+        buffer(s.out).offset = arena_of(s.out).allocate(aligned(value(s.out).bytes()));
       for (int v : dies_after[i]) {
-        PlanValue& pv = value(v);
-        if (handed_over[static_cast<std::size_t>(v)] || pv.offset < 0 || small(pv)) continue;
-        arena_of(pv).release(pv.offset, aligned(pv.bytes()));
+        if (handed_over[static_cast<std::size_t>(v)] || buffer(v).offset < 0 || small(v)) continue;
+        arena_of(v).release(buffer(v).offset, aligned(value(v).bytes()));
       }
     }
-    for (std::size_t v = 0; v < plan_.values.size(); ++v) {
-      PlanValue& pv = plan_.values[v];
-      if (static_cast<int>(v) != pv.root || !in_arena(pv) || pv.offset < 0 || !small(pv)) continue;
-      pv.offset += pv.batched ? batched_.size() : fixed_.size();
+    for (int v = 0; v < static_cast<int>(plan_.values.size()); ++v) {
+      if (v != root(v) || !in_arena(v) || buffer(v).offset < 0 || !small(v)) continue;
+      buffer(v).offset += value(v).batched ? batched_.size() : fixed_.size();
     }
   }
 
@@ -258,10 +259,8 @@ class MemoryPlanner {
       plan_.partial_offset[static_cast<std::size_t>(plan_.steps[i].out)] = plan_.partial_bytes;
       plan_.partial_bytes = checked_add(plan_.partial_bytes, aligned(out.bytes()), "jit", "the plan's memory");
     }
-    for (std::size_t v = 0; v < plan_.values.size(); ++v) {
-      const PlanValue& pv = plan_.values[v];
-      if (pv.batched && pv.root == static_cast<int>(v) && !in_arena(pv)) plan_.chunk_io_bytes += pv.bytes();
-    }
+    for (int v = 0; v < static_cast<int>(plan_.values.size()); ++v)
+      if (value(v).batched && root(v) == v && !in_arena(v)) plan_.chunk_io_bytes += value(v).bytes();
     plan_.shared_reads.clear();
     plan_.calls_per_chunk = 0;
     for (std::size_t i = plan_.chunk_begin; i < plan_.chunk_end; ++i) {

@@ -22,17 +22,17 @@
 
 namespace vt::detail {
 
-int add_value(Plan& plan, const Operand& t) {
+int add_value(PlanIR& plan, const Operand& t) {
   plan.values.emplace_back(PlanValue::Kind::computed, t.dtype, t.shape, t.batched);
   return static_cast<int>(plan.values.size()) - 1;
 }
 
-void renumber_producers(Plan& plan) {
+void renumber_producers(PlanIR& plan) {
   for (std::size_t k = 0; k < plan.steps.size(); ++k)
     plan.values[static_cast<std::size_t>(plan.steps[k].out)].producer = static_cast<int>(k);
 }
 
-std::vector<int> reader_counts(const Plan& plan) {
+std::vector<int> reader_counts(const PlanIR& plan) {
   std::vector<int> readers(plan.values.size(), 0);
   for (const PlanStep& s : plan.steps)
     for (int v : s.in) ++readers[static_cast<std::size_t>(v)];
@@ -40,13 +40,13 @@ std::vector<int> reader_counts(const Plan& plan) {
   return readers;
 }
 
-const PlanStep* producer(const Plan& plan, int v) {
+const PlanStep* producer(const PlanIR& plan, int v) {
   const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
   if (pv.kind != PlanValue::Kind::computed || pv.producer < 0) return nullptr;
   return &plan.steps[static_cast<std::size_t>(pv.producer)];
 }
 
-std::vector<bool> constant_only(const Plan& plan) {
+std::vector<bool> constant_only(const PlanIR& plan) {
   std::vector<bool> fixed(plan.values.size(), false);
   for (std::size_t v = 0; v < plan.values.size(); ++v)
     fixed[v] = plan.values[v].kind == PlanValue::Kind::constant || plan.values[v].kind == PlanValue::Kind::folded;
@@ -62,7 +62,7 @@ std::vector<bool> constant_only(const Plan& plan) {
 // itself, where the step's output keeps its type (S is then still the broadcast of the operands' shapes): the same
 // values, read where they are instead of from a copy of S's size, and broadcast_to, when nothing else reads it, is a
 // dead step (a per-example number spread over a gradient's rows, in every vmap of value_and_grad). Bitwise.
-void fold_broadcasts_into_elementwise(Plan& plan) {
+void fold_broadcasts_into_elementwise(PlanIR& plan) {
   for (PlanStep& s : plan.steps) {
     if (!s.op->elementwise) continue;
     for (std::size_t k = 0; k < s.in.size(); ++k) {
@@ -90,7 +90,7 @@ void fold_broadcasts_into_elementwise(Plan& plan) {
 // equal to an earlier one (op, attributes, inputs so merged) is read as that one; eliminate_dead_steps drops it. A
 // collective keeps its step (processes run equally many, whatever their constants hold), and so does a result (its
 // readers read the earlier step's value; PlanSummary::merged does not count it).
-void merge_common_steps(Plan& plan) {
+void merge_common_steps(PlanIR& plan) {
   // Each small constant's bits are read once (copied from a device once), keyed with its type: linear in their number.
   constexpr std::int64_t most_compared = 16;
   std::vector<int> same(plan.values.size());
@@ -126,7 +126,7 @@ void merge_common_steps(Plan& plan) {
 }
 
 // Keeps the steps the outputs need, renumbering producers.
-void eliminate_dead_steps(Plan& plan) {
+void eliminate_dead_steps(PlanIR& plan) {
   std::vector<bool> live(plan.values.size(), false);
   for (int v : plan.outputs) live[static_cast<std::size_t>(v)] = true;
   for (std::size_t i = plan.steps.size(); i-- > 0;) {
@@ -150,7 +150,7 @@ void eliminate_dead_steps(Plan& plan) {
 // becoming folded values: computed on the plan's first run and kept, never per call, never while
 // tracing. Run after the other passes (a reassociated chain may make new products of constants)
 // and before the memory plan, which leaves folded values out of the arena.
-void fold_constants(Plan& plan) {
+void fold_constants(PlanIR& plan) {
   const std::vector<bool> fixed = constant_only(plan);
   std::vector<PlanStep> kept;
   for (PlanStep& s : plan.steps) {

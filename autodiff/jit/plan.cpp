@@ -79,11 +79,13 @@ class Builder {
 
 void precompute_views(Plan& plan) {
   std::vector<Operand> in;
-  for (PlanStep& s : plan.steps) {
+  plan.views.assign(plan.steps.size(), KernelViews{});
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
     if (s.op->aliases_input) continue;
     in.clear();
     for (int v : s.in) in.push_back(plan.values[static_cast<std::size_t>(v)].operand());
-    s.views = kernel_views(in, plan.values[static_cast<std::size_t>(s.out)].operand(), 0);
+    plan.views[i] = kernel_views(in, plan.values[static_cast<std::size_t>(s.out)].operand(), 0);
   }
   plan.views_computed = true;
 }
@@ -280,54 +282,59 @@ std::size_t cache_bytes_for(const JitOptions& options, Device device) {
 const std::vector<Pass>& plan_passes() {
   static const std::vector<Pass> passes{
       {.name = "fold_transposes_into_matmuls",
-       .run = fold_transposes_into_matmuls,
+       .rewrite = fold_transposes_into_matmuls,
        .rule = "a matmul reads x.t() through its GEMM flag; on the CPU any step reads a symmetric x's x.t() as x"},
       {.name = "fold_broadcasts_into_elementwise",
-       .run = fold_broadcasts_into_elementwise,
+       .rewrite = fold_broadcasts_into_elementwise,
        .rule = "an elementwise step reads broadcast_to's input and broadcasts it itself"},
       {.name = "take_indicator_products",
-       .run = take_indicator_products,
+       .rewrite = take_indicator_products,
        .scope = PassScope::cpu,
        .rule = "x S for a captured S of one 1 per row, 0 elsewhere: a segment sum or a take (a GPU's segment sums use "
                "atomics)"},
       {.name = "reassociate_matmuls",
-       .run = reassociate_matmuls,
+       .rewrite = reassociate_matmuls,
        .rule = "(P Q) Y = P (Q Y): a chain in the order of fewer flops"},
       {.name = "mark_symmetric_products",
-       .run = mark_symmetric_products,
+       .rewrite = mark_symmetric_products,
        .rule = "X D X^T and X S X are symmetric: computed over one triangle"},
       {.name = "fold_diagonal_adds",
-       .run = fold_diagonal_adds,
+       .rewrite = fold_diagonal_adds,
        .rule = "A B + D, D a captured diagonal: added inside the product"},
       {.name = "scale_repeated_solves",
-       .run = scale_repeated_solves,
+       .rewrite = scale_repeated_solves,
        .rule = "A^-1 (s q) = s A^-1 q: a solve the plan already makes, scaled"},
       {.name = "contract_low_rank_row_sums",
-       .run = contract_low_rank_row_sums,
+       .rewrite = contract_low_rank_row_sums,
        .rule = "sum_rows((U W) * C) = sum_rows(W * (U^T C)) for a rank below the rows"},
       {.name = "move_scalings_out_of_symmetric_sums",
-       .run = move_scalings_out_of_symmetric_sums,
+       .rewrite = move_scalings_out_of_symmetric_sums,
        .scope = PassScope::cpu,
        .rule = "sum(c X) = c sum(X) over symmetric matrices"},
-      {.name = "merge_common_steps", .run = merge_common_steps, .rule = "equal steps, and equal small constants, once"},
-      {.name = "eliminate_dead_steps", .run = eliminate_dead_steps, .rule = "steps no result needs are dropped"},
+      {.name = "merge_common_steps",
+       .rewrite = merge_common_steps,
+       .rule = "equal steps, and equal small constants, once"},
+      {.name = "eliminate_dead_steps", .rewrite = eliminate_dead_steps, .rule = "steps no result needs are dropped"},
       {.name = "mark_lower_only_outputs",
-       .run = mark_lower_only_outputs,
+       .rewrite = mark_lower_only_outputs,
        .rule = "a triangle nobody reads is left unwritten"},
       {.name = "find_batch_size",
-       .run = find_batch_size,
+       .schedule = find_batch_size,
        .optional = false,
        .rule = "the batch size a step fixes, if any"},
-      {.name = "fold_constants", .run = fold_constants, .rule = "steps on constants run once, on the first call"},
-      {.name = "order_for_chunks", .run = order_for_chunks, .rule = "steps ordered to run by chunks of examples"},
+      {.name = "fold_constants", .rewrite = fold_constants, .rule = "steps on constants run once, on the first call"},
+      {.name = "order_for_chunks", .schedule = order_for_chunks, .rule = "steps ordered to run by chunks of examples"},
       {.name = "split_into_segments",
-       .run = split_into_segments,
+       .schedule = split_into_segments,
        .scope = PassScope::cpu,
        .rule = "per-chunk steps that read no large shared operand run by sub-chunks that fit the cache"},
-      {.name = "plan_memory", .run = plan_memory, .optional = false, .rule = "every buffer's arena offset"},
-      {.name = "precompute_views", .run = precompute_views, .optional = false, .rule = "every kernel's views, once"},
+      {.name = "plan_memory", .schedule = plan_memory, .optional = false, .rule = "every buffer's arena offset"},
+      {.name = "precompute_views",
+       .schedule = precompute_views,
+       .optional = false,
+       .rule = "every kernel's views, once"},
       {.name = "fuse_elementwise",
-       .run = fuse_elementwise,
+       .schedule = fuse_elementwise,
        .scope = PassScope::cpu,
        .rule = "runs of elementwise steps tile by tile (on a GPU a tile would be a kernel launch)"},
   };
@@ -335,14 +342,14 @@ const std::vector<Pass>& plan_passes() {
 }
 
 std::string pass_table_markdown() {
-  std::string out = "| stage | optional | devices | rule |\n| --- | --- | --- | --- |\n";
+  std::string out = "| stage | kind | optional | devices | rule |\n| --- | --- | --- | --- | --- |\n";
   for (const Pass& p : plan_passes())
-    out += fmt::format("| `{}` | {} | {} | {} |\n", p.name, p.optional ? "yes" : "no",
-                       p.scope == PassScope::cpu ? "CPU" : "all", p.rule);
+    out += fmt::format("| `{}` | {} | {} | {} | {} |\n", p.name, p.rewrite ? "rewrite" : "schedule",
+                       p.optional ? "yes" : "no", p.scope == PassScope::cpu ? "CPU" : "all", p.rule);
   return out;
 }
 
-void count_rewrite(Plan& plan) {
+void count_rewrite(PlanIR& plan) {
   if (plan.running_pass >= 0) ++plan.summary.rewrites[plan_passes()[static_cast<std::size_t>(plan.running_pass)].name];
 }
 

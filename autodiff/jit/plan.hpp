@@ -17,8 +17,13 @@
 
 namespace vt::detail {
 
+// The plan is in three parts, each with its own owner: the IR (PlanIR: values, steps, results), which the rewrites
+// read and change and nothing else; the schedule (PlanSchedule: where every buffer lies, the kernels' views, the
+// phases, segments and fused runs a call follows), which the scheduling stages set from the IR; and the run-time state
+// (PlanRuntime: arenas, recordings, folded values, counters), which only the executor sees.
+
 struct PlanValue {
-  // folded: computed by a step on constants only, once, on the plan's first run (Plan::folds).
+  // folded: computed by a step on constants only, once, on the plan's first run (PlanIR::folds).
   enum class Kind { input, constant, computed, folded };
   PlanValue(Kind kind, DType dtype, Shape shape, bool batched)
       : kind(kind), dtype(dtype), shape(std::move(shape)), batched(batched) {}
@@ -26,15 +31,9 @@ struct PlanValue {
   DType dtype;
   Shape shape;
   bool batched;
-  int input = -1;              // Kind::input: the argument's index
-  Tensor constant;             // Kind::constant
-  int producer = -1;           // Kind::computed: the step; Kind::folded: the fold
-  int root = -1;               // the value whose buffer this one is (itself, unless made by an aliasing op)
-  bool output_buffer = false;  // the buffer belongs to a result: allocated per call, outside the arena
-  std::int64_t offset = -1;    // in its arena, in bytes (per example when batched)
-  // In the sub-chunk arena: a batched value that only the steps of one segment run by sub-chunks make and read
-  // (Plan::segments), so that a sub-chunk's values stay in cache, reused by the next sub-chunk.
-  bool local = false;
+  int input = -1;     // Kind::input: the argument's index
+  Tensor constant;    // Kind::constant
+  int producer = -1;  // Kind::computed: the step; Kind::folded: the fold
   std::int64_t bytes() const { return numel(shape) * static_cast<std::int64_t>(size_of(dtype)); }
   // The value as an operand with no data yet, for the shape rules and the kernel views.
   Operand operand() const { return {dtype, shape, batched, nullptr}; }
@@ -45,12 +44,38 @@ struct PlanStep {
   Attrs attrs;
   std::vector<int> in;
   int out;
-  // The kernel's views, computed once when the plan is built (steps that alias run no kernel and
-  // leave them empty): data pointers are null and a leading batch axis has size 0 until a call
-  // sets its arguments' pointers and its batch size.
-  KernelViews views{};
   // The pass that made this step, or last changed it (an index into plan_passes()); -1: the trace.
   int made_by = -1;
+};
+
+// What the rewrites read and change: the values, the steps in an order that runs them, and the results.
+struct PlanIR {
+  std::vector<PlanValue> values;
+  std::vector<PlanStep> steps;
+  std::vector<int> outputs;
+  // Steps on constants only (captured tensors, and what the trace deferred from them), taken out of `steps`
+  // (fold_constants): they run once, on the plan's first call (run_folds), and their values are kept with the plan's
+  // run-time state, by plan value, for every later call.
+  std::vector<PlanStep> folds;
+  Device device;
+  // The batch size, when a step fixes it (vmap or as_batch of a plain argument), else -1: every call.
+  std::int64_t fixed_batch = -1;
+  // Why the plan cannot serve the function, whose calls then run it op by op (the pipeline stops there); empty: it
+  // runs. A plan has one batch size, where the function maps over plain tensors of two sizes.
+  std::string runs_op_by_op;
+  PlanSummary summary;
+  // The pass of plan_passes() running now (count_rewrite), or -1.
+  int running_pass = -1;
+};
+
+// Where a value's data lies (plan_memory), by plan value.
+struct ValueBuffer {
+  int root = -1;               // the value whose buffer this one is (itself, unless made by an aliasing op)
+  bool output_buffer = false;  // the buffer belongs to a result: allocated per call, outside the arena
+  std::int64_t offset = -1;    // in its arena, in bytes (per example when batched)
+  // In the sub-chunk arena: a batched value that only the steps of one segment run by sub-chunks make and read
+  // (PlanSchedule::segments), so that a sub-chunk's values stay in cache, reused by the next sub-chunk.
+  bool local = false;
 };
 
 // A run of consecutive elementwise steps [first, last) whose outputs have one shape and batching,
@@ -83,24 +108,19 @@ struct Replay;
 // What calls of a plan keep and count (autodiff/jit/execute.cpp).
 struct PlanRuntime;
 
-class Plan {
- public:
-  std::vector<PlanValue> values;
-  std::vector<PlanStep> steps;
-  std::vector<int> outputs;
+// How a call runs the IR, set by the scheduling stages of the pipeline (find_batch_size on): the buffers, the
+// kernels' views, the phases of running by chunks, the segments and the fused runs.
+struct PlanSchedule {
+  // By plan value (plan_memory; empty before it).
+  std::vector<ValueBuffer> buffers;
+  // By step: the kernel's views, computed once (precompute_views; steps that alias run no kernel and leave them
+  // empty): data pointers are null and a leading batch axis has size 0 until a call sets its arguments' pointers and
+  // its batch size.
+  std::vector<KernelViews> views;
   std::int64_t arena_batched = 0, arena_fixed = 0;
-  // The batch size, when a step fixes it (vmap or as_batch of a plain argument), else -1: every call.
-  std::int64_t fixed_batch = -1;
   // Whether precompute_views has set every step's views, and whether plan_memory's layout is that of the steps as they
   // are (split_into_segments plans the memory for its cost model, then changes what the layout depends on).
   bool views_computed = false, memory_planned = false;
-  // Why the plan cannot serve the function, whose calls then run it op by op (the pipeline stops there); empty: it
-  // runs. A plan has one batch size, where the function maps over plain tensors of two sizes.
-  std::string runs_op_by_op;
-  Device device;
-  PlanSummary summary;
-  // The pass of plan_passes() running now (count_rewrite), or -1.
-  int running_pass = -1;
   // Groups of steps run tile by tile (fuse_elementwise), and by step the group starting there or -1
   // (empty when there are none).
   std::vector<FusedGroup> fused;
@@ -149,14 +169,13 @@ class Plan {
       if (s.first == step) return true;
     return false;
   }
-  // The sub-chunk arena's bytes per example (PlanValue::local), laid out for as many examples as the largest
+  // The sub-chunk arena's bytes per example (ValueBuffer::local), laid out for as many examples as the largest
   // sub-chunk of a call.
   std::int64_t arena_local = 0;
-  // Steps on constants only (captured tensors, and what the trace deferred from them), taken out of `steps`
-  // (fold_constants): they run once, on the plan's first call (run_folds), and their values are kept with the plan's
-  // run-time state, by plan value, for every later call.
-  std::vector<PlanStep> folds;
+};
 
+class Plan : public PlanIR, public PlanSchedule {
+ public:
   // Run directly, never recorded: the plan holds a collective or a loop (find_batch_size), or the backend failed to
   // record it once (execute.cpp).
   mutable std::atomic<bool> unrecordable{false};
@@ -181,16 +200,19 @@ std::shared_ptr<const Plan> build_plan(const std::vector<Tensor>& symbolic_input
 // The pipeline enforces it; a pass does not check the device itself.
 enum class PassScope { every_device, cpu };
 
-// One stage of build_plan's pipeline, one row of plan_passes()'s table. The rewrites state the identity they rely on
-// where they are defined (passes.cpp, products.cpp, symmetry.cpp) and keep the plan's results up to rounding, so any of
-// them may be turned off
-// ("-name") to bisect a wrong result or a slow plan; the stages that are not optional are what a plan needs to run.
+// One stage of build_plan's pipeline, one row of plan_passes()'s table: a rewrite, which reads and changes the IR only,
+// or a scheduling stage, which sets the schedule from the IR (and may reorder steps). The rewrites state the identity
+// they rely on where they are defined (passes.cpp, products.cpp, symmetry.cpp) and keep the plan's results up to
+// rounding, so any optional stage may be turned off ("-name") to bisect a wrong result or a slow plan; the stages that
+// are not optional are what a plan needs to run.
 struct Pass {
   const char* name;
-  void (*run)(Plan&);
+  void (*rewrite)(PlanIR&) = nullptr;  // one of the two
+  void (*schedule)(Plan&) = nullptr;
   PassScope scope = PassScope::every_device;
   bool optional = true;
   const char* rule = "";  // one line, for the docs
+  void run(Plan& plan) const { rewrite ? rewrite(plan) : schedule(plan); }
 };
 // The pipeline, in the order build_plan runs it (plan.cpp).
 const std::vector<Pass>& plan_passes();
@@ -229,7 +251,7 @@ void verify_plan(const Plan& plan, std::string_view after);
 bool verify_after_passes();
 // One more rewrite by the pass running now, in PlanSummary::rewrites under its name: each pass counts what one rewrite
 // is for it. A pass that changes the plan and counts nothing is counted by the steps it made or changed.
-void count_rewrite(Plan& plan);
+void count_rewrite(PlanIR& plan);
 // Runs one pass of plan_passes() by name on a plan (tests, and a plan read from text); raises for an unknown name.
 void run_pass(Plan& plan, std::string_view name);
 
@@ -238,7 +260,7 @@ void run_pass(Plan& plan, std::string_view name);
 void precompute_views(Plan& plan);
 // By value: some step, fold or result reads more of it than its lower triangle, aliases of one shape passing their
 // readers' needs on (mark_lower_only_outputs).
-std::vector<bool> values_read_whole(const Plan& plan);
+std::vector<bool> values_read_whole(const PlanIR& plan);
 // What a plan's calls counted (JitCounters), and handing back the memory they keep (Jitted::release_memory).
 struct PlanRuntimeCounts {
   std::int64_t arenas = 0, chunked_calls = 0, chunk_examples = 0, recordings = 0, replayed = 0;
@@ -255,18 +277,18 @@ std::int64_t sub_chunk_examples(const Plan& plan, const Plan::Segment& segment, 
 
 // The passes over a built plan (autodiff/jit/passes.cpp, products.cpp, symmetry.cpp), in the order build_plan runs
 // them.
-void fold_transposes_into_matmuls(Plan& plan);
-void fold_broadcasts_into_elementwise(Plan& plan);
-void take_indicator_products(Plan& plan);
-void reassociate_matmuls(Plan& plan);
-void mark_symmetric_products(Plan& plan);
-void fold_diagonal_adds(Plan& plan);
-void scale_repeated_solves(Plan& plan);
-void contract_low_rank_row_sums(Plan& plan);
-void move_scalings_out_of_symmetric_sums(Plan& plan);
-void merge_common_steps(Plan& plan);
-void eliminate_dead_steps(Plan& plan);
-void mark_lower_only_outputs(Plan& plan);
+void fold_transposes_into_matmuls(PlanIR& plan);
+void fold_broadcasts_into_elementwise(PlanIR& plan);
+void take_indicator_products(PlanIR& plan);
+void reassociate_matmuls(PlanIR& plan);
+void mark_symmetric_products(PlanIR& plan);
+void fold_diagonal_adds(PlanIR& plan);
+void scale_repeated_solves(PlanIR& plan);
+void contract_low_rank_row_sums(PlanIR& plan);
+void move_scalings_out_of_symmetric_sums(PlanIR& plan);
+void merge_common_steps(PlanIR& plan);
+void eliminate_dead_steps(PlanIR& plan);
+void mark_lower_only_outputs(PlanIR& plan);
 // CPU plans compute a fused run whose values are all symmetric matrices of at least this order over their lower
 // triangle (fuse.cpp), and move scalings out of such matrices' sums (move_scalings_out_of_symmetric_sums).
 constexpr std::int64_t min_lower_triangle_order = 128;
@@ -279,24 +301,24 @@ constexpr std::int64_t min_lower_triangle_order = 128;
 // (moving a scaling does not).
 class Symmetry {
  public:
-  explicit Symmetry(Plan& plan) : plan_(plan) {}
+  explicit Symmetry(PlanIR& plan) : plan_(plan) {}
   bool operator()(int v);
 
  private:
-  Plan& plan_;
+  PlanIR& plan_;
   std::vector<signed char> memo_;  // by value: -1 not known yet
 };
 
 // Whether step s reads no more of its input k than the lower triangle (OpDef::lower_triangle_inputs:
 // a Cholesky factorization's matrix, a solve's factor), or only holds it as a handle (cho_solve's A).
 bool reads_lower_triangle_only(const PlanStep& s, std::size_t k);
-void fold_constants(Plan& plan);
+void fold_constants(PlanIR& plan);
 // What the passes read of captured tensors' values (autodiff/jit/constants.cpp), each answer read once per tensor and
 // kept with its storage while it lives, so that building a plan again over the same data does not read it again.
 // Whether captured tensors x and y hold the same bits (transposed: y = x^T, matrix by matrix); false
 // for anything else, and for constants of more than most_elements elements (comparing costs compile
 // time).
-bool same_constant_values(const Plan& plan, int x, int y, bool transposed, std::int64_t most_elements);
+bool same_constant_values(const PlanIR& plan, int x, int y, bool transposed, std::int64_t most_elements);
 // A captured square matrix equal to its transpose bit for bit (up to 2^20 elements).
 bool symmetric_constant(const PlanValue& v);
 // A captured square matrix, or a stack of them, zero (+0 or -0) off the diagonal (up to 2^18 elements).

@@ -112,10 +112,12 @@ std::string buffer(const Plan& plan, const PlanStep& s, int slot) {
   const PlanValue& out = plan.values[static_cast<std::size_t>(s.out)];
   if (out.kind == PlanValue::Kind::folded) return "kept";
   if (slot >= 0) return fmt::format("tile slot {}", slot);
-  if (out.root >= 0 && out.root != s.out) return fmt::format("view of {}", value_name(plan, out.root));
-  if (out.output_buffer) return "result";
-  if (out.offset < 0) return "-";
-  return fmt::format("{}+{}{}", out.local ? "sub " : "", out.offset, out.batched ? "/ex" : "");
+  if (static_cast<std::size_t>(s.out) >= plan.buffers.size()) return "-";
+  const ValueBuffer& b = plan.buffers[static_cast<std::size_t>(s.out)];
+  if (b.root >= 0 && b.root != s.out) return fmt::format("view of {}", value_name(plan, b.root));
+  if (b.output_buffer) return "result";
+  if (b.offset < 0) return "-";
+  return fmt::format("{}+{}{}", b.local ? "sub " : "", b.offset, out.batched ? "/ex" : "");
 }
 
 }  // namespace

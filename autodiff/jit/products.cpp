@@ -24,7 +24,7 @@ namespace vt::detail {
 
 namespace {
 
-bool is_plain_matmul(const Plan& plan, const PlanStep& s) {
+bool is_plain_matmul(const PlanIR& plan, const PlanStep& s) {
   if (s.op != &matmul_op) return false;
   for (int v : s.in)
     if (plan.values[static_cast<std::size_t>(v)].shape.size() != 2) return false;
@@ -45,7 +45,7 @@ struct Factor {
 // also op(..., x.t(), ...) -> op(..., x, ...) for any step, where x is exactly symmetric (Symmetry):
 // the same bits, not copied (the symmetric part (dA + dA^T) / 2 that tangent rules take of a
 // symmetric dA).
-void fold_transposes_into_matmuls(Plan& plan) {
+void fold_transposes_into_matmuls(PlanIR& plan) {
   if (plan.device == Device::cpu()) {
     Symmetry symmetric(plan);
     for (PlanStep& s : plan.steps)
@@ -74,7 +74,7 @@ void fold_transposes_into_matmuls(Plan& plan) {
 // cotangents of solves are low-rank products, never worth forming as n x n matrices. Factors may
 // be transposed by matmul's flags; (P Q)^T is Q^T P^T. A product of constants is left alone:
 // fold_constants computes it once per plan.
-void reassociate_matmuls(Plan& plan) {
+void reassociate_matmuls(PlanIR& plan) {
   const std::vector<int> readers = reader_counts(plan);
   const std::vector<bool> fixed = constant_only(plan);
   const auto shape_of = [&](Factor f) {
@@ -138,7 +138,7 @@ void reassociate_matmuls(Plan& plan) {
 // terms of an entry are added in another order); with non-finite values, as with any reassociation, a result may be NaN
 // where eager's is +-Inf (a zero of W times an infinite U^T C), or the reverse. Runs before eliminate_dead_steps, which
 // drops the n x m steps, and before merge_common_steps.
-void contract_low_rank_row_sums(Plan& plan) {
+void contract_low_rank_row_sums(PlanIR& plan) {
   const Axes rows = {0};
   std::vector<int> readers = reader_counts(plan);
   const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };
@@ -193,7 +193,7 @@ void contract_low_rank_row_sums(Plan& plan) {
 // ones the plan solves against (the gradient of mean(cho_solve(A, 1)) solves against its cotangent, 1/n broadcast, as
 // a column). One pass over the factor less per solve. Equal up to rounding (a product of two
 // roundings where the solve rounds its own way).
-void scale_repeated_solves(Plan& plan) {
+void scale_repeated_solves(PlanIR& plan) {
   const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };
   const auto one_number = [&](int v) { return numel(value(v).shape) == 1; };
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
@@ -257,7 +257,7 @@ void scale_repeated_solves(Plan& plan) {
 // change nothing (x + -0 is x; x + +0 is x but for x = -0, which becomes +0 unfolded and stays -0
 // here). The product's symmetry mark is kept: a diagonal keeps it symmetric. Runs after
 // mark_symmetric_products, before eliminate_dead_steps (which drops the product's step).
-void fold_diagonal_adds(Plan& plan) {
+void fold_diagonal_adds(PlanIR& plan) {
   const std::vector<int> readers = reader_counts(plan);
   for (PlanStep& s : plan.steps) {
     if (s.op != &add_op || s.in.size() != 2) continue;
@@ -291,7 +291,7 @@ void fold_diagonal_adds(Plan& plan) {
 // non-finite x: an Inf or NaN x_r makes the product NaN in every column, the segment sum only in its own. CPU plans: a
 // GPU's segment sums add with atomics, in no fixed order. After fold_transposes_into_matmuls (S.t() is a flag there),
 // before reassociate_matmuls (which could move S inside a chain).
-void take_indicator_products(Plan& plan) {
+void take_indicator_products(PlanIR& plan) {
   std::unordered_map<int, int>
       columns_of;  // by S: the constant of its columns, or -1 for a matrix that is no indicator
   const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };

@@ -29,7 +29,7 @@ enum class Inner { rows, columns };
 // The values X with v = X D (inner = columns) or v = D X (rows), D diagonal: v itself, and through
 // mul steps by a factor that is constant along the other matrix axis (a scalar, [k] or [.., 1, k]
 // for columns; [.., k, 1] for rows), X of v's matrix shape (leading axes broadcast alike).
-void diagonal_scale_bases(const Plan& plan, int v, Inner inner, std::vector<int>& bases, int depth = 0) {
+void diagonal_scale_bases(const PlanIR& plan, int v, Inner inner, std::vector<int>& bases, int depth = 0) {
   bases.push_back(v);
   const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
   const PlanStep* s = depth == 4 ? nullptr : producer(plan, v, mul_op);
@@ -45,7 +45,7 @@ void diagonal_scale_bases(const Plan& plan, int v, Inner inner, std::vector<int>
 }
 
 // v = concatenate(p, q) of two operands of one shape along their last axis: {p, q}; else {-1, -1}.
-std::pair<int, int> column_pair(const Plan& plan, int v) {
+std::pair<int, int> column_pair(const PlanIR& plan, int v) {
   const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
   const PlanStep* s = producer(plan, v, concatenate_op);
   if (!s || s->in.size() != 2) return {-1, -1};
@@ -61,7 +61,7 @@ struct Scaling {
   int scaled = -1, factor = -1;
 };
 
-Scaling scaling_of(const Plan& plan, const PlanStep& s) {
+Scaling scaling_of(const PlanIR& plan, const PlanStep& s) {
   const auto value = [&](int v) -> const PlanValue& { return plan.values[static_cast<std::size_t>(v)]; };
   // The scaled value as the scaling's output is: an unbatched matrix scaled per example is not a scaling of it.
   const auto whole = [&](int v) {
@@ -81,7 +81,7 @@ Scaling scaling_of(const Plan& plan, const PlanStep& s) {
 }
 
 // v = x c or c x, c one number (scaling_of): {x, c}; else {v, -1}.
-std::pair<int, int> scaled_by_one_number(const Plan& plan, int v) {
+std::pair<int, int> scaled_by_one_number(const PlanIR& plan, int v) {
   const PlanStep* s = producer(plan, v, mul_op);
   const Scaling sc = s ? scaling_of(plan, *s) : Scaling{};
   return sc.scaled < 0 ? std::pair{v, -1} : std::pair{sc.scaled, sc.factor};
@@ -89,7 +89,7 @@ std::pair<int, int> scaled_by_one_number(const Plan& plan, int v) {
 
 // a b^T = [P1 P2] [Q1 Q2]^T = P1 Q1^T + P2 Q2^T with P1 = X c, P2 = Y c, Q1 = Y, Q2 = X: X c Y^T + Y c X^T, symmetric
 // (c one number, the same in both, or none). The cotangent of cho_solve's A, -(bbar x^T + x bbar^T) / 2.
-bool swapped_pair_product(const Plan& plan, int a, int b) {
+bool swapped_pair_product(const PlanIR& plan, int a, int b) {
   const auto [p1, p2] = column_pair(plan, a);
   const auto [q1, q2] = column_pair(plan, b);
   if (p1 < 0 || q1 < 0) return false;
@@ -101,7 +101,7 @@ bool swapped_pair_product(const Plan& plan, int a, int b) {
 // op(a) op(b) = X (S X) or (X S) X with X and S symmetric matrices (Symmetry), the inner product read
 // untransposed (its op(S) op(X) is S X whatever its own flags): X S X, symmetric. The derivative of an
 // inverse, -X dA X.
-bool symmetric_sandwich(const Plan& plan, Symmetry& symmetric, int a, int b, MatmulTransposes t) {
+bool symmetric_sandwich(const PlanIR& plan, Symmetry& symmetric, int a, int b, MatmulTransposes t) {
   for (const bool inner_on_right : {true, false}) {
     const int x = inner_on_right ? a : b, inner = inner_on_right ? b : a;
     const PlanStep* s = producer(plan, inner, matmul_op);
@@ -121,7 +121,7 @@ bool symmetric_sandwich(const Plan& plan, Symmetry& symmetric, int a, int b, Mat
 // op(Y) = op(X)^T: Y is X read with the opposite flag, or a captured constant holding those values.
 // Runs after the passes that rebuild matmuls' attributes (fold_transposes_into_matmuls,
 // reassociate_matmuls).
-void mark_symmetric_products(Plan& plan) {
+void mark_symmetric_products(PlanIR& plan) {
   Symmetry symmetric_value(plan);  // marks below only turn answers to true: one left false is safe
   std::vector<int> left, right;
   for (PlanStep& s : plan.steps) {
@@ -155,7 +155,7 @@ void mark_symmetric_products(Plan& plan) {
 // non-finite ones (an Inf factor times a zero sum is NaN where eager may give +-Inf, and the reverse), as with matmul
 // reassociation; matrices, and sums of matrices that are not symmetric, keep their bits. Rescans the plan after each
 // move (a few dozen moves at most in a kernel's gradient). Before eliminate_dead_steps, which drops the scalings moved.
-void move_scalings_out_of_symmetric_sums(Plan& plan) {
+void move_scalings_out_of_symmetric_sums(PlanIR& plan) {
   Symmetry symmetric(plan);
   for (bool moved = true; moved;) {
     moved = false;
@@ -264,7 +264,7 @@ bool reads_lower_triangle_only(const PlanStep& s, std::size_t k) {
 // factorization's A, a solve's or logdet's factor) or holds it as a handle, through aliases of the
 // same shape (stop_gradient); any other reader, or the value being a result, keeps it whole. Runs
 // after eliminate_dead_steps, so that the readers are the plan's own.
-std::vector<bool> values_read_whole(const Plan& plan) {
+std::vector<bool> values_read_whole(const PlanIR& plan) {
   std::vector<bool> whole(plan.values.size(), false);
   for (int v : plan.outputs) whole[static_cast<std::size_t>(v)] = true;
   for (const auto* steps : {&plan.folds, &plan.steps})
@@ -283,7 +283,7 @@ std::vector<bool> values_read_whole(const Plan& plan) {
   return whole;
 }
 
-void mark_lower_only_outputs(Plan& plan) {
+void mark_lower_only_outputs(PlanIR& plan) {
   const std::vector<bool> whole = values_read_whole(plan);
   for (PlanStep& s : plan.steps) {
     if (whole[static_cast<std::size_t>(s.out)]) continue;

@@ -101,12 +101,14 @@ std::string op_name(const OpDef& op) {
 
 // Where the memory plan put the value, and what an analysis learnt of it: only what differs from a new value's.
 std::string annotations(const Plan& plan, int v) {
-  const PlanValue& pv = plan.values[static_cast<std::size_t>(v)];
   std::string out;
-  if (pv.root >= 0) out += fmt::format(" root={}", name(pv.root));
-  if (pv.offset >= 0) out += fmt::format(" offset={}", pv.offset);
-  if (pv.output_buffer) out += " output_buffer";
-  if (pv.local) out += " local";
+  if (static_cast<std::size_t>(v) < plan.buffers.size()) {
+    const ValueBuffer& b = plan.buffers[static_cast<std::size_t>(v)];
+    if (b.root >= 0) out += fmt::format(" root={}", name(b.root));
+    if (b.offset >= 0) out += fmt::format(" offset={}", b.offset);
+    if (b.output_buffer) out += " output_buffer";
+    if (b.local) out += " local";
+  }
   if (static_cast<std::size_t>(v) < plan.partial_offset.size() && plan.partial_offset[static_cast<std::size_t>(v)] >= 0)
     out += fmt::format(" partial={}", plan.partial_offset[static_cast<std::size_t>(v)]);
   return out;
@@ -308,21 +310,22 @@ class Reader {
   PlanValue& define(int v, PlanValue value) {
     if (values_.size() <= static_cast<std::size_t>(v)) values_.resize(static_cast<std::size_t>(v) + 1);
     if (values_[static_cast<std::size_t>(v)]) error("%{} is defined twice", v);
+    if (buffers_.size() <= static_cast<std::size_t>(v)) buffers_.resize(static_cast<std::size_t>(v) + 1);
     values_[static_cast<std::size_t>(v)] = std::move(value);
     return *values_[static_cast<std::size_t>(v)];
   }
 
   // key=value words (and bare flags) from `first` on, into the value's and the plan's fields.
   void annotate(int v, std::size_t first, PlanStep* step) {
-    PlanValue& pv = *values_[static_cast<std::size_t>(v)];
+    ValueBuffer& b = buffers_[static_cast<std::size_t>(v)];
     for (std::size_t i = first; i < tokens_.size(); ++i) {
       const std::string_view word = tokens_[i];
       const std::size_t eq = word.find('=');
       const std::string_view key = word.substr(0, eq), val = eq == std::string_view::npos ? "" : word.substr(eq + 1);
-      if (key == "root") pv.root = value_id(val);
-      else if (key == "offset") pv.offset = number<std::int64_t>(val);
-      else if (key == "output_buffer") pv.output_buffer = true;
-      else if (key == "local") pv.local = true;
+      if (key == "root") b.root = value_id(val);
+      else if (key == "offset") b.offset = number<std::int64_t>(val);
+      else if (key == "output_buffer") b.output_buffer = true;
+      else if (key == "local") b.local = true;
       else if (key == "partial") partials_.emplace_back(v, number<std::int64_t>(val));
       else if (key == "by" && step) step->made_by = pass_index(val);
       else
@@ -544,6 +547,10 @@ class Reader {
           if (!defined(v)) fail("jit: plan text: a step reads %{}, which is never defined", v);
     for (int v : plan_->outputs)
       if (!defined(v)) fail("jit: plan text: the result %{} is never defined", v);
+    // The buffers as plan_memory left them, where the text has them (a root is every value's once it ran).
+    buffers_.resize(plan_->values.size());
+    if (std::any_of(buffers_.begin(), buffers_.end(), [](const ValueBuffer& b) { return b.root >= 0; }))
+      plan_->buffers = std::move(buffers_);
     if (!partials_.empty()) {
       plan_->partial_offset.assign(plan_->values.size(), -1);
       for (const auto& [v, at] : partials_) plan_->partial_offset[static_cast<std::size_t>(v)] = at;
@@ -565,6 +572,7 @@ class Reader {
   const std::map<int, Tensor>& constants_;
   Plan* plan_ = nullptr;
   std::vector<std::optional<PlanValue>> values_;
+  std::vector<ValueBuffer> buffers_;
   std::vector<std::pair<int, std::int64_t>> partials_;
   std::vector<std::string_view> tokens_;
   std::string_view line_;

@@ -45,6 +45,7 @@ class Verifier {
 
   bool valid(int v) const { return v >= 0 && static_cast<std::size_t>(v) < plan_.values.size(); }
   const PlanValue& value(int v) const { return plan_.values[static_cast<std::size_t>(v)]; }
+  int root(int v) const { return plan_.buffers[static_cast<std::size_t>(v)].root; }
 
   // Each step's and fold's output is a value of its kind whose producer is that step, and each such value's producer
   // makes it.
@@ -158,14 +159,16 @@ class Verifier {
   // disjoint (an in-place step's output may take the buffer of the input 0 that dies there).
   void memory() const {
     if (!plan_.memory_planned) return;
+    if (plan_.buffers.size() != plan_.values.size())
+      wrong("{} buffers for {} values", plan_.buffers.size(), plan_.values.size());
     for (std::size_t v = 0; v < plan_.values.size(); ++v) {
-      const PlanValue& pv = plan_.values[v];
-      if (!valid(pv.root) || value(pv.root).root != pv.root) wrong("%{}'s root %{} is not a root", v, pv.root);
+      const int r = plan_.buffers[v].root;
+      if (!valid(r) || root(r) != r) wrong("%{}'s root %{} is not a root", v, r);
     }
     for (const PlanStep& s : plan_.steps) {
-      const int expected = s.op->aliases_input ? value(s.in[0]).root : s.out;
-      if (value(s.out).root != expected)
-        wrong("%{} ({}) has the root %{}, not %{}", s.out, s.op->name, value(s.out).root, expected);
+      const int expected = s.op->aliases_input ? root(s.in[0]) : s.out;
+      if (root(s.out) != expected)
+        wrong("%{} ({}) has the root %{}, not %{}", s.out, s.op->name, root(s.out), expected);
     }
     const std::vector<Buffer> buffers = arena_buffers();
     // Buffers handed over in place, step after step, are one: by buffer, the first of its chain.
@@ -191,7 +194,7 @@ class Verifier {
     // Under sub-chunks too: the step writes each example over the one it reads.
     if (a.last_read != b.first || a.begin != b.begin) return false;
     const PlanStep& s = plan_.steps[static_cast<std::size_t>(b.first)];
-    return s.op->in_place && value(s.in[0]).root == a.value;
+    return s.op->in_place && root(s.in[0]) == a.value;
   }
 
   std::vector<Buffer> arena_buffers() const {
@@ -200,27 +203,28 @@ class Verifier {
       const PlanStep& s = plan_.steps[i];
       for (std::size_t k = 0; k < s.in.size(); ++k)
         if (!(s.op->handle_inputs >> k & 1u) || s.op->aliases_input)
-          last[static_cast<std::size_t>(value(s.in[k]).root)] = static_cast<int>(i);
+          last[static_cast<std::size_t>(root(s.in[k]))] = static_cast<int>(i);
     }
     std::vector<Buffer> buffers;
     for (std::size_t v = 0; v < plan_.values.size(); ++v) {
       const PlanValue& pv = plan_.values[v];
-      if (pv.root != static_cast<int>(v) || pv.kind != PlanValue::Kind::computed || pv.output_buffer || pv.producer < 0)
+      const ValueBuffer& b = plan_.buffers[v];
+      if (b.root != static_cast<int>(v) || pv.kind != PlanValue::Kind::computed || b.output_buffer || pv.producer < 0)
         continue;
       const std::int64_t bytes = aligned(pv.bytes());
-      const int arena = pv.local ? 2 : pv.batched ? 0 : 1;
+      const int arena = b.local ? 2 : pv.batched ? 0 : 1;
       const std::int64_t size = arena == 2 ? plan_.arena_local : arena == 0 ? plan_.arena_batched : plan_.arena_fixed;
-      if (pv.offset < 0 || pv.offset + bytes > size)
-        wrong("%{} lies at [{}, {}), outside its arena of {} bytes", v, pv.offset, pv.offset + bytes, size);
+      if (b.offset < 0 || b.offset + bytes > size)
+        wrong("%{} lies at [{}, {}), outside its arena of {} bytes", v, b.offset, b.offset + bytes, size);
       const int read = std::max(last[v], pv.producer);
       int end = read;
       // A segment run by sub-chunks runs all its steps for one sub-chunk before the next: a chunk-arena buffer that
       // dies inside it lives to its end.
       for (const Plan::Segment& seg : plan_.segments)
-        if (pv.batched && !pv.local && seg.by_sub_chunks && static_cast<std::size_t>(end) >= seg.first &&
+        if (pv.batched && !b.local && seg.by_sub_chunks && static_cast<std::size_t>(end) >= seg.first &&
             static_cast<std::size_t>(end) < seg.last)
           end = static_cast<int>(seg.last) - 1;
-      buffers.push_back({static_cast<int>(v), arena, pv.offset, pv.offset + bytes, pv.producer, end, read});
+      buffers.push_back({static_cast<int>(v), arena, b.offset, b.offset + bytes, pv.producer, end, read});
     }
     std::sort(buffers.begin(), buffers.end(), [](const Buffer& a, const Buffer& b) { return a.first < b.first; });
     return buffers;
