@@ -32,6 +32,7 @@ namespace {
 struct LoopBody {
   std::vector<Tensor> params, lifted;
   std::unordered_set<const TensorImpl*> made;  // recorded inside: replayed; anything else is a constant
+  std::int64_t kernels = 0;                    // the ops of `made` that run a kernel: one step's kernel calls
   Tensor carry, y;
   std::shared_ptr<JitCache> plans = std::make_shared<JitCache>();
   // Recordings of the body that finished loops left, for the loop's next run (a jitted call runs it at every call):
@@ -86,6 +87,25 @@ Tensor symbolic(DType dtype, const Shape& shape, Device device) {
   return Tensor(std::move(impl));
 }
 
+// The kernels one call of the body runs: the ops made inside that its results depend on, aliases aside (what `made`
+// names may have been freed since; only what the results hold is followed).
+std::int64_t kernels_of(const LoopBody& body) {
+  std::int64_t kernels = 0;
+  std::unordered_set<const TensorImpl*> seen;
+  std::vector<Tensor> stack{body.carry, body.y};
+  while (!stack.empty()) {
+    const Tensor t = stack.back();
+    stack.pop_back();
+    if (!t.defined()) continue;
+    const TensorImpl* p = &t.impl();
+    if (!body.made.contains(p) || !t.impl().node || !seen.insert(p).second) continue;
+    const Node& node = *t.impl().node;
+    if (!node.op->aliases_input) ++kernels;
+    for (const Tensor& x : node.inputs) stack.push_back(x);
+  }
+  return kernels;
+}
+
 // Records the body on symbolic arguments of these types (as jit traces a function). Of the tensors
 // it reads from outside, those a plan could not hold as constants become the loop's inputs: traced
 // values (of an enclosing trace or loop body), tensors a gradient tracks, and batched tensors (a
@@ -103,6 +123,7 @@ std::shared_ptr<LoopBody> record(const FlatBody& fn, const std::vector<Tensor>& 
   std::vector<Tensor> results{body->carry, body->y};
   scope.see(results);  // a result made outside (a value the body closes over) is read from there
   body->made = scope.made_inside();
+  body->kernels = kernels_of(*body);
   for (const Tensor& c : scope.captured())
     if (c.is_symbolic() || c.impl().tracked || c.is_batched()) body->lifted.push_back(c);
   return body;
@@ -305,7 +326,9 @@ const OpDef scan_op{.name = "scan",
                     .integers = true,
                     .booleans = true,
                     .runs_functions = true,
-                    .calls_per_run = [](const Attrs& attrs) { return unpack_attrs<LoopAttrs>(attrs).length; }};
+                    .calls_per_run = [](const Attrs& attrs) {
+                      return unpack_attrs<LoopAttrs>(attrs).length * std::max<std::int64_t>(body_of(attrs).kernels, 1);
+                    }};
 
 // The zeros of a vector of n, batched when `like` is.
 Tensor zero_vector(std::int64_t n, const Tensor& like) { return zeros({n}, like.dtype(), like.device()); }

@@ -209,9 +209,9 @@ struct OpDef {
   /// The forward runs other ops on the host (a loop runs its body's plan once per step): a backend
   /// that records kernels for replay cannot capture it, so a plan holding one runs directly.
   bool runs_functions = false;
-  /// For a runs_functions op: how many times one run calls its function (a scan's steps). Each call costs a fixed
-  /// overhead however many examples it covers, which jit's chunk cost model spreads over a chunk's examples
-  /// (autodiff/jit/execute.cpp). Null: unknown (a while_loop's), counted as one.
+  /// For a runs_functions op: how many kernel calls one run makes (a scan: its steps times its body's kernels). Each
+  /// costs a fixed overhead however many examples it covers, which jit's chunk cost model spreads over a chunk's
+  /// examples (autodiff/jit/execute.cpp). Null: unknown (a while_loop's), counted as one.
   std::int64_t (*calls_per_run)(const Attrs& attrs) = nullptr;
   /// The op on other inputs, for ops that do not run through apply (as_batch and unbatch, whose
   /// batching apply's rule does not give): what replaying a recorded function (a loop's body) calls

@@ -305,6 +305,27 @@ TEST_CASE("by chunks: a loop under vmap runs each step over many examples, not o
   }
 }
 
+TEST_CASE("by chunks: a plan of many kernels over large examples runs each kernel over several examples",
+          "[jit][chunks]") {
+  // 4,096 numbers an example, a chain of 240 elementwise kernels: a 64 KiB cache holds less than one example's
+  // working set, so the cache alone would give chunks of one example, each paying every kernel call's fixed cost.
+  // Each kernel call counts in the cost model (PlanSchedule::kernel_calls_per_chunk), so chunks hold several.
+  auto f = [](const Tensor& x) {
+    Tensor y = x;
+    for (int k = 0; k < 60; ++k) y = sin(y) * 0.5 + cos(y);
+    return batch_sum(y);
+  };
+  const std::int64_t examples = 32;
+  const Tensor X = rand({examples, 4096}, 193);
+  auto chunked = jit(f, JitOptions{.cache_bytes = 64 * KiB});
+  const PlanSummary s = chunked.compile(as_batch(X));
+  REQUIRE(s.arena_bytes_per_example + 4096 * 8 > static_cast<std::int64_t>(64 * KiB));
+  const Tensor got = chunked(as_batch(X));
+  const JitCounters c = chunked.counters();
+  CHECK((c.chunked_calls == 0 ? examples : c.chunk_examples) > 1);
+  require_close(got, f(as_batch(X)), 1e-12);
+}
+
 TEST_CASE("by chunks: the planner's cache is JitOptions::cache_bytes, else VTAPE_JIT_CACHE_BYTES, when a plan is built",
           "[jit][chunks]") {
   auto f = [](const Tensor& x) { return batch_sum(exp(x) * 2.0); };

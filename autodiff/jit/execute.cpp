@@ -435,9 +435,10 @@ thread_local std::int64_t forced_chunk_examples = 0;  // JitChunkExamples
 constexpr std::int64_t max_partials_bytes = std::int64_t{32} << 20;
 // A chunk larger than the cache (examples_per_chunk) holds at most this much per worker.
 constexpr std::int64_t max_chunk_bytes = std::int64_t{64} << 20;
-// The fixed cost of one call of a function in a chunk (a loop's step: its body's replay, whatever the examples), as
-// the memory traffic that takes as long (docs/performance.md, "Loops under vmap").
-constexpr double call_cost_bytes = 16 * 1024;
+// The fixed cost of one kernel call in a chunk (its views and dispatch, whatever its examples; a loop's body's kernels
+// once per step), as the memory traffic that takes as long (docs/performance.md, "What a chunk costs whatever its
+// examples").
+constexpr double kernel_call_bytes = 2 * 1024;
 
 std::int64_t round_up(std::int64_t bytes) { return checked_add(bytes, 63, "jit", "the plan's memory") / 64 * 64; }
 
@@ -462,10 +463,12 @@ std::int64_t sub_chunk_examples(const Plan& plan, const Plan::Segment& segment, 
 // a shared matrix becomes one GEMM over the chunk. The larger size is the smallest whose shared
 // traffic is at most an eighth of the rest, within max_chunk_bytes per worker; it is taken when its
 // estimate is under three quarters of the cache-sized chunk's. Where it would hold the whole batch,
-// the batch is split in two (for two cores) when the batch's own traffic outweighs one pass over the
-// shared operands, which bounds the split's extra traffic by half. A function's call (a loop's step, replayed once
-// per chunk whatever its examples) counts as a shared read of call_cost_bytes: a loop whose body is small then runs
-// each step over many examples instead of over a cache-sized few. With neither, the chunk is sized to the cache. Values
+// the batch is split in two when the batch's own traffic outweighs one pass over the shared operands, which bounds
+// the split's extra traffic by half: results may not depend on the thread count, so the split cannot ask for it, and
+// two chunks are the fewest that let a call run on more than one worker. Every kernel call a chunk makes (a step's,
+// and a loop's body's kernels once per loop step) costs as much whatever its examples: it counts as a shared read of
+// kernel_call_bytes, so a plan of many small kernels over large examples (a loop storing its carries) runs them over
+// many examples instead of over a cache-sized few. Values
 // that only a segment run by sub-chunks makes and reads (split_into_segments) stay in the cache either way: they count
 // in the cache-sized chunk's data, not in what a larger chunk sends through memory. A chosen chunk of the whole batch
 // is still run as one chunk where a segment then runs by sub-chunks (a forced one, JitChunkExamples, runs the batch
@@ -479,7 +482,7 @@ std::int64_t chunk_by_traffic(const Plan& plan, std::int64_t batch, bool& larger
   const double arena = static_cast<double>(plan.arena_batched), io = static_cast<double>(plan.chunk_io_bytes);
   const double per_example = std::max(arena + static_cast<double>(plan.arena_local) + io, 1.0);
   const auto chunk = std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(cache) / per_example));
-  double shared = static_cast<double>(plan.calls_per_chunk) * call_cost_bytes;
+  double shared = static_cast<double>(plan.kernel_calls_per_chunk) * kernel_call_bytes;
   for (std::int64_t r : plan.shared_reads)
     if (large_shared_operand(r, cache)) shared += static_cast<double>(r);
   if (shared == 0) return chunk;

@@ -262,11 +262,12 @@ class MemoryPlanner {
     for (int v = 0; v < static_cast<int>(plan_.values.size()); ++v)
       if (value(v).batched && root(v) == v && !in_arena(v)) plan_.chunk_io_bytes += value(v).bytes();
     plan_.shared_reads.clear();
-    plan_.calls_per_chunk = 0;
+    plan_.kernel_calls_per_chunk = 0;
     for (std::size_t i = plan_.chunk_begin; i < plan_.chunk_end; ++i) {
       const PlanStep& s = plan_.steps[i];
-      if (s.op->runs_functions) plan_.calls_per_chunk += s.op->calls_per_run ? s.op->calls_per_run(s.attrs) : 1;
-      if (s.op->aliases_input || s.op->elementwise) continue;
+      if (s.op->aliases_input) continue;
+      plan_.kernel_calls_per_chunk += s.op->runs_functions && s.op->calls_per_run ? s.op->calls_per_run(s.attrs) : 1;
+      if (s.op->elementwise) continue;
       for (int v : s.in)
         if (!value(v).batched) plan_.shared_reads.push_back(value(v).bytes());
     }

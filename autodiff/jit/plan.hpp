@@ -149,9 +149,9 @@ struct PlanSchedule {
   // The bytes of each read of an unbatched value by a per-chunk kernel (a shared operand), for the chunk size's cost
   // model (examples_per_chunk).
   std::vector<std::int64_t> shared_reads;
-  // The calls of functions (a loop's steps, OpDef::calls_per_run) that every chunk makes, each at a fixed cost however
-  // many examples it covers, for the same model.
-  std::int64_t calls_per_chunk = 0;
+  // The kernel calls that every chunk makes, each at a fixed cost however many examples it covers, for the same model:
+  // one per step that runs a kernel, and a loop's calls of its body's kernels (OpDef::calls_per_run).
+  std::int64_t kernel_calls_per_chunk = 0;
   // The per-chunk steps in segments, in order, covering [chunk_begin, chunk_end) (split_into_segments); empty: one
   // segment. A segment run by sub-chunks reads no large shared operand and reduces nothing over the batch, so a chunk
   // made larger than the cache for a large shared operand's sake runs its steps by sub-chunks of examples that fit the

@@ -163,7 +163,7 @@ std::string plan_text(const Plan& plan) {
   const std::pair<const char*, std::int64_t> sizes[] = {
       {"arena_batched", plan.arena_batched},   {"arena_fixed", plan.arena_fixed},
       {"arena_local", plan.arena_local},       {"partial_bytes", plan.partial_bytes},
-      {"chunk_io_bytes", plan.chunk_io_bytes}, {"calls_per_chunk", plan.calls_per_chunk}};
+      {"chunk_io_bytes", plan.chunk_io_bytes}, {"kernel_calls_per_chunk", plan.kernel_calls_per_chunk}};
   for (const auto& [key, n] : sizes)
     if (n != 0) out += fmt::format(" {}={}", key, n);
   if (!plan.shared_reads.empty()) out += fmt::format(" shared_reads=[{}]", fmt::join(plan.shared_reads, ","));
@@ -475,7 +475,7 @@ class Reader {
       else if (key == "arena_local") plan_->arena_local = number<std::int64_t>(val);
       else if (key == "partial_bytes") plan_->partial_bytes = number<std::int64_t>(val);
       else if (key == "chunk_io_bytes") plan_->chunk_io_bytes = number<std::int64_t>(val);
-      else if (key == "calls_per_chunk") plan_->calls_per_chunk = number<std::int64_t>(val);
+      else if (key == "kernel_calls_per_chunk") plan_->kernel_calls_per_chunk = number<std::int64_t>(val);
       else if (key == "shared_reads") plan_->shared_reads = numbers<std::int64_t>(val);
       else if (key == "memory_planned") plan_->memory_planned = number<int>(val) != 0;
       else if (key == "views") views_ = number<int>(val) != 0;
