@@ -34,35 +34,51 @@ bool ends_run(const Plan& plan, const PlanStep& s, const PlanStep& prev) {
 
 // A value's bytes in the arena, per example when batched: [begin, end). Values outside the arena (arguments, constants,
 // folded values, results' own buffers) never share memory with a step's output, so they have none.
-// The batched values of a sub-chunk arena (PlanValue::local) are in an arena of their own.
+// The batched values of a sub-chunk arena (ValueBuffer::local) are in an arena of their own.
 struct Range {
   bool in_arena = false;
   bool batched = false, local = false;
   std::int64_t begin = 0, end = 0;
 };
 
-Range range_of(const Plan& plan, int v) {
-  const auto r = static_cast<std::size_t>(plan.buffers[static_cast<std::size_t>(v)].root);
-  const PlanValue& root = plan.values[r];
-  const ValueBuffer& b = plan.buffers[r];
-  if (root.kind != PlanValue::Kind::computed || b.output_buffer || b.offset < 0) return {};
-  return {true, root.batched, b.local, b.offset, b.offset + root.bytes()};
-}
+// Every value's buffer range, found once per plan: the hazard checks ask for pairs of them many times.
+class Buffers {
+ public:
+  explicit Buffers(const Plan& plan) : plan_(plan), ranges_(plan.values.size()) {
+    for (std::size_t v = 0; v < plan.values.size(); ++v) {
+      const auto r = static_cast<std::size_t>(plan.buffers[v].root);
+      const PlanValue& root = plan.values[r];
+      const ValueBuffer& b = plan.buffers[r];
+      if (root.kind == PlanValue::Kind::computed && !b.output_buffer && b.offset >= 0)
+        ranges_[v] = {true, root.batched, b.local, b.offset, b.offset + root.bytes()};
+    }
+  }
 
-// Whether writing value w tile by tile is safe against value u, which the run reads or writes: their buffers are
-// disjoint, or they are the same elements of the same buffer (a step in place, or a buffer reused once u is dead), so
-// that tile t of w overwrites only tile t of u, which every step of the run has finished with when tile t ends.
-bool safe_against(const Plan& plan, int w, int u) {
-  const Range rw = range_of(plan, w), ru = range_of(plan, u);
-  if (!rw.in_arena || !ru.in_arena || rw.batched != ru.batched || rw.local != ru.local) return true;
-  if (rw.end <= ru.begin || ru.end <= rw.begin) return true;
-  const PlanValue& a = plan.values[static_cast<std::size_t>(w)];
-  const PlanValue& b = plan.values[static_cast<std::size_t>(u)];
-  const ValueBuffer& ab = plan.buffers[static_cast<std::size_t>(w)];
-  const ValueBuffer& bb = plan.buffers[static_cast<std::size_t>(u)];
-  return ab.root == w && bb.root == u && ab.offset == bb.offset && a.dtype == b.dtype && a.shape == b.shape &&
-         a.batched == b.batched;
-}
+  // Whether two values' buffers share no byte.
+  bool disjoint(int w, int u) const {
+    const Range &rw = range(w), &ru = range(u);
+    return !rw.in_arena || !ru.in_arena || rw.batched != ru.batched || rw.local != ru.local || rw.end <= ru.begin ||
+           ru.end <= rw.begin;
+  }
+
+  // Whether writing value w tile by tile is safe against value u, which the run reads or writes: their buffers are
+  // disjoint, or they are the same elements of the same buffer (a step in place, or a buffer reused once u is dead),
+  // so that tile t of w overwrites only tile t of u, which every step of the run has finished with when tile t ends.
+  bool safe_against(int w, int u) const {
+    if (disjoint(w, u)) return true;
+    const PlanValue& a = plan_.values[static_cast<std::size_t>(w)];
+    const PlanValue& b = plan_.values[static_cast<std::size_t>(u)];
+    const ValueBuffer& ab = plan_.buffers[static_cast<std::size_t>(w)];
+    const ValueBuffer& bb = plan_.buffers[static_cast<std::size_t>(u)];
+    return ab.root == w && bb.root == u && ab.offset == bb.offset && a.dtype == b.dtype && a.shape == b.shape &&
+           a.batched == b.batched;
+  }
+
+ private:
+  const Range& range(int v) const { return ranges_[static_cast<std::size_t>(v)]; }
+  const Plan& plan_;
+  std::vector<Range> ranges_;
+};
 
 // Runs of one shape are merged across at most this many steps between them.
 constexpr int max_gap_steps = 24;
@@ -76,13 +92,6 @@ bool batched_of(const Plan& plan, const FusedGroup& g) {
   return plan.values[static_cast<std::size_t>(plan.steps[static_cast<std::size_t>(g.tiled[0])].out)].batched;
 }
 
-// Whether two values' buffers share no byte.
-bool disjoint(const Plan& plan, int w, int u) {
-  const Range rw = range_of(plan, w), ru = range_of(plan, u);
-  return !rw.in_arena || !ru.in_arena || rw.batched != ru.batched || rw.local != ru.local || rw.end <= ru.begin ||
-         ru.end <= rw.begin;
-}
-
 // Whether run b can join run a. Each step between them runs either before the tiles (it reads nothing that a or the
 // steps after the tiles make: a hyperparameter's exp, say) or after them (a contraction's scalar tail), in the plan's
 // order within each. b must read nothing made after the tiles (a's sums included). Buffers: a step moved before the
@@ -90,8 +99,8 @@ bool disjoint(const Plan& plan, int w, int u) {
 // write overlap nothing a's tiles read or write later (safe_against), nor anything that a's sums or the steps after the
 // tiles touch (they run, or are written, after b's tiles, where the plan ran them before). Values only a run's tiles
 // read live in scratch slots: their buffers are never touched.
-bool can_merge(const Plan& plan, const FusedGroup& a, const FusedGroup& b, const std::vector<bool>& internal,
-               std::vector<int>& before, std::vector<int>& after) {
+bool can_merge(const Plan& plan, const Buffers& buffers, const FusedGroup& a, const FusedGroup& b,
+               const std::vector<bool>& internal, std::vector<int>& before, std::vector<int>& after) {
   before.clear();
   after.clear();
   if (b.first - a.last > max_gap_steps || a.tiled.size() + b.tiled.size() > max_tiled_steps) return false;
@@ -140,8 +149,8 @@ bool can_merge(const Plan& plan, const FusedGroup& a, const FusedGroup& b, const
     early = early && !has(a_used, s.out);
     // Its inputs may be what a's tiles read too (a hyperparameter, a captured matrix): read in either order.
     for (int u : touched) {
-      early = early && disjoint(plan, s.out, u);
-      for (int v : s.in) early = early && (v == u || disjoint(plan, v, u));
+      early = early && buffers.disjoint(s.out, u);
+      for (int v : s.in) early = early && (v == u || buffers.disjoint(v, u));
     }
     if (early) {
       before.push_back(i);
@@ -157,9 +166,9 @@ bool can_merge(const Plan& plan, const FusedGroup& a, const FusedGroup& b, const
     // b's sums are written after the tiles, in the plan's order with those steps.
     if (!s.op->elementwise || internal[static_cast<std::size_t>(s.out)]) continue;
     for (int u : later_touched)
-      if (!disjoint(plan, s.out, u)) return false;
+      if (!buffers.disjoint(s.out, u)) return false;
     for (int u : a_used)
-      if (!safe_against(plan, s.out, u)) return false;
+      if (!buffers.safe_against(s.out, u)) return false;
   }
   return true;
 }
@@ -179,7 +188,7 @@ bool by_lower_triangle(const Plan& plan, const FusedGroup& g, Symmetry& symmetri
 // fuse_elementwise, phase by phase over one plan.
 class Grouper {
  public:
-  explicit Grouper(Plan& plan) : plan_(plan), symmetric_(plan) {
+  explicit Grouper(Plan& plan) : plan_(plan), buffers_(plan), symmetric_(plan) {
     // Per value: how many steps read it, and whether anything but steps reads its buffer (a result, or its alias).
     reads_.assign(plan.values.size(), 0);
     escapes_.assign(plan.values.size(), false);
@@ -241,7 +250,7 @@ class Grouper {
         if (out.shape != hv.shape || out.batched != hv.batched) break;
         bool safe = true;
         for (int v : s.in) used.push_back(v);
-        for (int u : used) safe = safe && safe_against(plan_, s.out, u);
+        for (int u : used) safe = safe && buffers_.safe_against(s.out, u);
         if (!safe) break;
         used.push_back(s.out);
       }
@@ -292,7 +301,7 @@ class Grouper {
     // A run by the lower triangle and one that is not stay apart: joined, both would run whole.
     const auto joins = [&](std::size_t t, const FusedGroup& r) {
       return t > 0 && groups[t - 1].lower_triangle == r.lower_triangle &&
-             can_merge(plan_, groups[t - 1], r, internal_, early_, late_);
+             can_merge(plan_, buffers_, groups[t - 1], r, internal_, early_, late_);
     };
     for (FusedGroup& r : runs) {
       r.lower_triangle = by_lower_triangle(plan_, r, symmetric_);  // a merged group's, since only equals merge
@@ -381,6 +390,7 @@ class Grouper {
   }
 
   Plan& plan_;
+  Buffers buffers_;
   Symmetry symmetric_;
   std::vector<int> reads_, tiled_reads_, slot_of_, pending_;
   std::vector<bool> escapes_, internal_;

@@ -114,7 +114,7 @@ void merge_common_steps(PlanIR& plan) {
   }
   std::vector<bool> result(plan.values.size(), false);
   for (int v : plan.outputs) result[static_cast<std::size_t>(v)] = true;
-  std::unordered_map<std::string, int> made;
+  std::unordered_map<StepKey, int, StepKeyHash> made;
   for (PlanStep& s : plan.steps) {
     for (int& v : s.in) v = same[static_cast<std::size_t>(v)];
     if (s.op->collective) continue;

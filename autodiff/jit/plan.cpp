@@ -2,6 +2,7 @@
 // then build_plan runs the passes and the memory planner and precomputes each kernel's views, so
 // that a call does only what depends on its arguments and batch size.
 #include <algorithm>
+#include <bit>
 #include <atomic>
 #include <cstdio>
 #include <charconv>
@@ -15,9 +16,20 @@
 namespace vt::detail {
 
 // ---------------------------------------------------------------- graph -> steps (with CSE)
-std::string step_key(const OpDef* op, const Attrs& attrs, const std::vector<int>& in) {
-  return fmt::format("{}|{}|{}|{}|{}", static_cast<const void*>(op), fmt::join(in, ","), fmt::join(attrs.ints, ","),
-                     fmt::join(attrs.reals, ","), attrs.object.get());
+StepKey step_key(const OpDef* op, const Attrs& attrs, const std::vector<int>& in) {
+  StepKey key{op, in, attrs.ints, {}, attrs.object.get()};
+  key.real_bits.reserve(attrs.reals.size());
+  for (double x : attrs.reals) key.real_bits.push_back(std::bit_cast<std::uint64_t>(x));
+  return key;
+}
+
+std::size_t StepKeyHash::operator()(const StepKey& key) const {
+  std::uint64_t h = std::hash<const void*>{}(key.op) ^ std::hash<const void*>{}(key.object);
+  const auto mix = [&h](std::uint64_t x) { h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  for (int v : key.in) mix(static_cast<std::uint64_t>(v));
+  for (std::int64_t x : key.ints) mix(static_cast<std::uint64_t>(x));
+  for (std::uint64_t x : key.real_bits) mix(x);
+  return h;
 }
 
 namespace {
@@ -53,7 +65,7 @@ class Builder {
 
   int add_step(const OpDef* op, const Attrs& attrs, const std::vector<int>& in, DType dtype, const Shape& shape,
                bool batched) {
-    std::string key = step_key(op, attrs, in);
+    StepKey key = step_key(op, attrs, in);
     if (auto it = cse_.find(key); it != cse_.end()) {
       ++plan_.summary.merged;
       return it->second;
@@ -72,7 +84,7 @@ class Builder {
   }
   Plan& plan_;
   std::unordered_map<const TensorImpl*, int> ids_;
-  std::unordered_map<std::string, int> cse_;
+  std::unordered_map<StepKey, int, StepKeyHash> cse_;
 };
 
 }  // namespace
@@ -227,7 +239,7 @@ void run_passes(Plan& plan, const std::string& selection) {
   const Dump dump;
   if (verify) verify_plan(plan, "the trace");
   dump.write(plan, -1, "trace");
-  std::vector<std::uint64_t> before;  // the steps' hashes before a pass, sorted
+  std::vector<std::uint64_t> before, after;  // the steps' hashes before and after a pass
   for (std::size_t k = 0; k < passes.size(); ++k) {
     const Pass& pass = passes[k];
     if (!enabled[k] || (pass.scope == PassScope::cpu && plan.device != Device::cpu())) continue;
@@ -240,17 +252,21 @@ void run_passes(Plan& plan, const std::string& selection) {
     }
     before.clear();
     for (const PlanStep& s : plan.steps) before.push_back(step_hash(s));
-    std::sort(before.begin(), before.end());
     const PlanShape shape = shape_of(plan);
     plan.running_pass = static_cast<int>(k);
     pass.run(plan);
     plan.running_pass = -1;
+    after.clear();
+    for (const PlanStep& s : plan.steps) after.push_back(step_hash(s));
     std::int64_t made = 0;
-    for (PlanStep& s : plan.steps)
-      if (!std::binary_search(before.begin(), before.end(), step_hash(s))) {
-        s.made_by = static_cast<int>(k);
-        ++made;
-      }
+    if (after != before) {  // most passes change nothing: then no sort
+      std::sort(before.begin(), before.end());
+      for (std::size_t i = 0; i < plan.steps.size(); ++i)
+        if (!std::binary_search(before.begin(), before.end(), after[i])) {
+          plan.steps[i].made_by = static_cast<int>(k);
+          ++made;
+        }
+    }
     if (verify) verify_plan(plan, pass.name);
     if (made == 0 && shape_of(plan) == shape) continue;
     plan.summary.passes.emplace_back(pass.name);

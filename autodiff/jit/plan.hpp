@@ -187,8 +187,20 @@ class Plan : public PlanIR, public PlanSchedule {
   ~Plan();
 };
 
-// What makes two steps compute the same value: their op, attributes and inputs (common subexpressions).
-std::string step_key(const OpDef* op, const Attrs& attrs, const std::vector<int>& in);
+// What makes two steps compute the same value: their op, attributes and inputs (common subexpressions). Real
+// attributes compare by their bits: 0 and -0 scale differently, and a NaN attribute is its own.
+struct StepKey {
+  const OpDef* op;
+  std::vector<int> in;
+  std::vector<std::int64_t> ints;
+  std::vector<std::uint64_t> real_bits;
+  const void* object;
+  bool operator==(const StepKey&) const = default;
+};
+struct StepKeyHash {
+  std::size_t operator()(const StepKey& key) const;
+};
+StepKey step_key(const OpDef* op, const Attrs& attrs, const std::vector<int>& in);
 
 // graph -> steps, with common subexpressions merged; then the pipeline of plan_passes(), with the passes that
 // VTAPE_JIT_PASSES and then JitOptions::passes turn off or on, for the cache of JitOptions::cache_bytes

@@ -164,11 +164,11 @@ void move_scalings_out_of_symmetric_sums(PlanIR& plan) {
     for (std::size_t i = 0; i < plan.steps.size(); ++i)
       for (int v : plan.steps[i].in) reader_of[static_cast<std::size_t>(v)] = static_cast<int>(i);
     for (std::size_t i = 0; i < plan.steps.size() && !moved; ++i) {
-      const PlanStep scale = plan.steps[i];
-      const Scaling sc = scaling_of(plan, scale);
+      const Scaling sc = scaling_of(plan, plan.steps[i]);
       if (sc.scaled < 0 || !symmetric(sc.scaled) ||
           plan.values[static_cast<std::size_t>(sc.scaled)].shape[0] < min_lower_triangle_order)
         continue;
+      const PlanStep scale = plan.steps[i];  // a copy: the steps move below
       // The chain from the scaled value to its sum, each step its value's only reader.
       std::size_t first = 0, sum = 0;
       for (int v = scale.out;;) {
