@@ -87,7 +87,7 @@ std::vector<Case> cases() {
   const Tensor ps = randn({3, 6}, 11), big_f = randn({12, 6}, 12), ones_n = ones({12}), twos = full({12}, 2.0);
   const auto a_of = [=](const Tensor& r) { return matmul(big_f * square(r), big_f.t()) + eye(12); };
   const Tensor u = randn({40, 2}, 13), w = randn({2, 7}, 14), c = randn({40, 7}, 15);
-  const Tensor x130 = randn({130, 3}, 18), x100 = randn({100, 3}, 19), s = full({}, 0.7);
+  const Tensor x200 = randn({200, 3}, 18), x100 = randn({100, 3}, 19), s = full({}, 0.7);
   const Tensor half = full({}, -0.5), half2 = full({}, -0.5), quarter = full({}, -0.25), x8 = randn({8}, 20);
   const Tensor big = randn({64, 64}, 21), spd = matmul(x43, x43.t()) + eye4;
   const Tensor indicator = indicator_matrix({2, 0, 3, 3, 1, 0, 2}, 4), not_indicator = indicator * 2.0;
@@ -144,7 +144,7 @@ std::vector<Case> cases() {
        {randn({4, 6}, 23), randn({6, 7}, 24), randn({4, 7}, 25)}},
       {"move_scalings_out_of_symmetric_sums",
        [](const V& a) { return V{sum(matmul(a[0], a[0].t()) * a[1])}; },
-       {x130, s},
+       {x200, s},
        [](const V& a) { return V{sum(matmul(a[0], a[0].t()) * a[1])}; },
        {x100, s}},
       {"merge_common_steps",

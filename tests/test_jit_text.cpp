@@ -321,19 +321,19 @@ results %5
   }
   SECTION("move_scalings_out_of_symmetric_sums: sum(X c) as sum(X) c; not for a c of one entry per column") {
     const std::string fires = R"(plan device=cpu
-%0 = input 0 : float64[130,3]
+%0 = input 0 : float64[200,3]
 %1 = input 1 : float64[]
-step 0: %2 = matmul(%0, %0) transpose_a=0 transpose_b=1 symmetric=1 lower_only=0 : float64[130,130]
-step 1: %3 = mul(%2, %1) : float64[130,130]
+step 0: %2 = matmul(%0, %0) transpose_a=0 transpose_b=1 symmetric=1 lower_only=0 : float64[200,200]
+step 1: %3 = mul(%2, %1) : float64[200,200]
 step 2: %4 = sum(%3) keepdims=0 axes=[0,1] : float64[]
 results %4
 )";
     CHECK(steps_of(after("move_scalings_out_of_symmetric_sums", fires)) ==
-          Lines{"step 0: %2 = matmul(%0, %0) transpose_a=0 transpose_b=1 symmetric=1 lower_only=0 : float64[130,130]",
-                "step 1: %3 = mul(%2, %1) : float64[130,130]", "step 2: %5 = sum(%2) keepdims=0 axes=[0,1] : float64[]",
+          Lines{"step 0: %2 = matmul(%0, %0) transpose_a=0 transpose_b=1 symmetric=1 lower_only=0 : float64[200,200]",
+                "step 1: %3 = mul(%2, %1) : float64[200,200]", "step 2: %5 = sum(%2) keepdims=0 axes=[0,1] : float64[]",
                 "step 3: %4 = mul(%5, %1) : float64[]", "results %4"});
     std::string refuses = fires;
-    refuses.replace(refuses.find("%1 = input 1 : float64[]"), 24, "%1 = input 1 : float64[130]");
+    refuses.replace(refuses.find("%1 = input 1 : float64[]"), 24, "%1 = input 1 : float64[200]");
     CHECK(steps_of(after("move_scalings_out_of_symmetric_sums", refuses)) == steps_of(refuses));
   }
 }

@@ -302,8 +302,10 @@ void merge_common_steps(PlanIR& plan);
 void eliminate_dead_steps(PlanIR& plan);
 void mark_lower_only_outputs(PlanIR& plan);
 // CPU plans compute a fused run whose values are all symmetric matrices of at least this order over their lower
-// triangle (fuse.cpp), and move scalings out of such matrices' sums (move_scalings_out_of_symmetric_sums).
-constexpr std::int64_t min_lower_triangle_order = 128;
+// triangle (fuse.cpp), and move scalings out of such matrices' sums (move_scalings_out_of_symmetric_sums): the order
+// from which one triangle is no slower than the whole matrix, as for the symmetric product's blocks
+// (docs/performance.md, "Which runs go by the lower triangle").
+constexpr std::int64_t min_lower_triangle_order = 192;
 
 // Which values are, example by example, exactly symmetric square matrices on the CPU backend: captured matrices that
 // equal their transpose bit for bit (compared once, up to 2^20 elements); the results of elementwise steps (folded or
