@@ -462,6 +462,31 @@ results %3
   std::string outside = memory;
   outside.replace(outside.find("arena_fixed=128"), 15, "arena_fixed=100");
   CHECK(verifying(outside).find("%2 lies at [64, 128), outside its arena of 100 bytes") != std::string::npos);
+  // A fused run: its steps in plan order, each run after what it reads, a scratch slot's value read by its tiles only.
+  const std::string fused = R"(plan device=cpu arena_fixed=32768 memory_planned=1
+%0 = input 0 : float64[64,64] root=%0
+%1 = constant : float64[] = [2] root=%1
+step 0: %2 = mul(%0, %1) : float64[64,64] root=%2 offset=0
+step 1: %3 = exp(%2) : float64[64,64] root=%3 offset=0
+step 2: %4 = mul(%3, %0) : float64[64,64] root=%4 output_buffer
+fused first=0 last=3 tiled=[0,1,2] before=[] after=[] slot=[0,1,-1] slots=2 slot_bytes=32768 sum_dtype=float64 has_sum=0 lower_triangle=0 mirrored=[]
+results %4
+)";
+  CHECK(verifying(fused).empty());
+  const auto fused_broken = [&](const std::string& from, const std::string& to) {
+    std::string text = fused;
+    REQUIRE(text.find(from) != std::string::npos);
+    return verifying(text.replace(text.find(from), from.size(), to));
+  };
+  CHECK(fused_broken("tiled=[0,1,2]", "tiled=[1,0,2]").find("fused run 0 lists steps out of plan order: [1,0,2]") !=
+        std::string::npos);
+  CHECK(fused_broken("tiled=[0,1,2] before=[] after=[] slot=[0,1,-1]", "tiled=[0,2] before=[] after=[1] slot=[0,-1]")
+            .find("fused run 0 runs step 2 before step 1, which makes its input %3") != std::string::npos);
+  CHECK(fused_broken("slot=[0,1,-1]", "slot=[0,1,0]")
+            .find("fused run 0 keeps %4 in a scratch slot, but a result or a step outside its later tiles reads it") !=
+        std::string::npos);
+  CHECK(fused_broken("first=0 last=3", "first=0 last=2")
+            .find("fused run 0's steps before, tiled and after are not exactly steps [0, 2)") != std::string::npos);
 }
 
 TEST_CASE("plan text: what cannot be read is refused, naming the line", "[jit][passes][text]") {

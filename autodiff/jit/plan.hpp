@@ -256,8 +256,9 @@ std::string step_text(const Plan& plan, const PlanStep& step);
 // reading a value before a step makes it; each step's output type what its op's shape rule gives; results defined;
 // a product marked symmetric square, and a mark that leaves an upper triangle unwritten only where no reader reads
 // it; once the memory is planned, every arena buffer inside its arena and disjoint from every buffer alive at the
-// same step. build_plan runs it after every pass where VTAPE_JIT_VERIFY is set (not "0"), and always in builds
-// without NDEBUG.
+// same step; once the runs are fused, each run's steps exactly its range, run in an order that makes every input
+// before its reader, and its scratch slots read by its own later tiles only. build_plan runs it after every pass where
+// VTAPE_JIT_VERIFY is set (not "0"), and always in builds without NDEBUG.
 void verify_plan(const Plan& plan, std::string_view after);
 // Whether run_passes verifies after every pass (VTAPE_JIT_VERIFY, or a debug build).
 bool verify_after_passes();

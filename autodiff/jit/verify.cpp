@@ -11,6 +11,7 @@
 
 #include "../../ops/cholesky.hpp"
 #include "../../ops/matmul.hpp"
+#include "../../ops/reduce.hpp"
 #include "plan.hpp"
 
 namespace vt::detail {
@@ -34,6 +35,7 @@ class Verifier {
     types(plan_.steps, "step");
     marks();
     memory();
+    fused();
   }
 
  private:
@@ -187,6 +189,91 @@ class Verifier {
             "%{} and %{} share bytes of an arena ([{}, {}) and [{}, {})) while both are alive (steps {}-{} and {}-{})",
             a.value, b.value, a.begin, a.end, b.begin, b.end, a.first, a.last, b.first, b.last);
       }
+  }
+
+  // Once fuse_elementwise has run: each run inside the steps and inside one phase or segment, after the one before it;
+  // its steps before, tiled and after exactly [first, last), each list in plan order; run in that order (before, the
+  // tiles, after), every step reading only what is made before it; the tiled steps elementwise steps of the run's one
+  // shape, or sums; a scratch slot's value read by later tiled steps of its run only.
+  void fused() const {
+    if (plan_.fused.empty()) return;
+    if (plan_.fused_at.size() != plan_.steps.size())
+      wrong("{} fused_at entries for {} steps", plan_.fused_at.size(), plan_.steps.size());
+    std::vector<std::vector<int>> readers(plan_.values.size());
+    for (std::size_t i = 0; i < plan_.steps.size(); ++i)
+      for (int v : plan_.steps[i].in) readers[static_cast<std::size_t>(v)].push_back(static_cast<int>(i));
+    std::vector<bool> result(plan_.values.size(), false);
+    for (int v : plan_.outputs) result[static_cast<std::size_t>(v)] = true;
+    int end_of_last = 0;
+    for (std::size_t g = 0; g < plan_.fused.size(); ++g) {
+      const FusedGroup& run = plan_.fused[g];
+      if (run.first < end_of_last || run.first >= run.last || static_cast<std::size_t>(run.last) > plan_.steps.size())
+        wrong("fused run {} covers steps [{}, {}), not after the run before it and inside the plan", g, run.first,
+              run.last);
+      end_of_last = run.last;
+      if (plan_.fused_at[static_cast<std::size_t>(run.first)] != static_cast<int>(g))
+        wrong("fused run {} starts at step {}, whose fused_at is {}", g, run.first,
+              plan_.fused_at[static_cast<std::size_t>(run.first)]);
+      for (int i = run.first + 1; i < run.last; ++i)
+        if (plan_.starts_segment(static_cast<std::size_t>(i)))
+          wrong("fused run {} crosses the start of a phase or segment at step {}", g, i);
+      fused_order(g, run);
+      fused_tiles(g, run, readers, result);
+    }
+  }
+
+  void fused_order(std::size_t g, const FusedGroup& run) const {
+    std::vector<int> order(run.before);
+    order.insert(order.end(), run.tiled.begin(), run.tiled.end());
+    order.insert(order.end(), run.after.begin(), run.after.end());
+    for (const std::vector<int>* list : {&run.before, &run.tiled, &run.after})
+      if (!std::is_sorted(list->begin(), list->end()))
+        wrong("fused run {} lists steps out of plan order: [{}]", g, fmt::join(*list, ","));
+    std::vector<int> covered(order);
+    std::sort(covered.begin(), covered.end());
+    bool exact = covered.size() == static_cast<std::size_t>(run.last - run.first);
+    for (std::size_t k = 0; exact && k < covered.size(); ++k) exact = covered[k] == run.first + static_cast<int>(k);
+    if (!exact)
+      wrong("fused run {}'s steps before, tiled and after are not exactly steps [{}, {})", g, run.first, run.last);
+    std::vector<int> position(static_cast<std::size_t>(run.last - run.first));
+    for (std::size_t k = 0; k < order.size(); ++k)
+      position[static_cast<std::size_t>(order[k] - run.first)] = static_cast<int>(k);
+    for (std::size_t k = 0; k < order.size(); ++k)
+      for (int v : plan_.steps[static_cast<std::size_t>(order[k])].in) {
+        const PlanValue& pv = value(v);
+        if (pv.kind != PlanValue::Kind::computed || pv.producer < run.first || pv.producer >= run.last) continue;
+        if (position[static_cast<std::size_t>(pv.producer - run.first)] > static_cast<int>(k))
+          wrong("fused run {} runs step {} before step {}, which makes its input %{}", g, order[k], pv.producer, v);
+      }
+  }
+
+  void fused_tiles(std::size_t g, const FusedGroup& run, const std::vector<std::vector<int>>& readers,
+                   const std::vector<bool>& result) const {
+    if (run.slot.size() != run.tiled.size())
+      wrong("fused run {} has {} slots for {} tiled steps", g, run.slot.size(), run.tiled.size());
+    if (run.lower_triangle && run.mirrored.size() != run.tiled.size())
+      wrong("fused run {} marks {} mirrored outputs for {} tiled steps", g, run.mirrored.size(), run.tiled.size());
+    const PlanValue& first = value(plan_.steps[static_cast<std::size_t>(run.tiled.front())].out);
+    for (std::size_t e = 0; e < run.tiled.size(); ++e) {
+      const PlanStep& s = plan_.steps[static_cast<std::size_t>(run.tiled[e])];
+      const PlanValue& out = value(s.out);
+      if (s.op->elementwise ? out.shape != first.shape || out.batched != first.batched
+                            : s.op != &sum_op || numel(out.shape) != 1)
+        wrong("fused run {} tiles step {} ({}), neither an elementwise step of the run's shape nor a sum", g,
+              run.tiled[e], s.op->name);
+      const int slot = run.slot[e];
+      if (slot < -1 || slot >= run.slots)
+        wrong("fused run {} puts step {} in slot {} of {}", g, run.tiled[e], slot, run.slots);
+      if (slot < 0) continue;
+      const auto later_tiled = [&](int reader) {
+        return std::find(run.tiled.begin() + static_cast<std::ptrdiff_t>(e) + 1, run.tiled.end(), reader) !=
+               run.tiled.end();
+      };
+      const std::vector<int>& read_by = readers[static_cast<std::size_t>(s.out)];
+      if (result[static_cast<std::size_t>(s.out)] || !std::all_of(read_by.begin(), read_by.end(), later_tiled))
+        wrong("fused run {} keeps %{} in a scratch slot, but a result or a step outside its later tiles reads it", g,
+              s.out);
+    }
   }
 
   // b's step takes over a's buffer in place: a dies at that step, its input 0.
