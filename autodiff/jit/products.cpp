@@ -147,21 +147,16 @@ void contract_low_rank_row_sums(PlanIR& plan) {
     if (!is_sum_over(*total.op, total.attrs, rows)) continue;
     const int q = total.in[0];
     const PlanValue qv = value(q);
-    if (qv.kind != PlanValue::Kind::computed || qv.shape.size() != 2 || readers[static_cast<std::size_t>(q)] != 1)
-      continue;
+    const PlanStep* mul = sole_producer(plan, readers, q, mul_op);
+    if (!mul || qv.shape.size() != 2 || mul->in.size() != 2 || mul->in[0] == mul->in[1]) continue;
     const auto at = static_cast<std::size_t>(qv.producer);
-    const PlanStep times = plan.steps[at];
-    if (times.op != &mul_op || times.in.size() != 2 || times.in[0] == times.in[1]) continue;
+    const PlanStep times = *mul;  // a copy: the steps change below
     for (std::size_t side = 0; side < 2; ++side) {
       const int p = times.in[side], c = times.in[1 - side];
-      const PlanValue& pv = value(p);
-      if (pv.kind != PlanValue::Kind::computed || readers[static_cast<std::size_t>(p)] != 1 || pv.shape != qv.shape ||
-          value(c).shape != qv.shape || value(c).dtype != qv.dtype)
-        continue;
-      const PlanStep& product = plan.steps[static_cast<std::size_t>(pv.producer)];
-      if (product.op != &matmul_op) continue;
-      const MatmulTransposes flags = matmul_transposes(product.attrs);
-      const int u = product.in[0], w = product.in[1];
+      const PlanStep* product = sole_producer(plan, readers, p, matmul_op);
+      if (!product || value(p).shape != qv.shape || value(c).shape != qv.shape || value(c).dtype != qv.dtype) continue;
+      const MatmulTransposes flags = matmul_transposes(product->attrs);
+      const int u = product->in[0], w = product->in[1];
       const Shape &us = value(u).shape, &ws = value(w).shape;
       if (flags.b || us.size() != 2 || ws.size() != 2 || value(w).dtype != qv.dtype) continue;
       const std::int64_t rank = flags.a ? us[0] : us[1];
@@ -266,16 +261,15 @@ void fold_diagonal_adds(PlanIR& plan) {
       const int p = s.in[side], d = s.in[1 - side];
       const PlanValue& pv = plan.values[static_cast<std::size_t>(p)];
       const PlanValue& dv = plan.values[static_cast<std::size_t>(d)];
-      if (pv.kind != PlanValue::Kind::computed || readers[static_cast<std::size_t>(p)] != 1 || p == d) continue;
-      const PlanStep& product = plan.steps[static_cast<std::size_t>(pv.producer)];
-      if (product.op != &matmul_op || pv.shape != out.shape || pv.batched != out.batched || pv.dtype != dv.dtype ||
-          dv.batched || dv.shape.size() > out.shape.size() || !diagonal_constant(dv))
+      const PlanStep* product = p == d ? nullptr : sole_producer(plan, readers, p, matmul_op);
+      if (!product || pv.shape != out.shape || pv.batched != out.batched || pv.dtype != dv.dtype || dv.batched ||
+          dv.shape.size() > out.shape.size() || !diagonal_constant(dv))
         continue;
       // D's order must be the product's: a 1x1 D broadcasts onto every entry of a larger product.
       const std::size_t r = out.shape.size();
       if (r < 2 || out.shape[r - 1] != dv.shape.back() || out.shape[r - 2] != dv.shape.back()) continue;
-      s.in = {product.in[0], product.in[1], d};
-      s.attrs = product.attrs;
+      s.in = {product->in[0], product->in[1], d};
+      s.attrs = product->attrs;
       s.op = &matmul_add_diagonal_op;
       break;
     }

@@ -24,5 +24,9 @@ inline const PlanStep* producer(const PlanIR& plan, int v, const OpDef& op) {
   const PlanStep* s = producer(plan, v);
   return s && s->op == &op ? s : nullptr;
 }
+// The same where v has one reader (`readers`, reader_counts): a step a rewrite may replace, nothing else reading it.
+inline const PlanStep* sole_producer(const PlanIR& plan, const std::vector<int>& readers, int v, const OpDef& op) {
+  return readers[static_cast<std::size_t>(v)] == 1 ? producer(plan, v, op) : nullptr;
+}
 
 }  // namespace vt::detail
