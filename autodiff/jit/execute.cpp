@@ -463,9 +463,11 @@ std::int64_t sub_chunk_examples(const Plan& plan, const Plan::Segment& segment, 
 // a shared matrix becomes one GEMM over the chunk. The larger size is the smallest whose shared
 // traffic is at most an eighth of the rest, within max_chunk_bytes per worker; it is taken when its
 // estimate is under three quarters of the cache-sized chunk's. Where it would hold the whole batch,
-// the batch is split in two when the batch's own traffic outweighs one pass over the shared operands, which bounds
-// the split's extra traffic by half: results may not depend on the thread count, so the split cannot ask for it, and
-// two chunks are the fewest that let a call run on more than one worker. Every kernel call a chunk makes (a step's,
+// the batch is split in two when the batch's own traffic outweighs one pass over the large shared operands, which
+// bounds the split's extra traffic by half: results may not depend on the thread count, so the split cannot ask for
+// it, and two chunks are the fewest that let a call run on more than one worker. (The second chunk's kernel calls do
+// not count against the split: on two workers they run beside the first chunk's, where a second pass over a shared
+// operand takes the memory bandwidth the cores share.) Every kernel call a chunk makes (a step's,
 // and a loop's body's kernels once per loop step) costs as much whatever its examples: it counts as a shared read of
 // kernel_call_bytes, so a plan of many small kernels over large examples (a loop storing its carries) runs them over
 // many examples instead of over a cache-sized few. Values
@@ -482,15 +484,16 @@ std::int64_t chunk_by_traffic(const Plan& plan, std::int64_t batch, bool& larger
   const double arena = static_cast<double>(plan.arena_batched), io = static_cast<double>(plan.chunk_io_bytes);
   const double per_example = std::max(arena + static_cast<double>(plan.arena_local) + io, 1.0);
   const auto chunk = std::max<std::int64_t>(1, static_cast<std::int64_t>(static_cast<double>(cache) / per_example));
-  double shared = static_cast<double>(plan.kernel_calls_per_chunk) * kernel_call_bytes;
+  double streamed = 0;  // the large shared operands' bytes, streamed once per chunk
   for (std::int64_t r : plan.shared_reads)
-    if (large_shared_operand(r, cache)) shared += static_cast<double>(r);
+    if (large_shared_operand(r, cache)) streamed += static_cast<double>(r);
+  const double shared = streamed + static_cast<double>(plan.kernel_calls_per_chunk) * kernel_call_bytes;
   if (shared == 0) return chunk;
   const double spilled = io + 2 * arena;
   double large = std::ceil(8 * shared / std::max(spilled, 1.0));
   const double examples = static_cast<double>(batch);
   large = std::min({large, std::max(1.0, static_cast<double>(max_chunk_bytes) / per_example), examples});
-  if (large == examples && examples * spilled >= shared) large = std::ceil(examples / 2);
+  if (large == examples && examples * spilled >= streamed) large = std::ceil(examples / 2);
   const double at_cache = io + shared / static_cast<double>(chunk), at_large = spilled + shared / large;
   larger = large > static_cast<double>(chunk) && at_large < 0.75 * at_cache;
   return larger ? static_cast<std::int64_t>(large) : chunk;
