@@ -474,7 +474,7 @@ std::int64_t sub_chunk_examples(const Plan& plan, const Plan::Segment& segment, 
 // that only a segment run by sub-chunks makes and reads (split_into_segments) stay in the cache either way: they count
 // in the cache-sized chunk's data, not in what a larger chunk sends through memory. A chosen chunk of the whole batch
 // is still run as one chunk where a segment then runs by sub-chunks (a forced one, JitChunkExamples, runs the batch
-// whole).
+// whole). Larger chunks are made equal: as many as hold the batch, each as large as the batch divided among them.
 namespace {
 
 // The cost model's chunk at this batch size (above); `larger`: whether the larger chunk was chosen.
@@ -496,7 +496,9 @@ std::int64_t chunk_by_traffic(const Plan& plan, std::int64_t batch, bool& larger
   if (large == examples && examples * spilled >= streamed) large = std::ceil(examples / 2);
   const double at_cache = io + shared / static_cast<double>(chunk), at_large = spilled + shared / large;
   larger = large > static_cast<double>(chunk) && at_large < 0.75 * at_cache;
-  return larger ? static_cast<std::int64_t>(large) : chunk;
+  if (!larger) return chunk;
+  // As many chunks as hold the batch, made equal: the same traffic, and workers that finish together.
+  return static_cast<std::int64_t>(std::ceil(examples / std::ceil(examples / large)));
 }
 
 }  // namespace
