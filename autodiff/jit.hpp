@@ -107,7 +107,8 @@ struct JitCounters {
 ///
 /// JitChunkExamples(n), while it lives, makes the plans this thread calls use chunks of n examples
 /// (n > 0; a batch of at most n runs whole), where the backend runs by chunks; 0 restores the
-/// backend's choice. For tests and tuning.
+/// backend's choice. Such a call runs step by step, not from a recording; the loops inside it still
+/// replay their bodies' recordings, as any chunk's do. For tests and tuning.
 class JitChunkExamples {
  public:
   explicit JitChunkExamples(std::int64_t examples);

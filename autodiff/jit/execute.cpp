@@ -719,10 +719,12 @@ namespace {
 
 // Whether a call of `plan` on these inputs is recorded and replayed: the backend records calls of its
 // size (or `repeated` ones, a loop body's), and the plan neither holds a step that must run directly nor runs by
-// forced chunks (JitChunkExamples, for a plan that may run by chunks).
+// forced chunks (JitChunkExamples, for a plan that may run by chunks). A loop body's plan runs inside one chunk of
+// the plan that holds the loop, so forced chunks leave its recording alone: they are forced on the outer call, and a
+// chunk's loop runs as it would on any thread (JitChunkExamples is the calling thread's, not its workers').
 bool recorded_call(const Plan& plan, const std::vector<Tensor>& inputs, std::int64_t batch, Backend& be,
                    bool repeated) {
-  const bool chunks_forced = forced_chunk_examples > 0 && plan.chunk_cache_bytes > 0;
+  const bool chunks_forced = !repeated && forced_chunk_examples > 0 && plan.chunk_cache_bytes > 0;
   return !plan.unrecordable && !chunks_forced && be.records(call_bytes(plan, inputs, batch), repeated);
 }
 
