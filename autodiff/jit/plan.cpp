@@ -239,7 +239,8 @@ void run_passes(Plan& plan, const std::string& selection) {
   const Dump dump;
   if (verify) verify_plan(plan, "the trace");
   dump.write(plan, -1, "trace");
-  std::vector<std::uint64_t> before, after;  // the steps' hashes before and after a pass
+  std::vector<std::uint64_t> before, after, sorted;  // the steps' hashes before and after a pass
+  bool hashed = false;  // whether `before` holds the steps' hashes (those after the last optional pass)
   for (std::size_t k = 0; k < passes.size(); ++k) {
     const Pass& pass = passes[k];
     if (!enabled[k] || (pass.scope == PassScope::cpu && plan.device != Device::cpu())) continue;
@@ -248,10 +249,13 @@ void run_passes(Plan& plan, const std::string& selection) {
       pass.run(plan);
       if (verify) verify_plan(plan, pass.name);
       dump.write(plan, static_cast<int>(k), pass.name);
+      hashed = false;
       continue;
     }
-    before.clear();
-    for (const PlanStep& s : plan.steps) before.push_back(step_hash(s));
+    if (!hashed) {
+      before.clear();
+      for (const PlanStep& s : plan.steps) before.push_back(step_hash(s));
+    }
     const PlanShape shape = shape_of(plan);
     plan.running_pass = static_cast<int>(k);
     pass.run(plan);
@@ -260,13 +264,16 @@ void run_passes(Plan& plan, const std::string& selection) {
     for (const PlanStep& s : plan.steps) after.push_back(step_hash(s));
     std::int64_t made = 0;
     if (after != before) {  // most passes change nothing: then no sort
-      std::sort(before.begin(), before.end());
+      sorted = before;
+      std::sort(sorted.begin(), sorted.end());
       for (std::size_t i = 0; i < plan.steps.size(); ++i)
-        if (!std::binary_search(before.begin(), before.end(), after[i])) {
+        if (!std::binary_search(sorted.begin(), sorted.end(), after[i])) {
           plan.steps[i].made_by = static_cast<int>(k);
           ++made;
         }
     }
+    before.swap(after);  // the next optional pass starts from these steps
+    hashed = true;
     if (verify) verify_plan(plan, pass.name);
     if (made == 0 && shape_of(plan) == shape) continue;
     plan.summary.passes.emplace_back(pass.name);
