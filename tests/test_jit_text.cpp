@@ -421,27 +421,28 @@ step 2: %3 = logdet(%1, %2) : float64[]
 results %3
 )";
   CHECK(verifying(good).empty());
-  const auto broken = [&](const std::string& from, const std::string& to) {
-    std::string text = good;
+  // What the verifier raises for `base` with `from` replaced by `to`.
+  const auto broken = [&](const std::string& base, const std::string& from, const std::string& to) {
+    std::string text = base;
     REQUIRE(text.find(from) != std::string::npos);
     return verifying(text.replace(text.find(from), from.size(), to));
   };
   // A step read before it runs: the steps swapped.
-  CHECK(broken("step 1: %2 = cho_factor(%1) lower_only=1 : float64[4,4]\nstep 2: %3 = logdet(%1, %2) : float64[]",
+  CHECK(broken(good, "step 1: %2 = cho_factor(%1) lower_only=1 : float64[4,4]\nstep 2: %3 = logdet(%1, %2) : float64[]",
                "step 1: %3 = logdet(%1, %2) : float64[]\nstep 2: %2 = cho_factor(%1) lower_only=1 : float64[4,4]")
             .find("the plan is wrong after the pass a_test: step 1 reads %2 before anything makes it") !=
         std::string::npos);
   // A type the shape rule does not give.
-  CHECK(broken("logdet(%1, %2) : float64[]", "logdet(%1, %2) : float64[4]")
+  CHECK(broken(good, "logdet(%1, %2) : float64[]", "logdet(%1, %2) : float64[4]")
             .find("step 2 (logdet) makes %3 of type float64[4], where its shape rule gives float64[]") !=
         std::string::npos);
   // An upper triangle left unwritten that a reader reads.
   CHECK(
-      broken("results %3", "results %3, %2")
+      broken(good, "results %3", "results %3, %2")
           .find("step 1 (cho_factor) leaves %2's upper triangle unwritten, but a reader or a result reads it whole") !=
       std::string::npos);
   // A product whose shape rule refuses it; one marked symmetric that cannot be.
-  CHECK(broken("transpose_b=1 symmetric=1", "transpose_b=0 symmetric=1")
+  CHECK(broken(good, "transpose_b=1 symmetric=1", "transpose_b=0 symmetric=1")
             .find("step 0 (matmul) is refused by its shape rule: matmul:") != std::string::npos);
   CHECK(verifying("plan device=cpu\n%0 = input 0 : float64[4,3]\n%1 = input 1 : float64[3,2]\n"
                   "step 0: %2 = matmul(%0, %1) transpose_a=0 transpose_b=0 symmetric=1 lower_only=0 : float64[4,2]\n"
@@ -456,12 +457,10 @@ step 2: %3 = mul(%1, %2) : float64[3] root=%3 output_buffer
 results %3
 )";
   CHECK(verifying(memory).empty());
-  std::string overlapping = memory;
-  overlapping.replace(overlapping.find("offset=64"), 9, "offset=0");
-  CHECK(verifying(overlapping).find("%1 and %2 share bytes of an arena ([0, 64) and [0, 64))") != std::string::npos);
-  std::string outside = memory;
-  outside.replace(outside.find("arena_fixed=128"), 15, "arena_fixed=100");
-  CHECK(verifying(outside).find("%2 lies at [64, 128), outside its arena of 100 bytes") != std::string::npos);
+  CHECK(broken(memory, "offset=64", "offset=0").find("%1 and %2 share bytes of an arena ([0, 64) and [0, 64))") !=
+        std::string::npos);
+  CHECK(broken(memory, "arena_fixed=128", "arena_fixed=100")
+            .find("%2 lies at [64, 128), outside its arena of 100 bytes") != std::string::npos);
   // A fused run: its steps in plan order, each run after what it reads, a scratch slot's value read by its tiles only.
   const std::string fused = R"(plan device=cpu arena_fixed=32768 memory_planned=1
 %0 = input 0 : float64[64,64] root=%0
@@ -473,19 +472,14 @@ fused first=0 last=3 tiled=[0,1,2] before=[] after=[] slot=[0,1,-1] slots=2 slot
 results %4
 )";
   CHECK(verifying(fused).empty());
-  const auto fused_broken = [&](const std::string& from, const std::string& to) {
-    std::string text = fused;
-    REQUIRE(text.find(from) != std::string::npos);
-    return verifying(text.replace(text.find(from), from.size(), to));
-  };
-  CHECK(fused_broken("tiled=[0,1,2]", "tiled=[1,0,2]").find("fused run 0 lists steps out of plan order: [1,0,2]") !=
+  CHECK(broken(fused, "tiled=[0,1,2]", "tiled=[1,0,2]").find("fused run 0 lists steps out of plan order: [1,0,2]") !=
         std::string::npos);
-  CHECK(fused_broken("tiled=[0,1,2] before=[] after=[] slot=[0,1,-1]", "tiled=[0,2] before=[] after=[1] slot=[0,-1]")
+  CHECK(broken(fused, "tiled=[0,1,2] before=[] after=[] slot=[0,1,-1]", "tiled=[0,2] before=[] after=[1] slot=[0,-1]")
             .find("fused run 0 runs step 2 before step 1, which makes its input %3") != std::string::npos);
-  CHECK(fused_broken("slot=[0,1,-1]", "slot=[0,1,0]")
+  CHECK(broken(fused, "slot=[0,1,-1]", "slot=[0,1,0]")
             .find("fused run 0 keeps %4 in a scratch slot, but a result or a step outside its later tiles reads it") !=
         std::string::npos);
-  CHECK(fused_broken("first=0 last=3", "first=0 last=2")
+  CHECK(broken(fused, "first=0 last=3", "first=0 last=2")
             .find("fused run 0's steps before, tiled and after are not exactly steps [0, 2)") != std::string::npos);
 }
 
