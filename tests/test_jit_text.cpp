@@ -421,11 +421,14 @@ step 2: %3 = logdet(%1, %2) : float64[]
 results %3
 )";
   CHECK(verifying(good).empty());
-  // What the verifier raises for `base` with `from` replaced by `to`.
-  const auto broken = [&](const std::string& base, const std::string& from, const std::string& to) {
+  // `base` with `from` replaced by `to`, and what the verifier raises for that.
+  const auto replaced = [](const std::string& base, const std::string& from, const std::string& to) {
     std::string text = base;
     REQUIRE(text.find(from) != std::string::npos);
-    return verifying(text.replace(text.find(from), from.size(), to));
+    return text.replace(text.find(from), from.size(), to);
+  };
+  const auto broken = [&](const std::string& base, const std::string& from, const std::string& to) {
+    return verifying(replaced(base, from, to));
   };
   // A step read before it runs: the steps swapped.
   CHECK(broken(good, "step 1: %2 = cho_factor(%1) lower_only=1 : float64[4,4]\nstep 2: %3 = logdet(%1, %2) : float64[]",
@@ -481,6 +484,30 @@ results %4
         std::string::npos);
   CHECK(broken(fused, "first=0 last=3", "first=0 last=2")
             .find("fused run 0's steps before, tiled and after are not exactly steps [0, 2)") != std::string::npos);
+  // A fused run's memory: %1 dies at step 1, so the plan's order lets %3 take its bytes; the run's order may not.
+  const std::string tiles = R"(plan device=cpu arena_fixed=114688 memory_planned=1
+%0 = input 0 : float64[64,64] root=%0
+step 0: %1 = exp(%0) : float64[64,64] root=%1 offset=0
+step 1: %2 = sin(%1) : float64[64,64] root=%2 offset=40960
+step 2: %3 = cos(%0) : float64[64,64] root=%3 offset=81920
+step 3: %4 = mul(%2, %3) : float64[64,64] root=%4 output_buffer
+fused first=0 last=3 tiled=[0,1,2] before=[] after=[] slot=[-1,-1,-1] slots=0 slot_bytes=0 sum_dtype=float64 has_sum=0 lower_triangle=0 mirrored=[]
+results %4
+)";
+  CHECK(verifying(tiles).empty());
+  // The same elements of %1's buffer, tile by tile: safe. Shifted by eight elements: tile t of %3 would write over
+  // what tile t + 1 of step 0 writes and step 1 reads.
+  CHECK(broken(tiles, "offset=81920", "offset=0").empty());
+  CHECK(broken(tiles, "offset=81920", "offset=64")
+            .find("fused run 0's tiles write %1 (step 0) and write %3 (step 2) in bytes that overlap, not as the same "
+                  "elements") != std::string::npos);
+  // Step 2 run before the tiles: now before step 0 writes %1, so it may not share %1's bytes at all.
+  const std::string moved = replaced(tiles, "tiled=[0,1,2] before=[] after=[] slot=[-1,-1,-1]",
+                                     "tiled=[0,1] before=[2] after=[] slot=[-1,-1]");
+  CHECK(verifying(moved).empty());
+  CHECK(broken(moved, "offset=81920", "offset=0")
+            .find("fused run 0 runs steps 0 and 2 in the other order than the plan's, but %1 and %3 share bytes") !=
+        std::string::npos);
 }
 
 TEST_CASE("plan text: what cannot be read is refused, naming the line", "[jit][passes][text]") {

@@ -23,10 +23,13 @@
 // to rounding only, but in a fixed order, the same at any thread count.
 //
 // The grouping pass is autodiff/jit/fuse_groups.cpp (fuse_elementwise), the tile executor autodiff/jit/fuse.cpp
-// (run_fused_group); this header holds the sizes both rely on.
+// (run_fused_group); this header holds the sizes both rely on, and the buffer checks that the grouping pass and the
+// verifier (verify.cpp) share.
 #include <cstdint>
+#include <vector>
 
 #include "../../backends/cpu/sum_order.hpp"
+#include "plan.hpp"
 
 namespace vt::detail::fusion {
 
@@ -45,5 +48,53 @@ constexpr std::int64_t min_elements = 2 * tile_elements;
 constexpr std::int64_t strip_rows = 16;
 constexpr std::int64_t piece_elements = 2 * tile_elements;
 static_assert(piece_elements % strip_rows == 0);
+
+// A value's bytes in the arena, per example when batched: [begin, end). Values outside the arena (arguments, constants,
+// folded values, results' own buffers) never share memory with a step's output, so they have none.
+// The batched values of a sub-chunk arena (ValueBuffer::local) are in an arena of their own.
+struct Range {
+  bool in_arena = false;
+  bool batched = false, local = false;
+  std::int64_t begin = 0, end = 0;
+};
+
+// Every value's buffer range, found once per plan: the hazard checks ask for pairs of them many times.
+class Buffers {
+ public:
+  explicit Buffers(const Plan& plan) : plan_(plan), ranges_(plan.values.size()) {
+    for (std::size_t v = 0; v < plan.values.size(); ++v) {
+      const auto r = static_cast<std::size_t>(plan.buffers[v].root);
+      const PlanValue& root = plan.values[r];
+      const ValueBuffer& b = plan.buffers[r];
+      if (root.kind == PlanValue::Kind::computed && !b.output_buffer && b.offset >= 0)
+        ranges_[v] = {true, root.batched, b.local, b.offset, b.offset + root.bytes()};
+    }
+  }
+
+  // Whether two values' buffers share no byte.
+  bool disjoint(int w, int u) const {
+    const Range &rw = range(w), &ru = range(u);
+    return !rw.in_arena || !ru.in_arena || rw.batched != ru.batched || rw.local != ru.local || rw.end <= ru.begin ||
+           ru.end <= rw.begin;
+  }
+
+  // Whether writing value w tile by tile is safe against value u, which the run reads or writes: their buffers are
+  // disjoint, or they are the same elements of the same buffer (a step in place, or a buffer reused once u is dead),
+  // so that tile t of w overwrites only tile t of u, which every step of the run has finished with when tile t ends.
+  bool safe_against(int w, int u) const {
+    if (disjoint(w, u)) return true;
+    const PlanValue& a = plan_.values[static_cast<std::size_t>(w)];
+    const PlanValue& b = plan_.values[static_cast<std::size_t>(u)];
+    const ValueBuffer& ab = plan_.buffers[static_cast<std::size_t>(w)];
+    const ValueBuffer& bb = plan_.buffers[static_cast<std::size_t>(u)];
+    return ab.root == w && bb.root == u && ab.offset == bb.offset && a.dtype == b.dtype && a.shape == b.shape &&
+           a.batched == b.batched;
+  }
+
+ private:
+  const Range& range(int v) const { return ranges_[static_cast<std::size_t>(v)]; }
+  const Plan& plan_;
+  std::vector<Range> ranges_;
+};
 
 }  // namespace vt::detail::fusion

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "../../ops/cholesky.hpp"
 #include "../../ops/matmul.hpp"
 #include "../../ops/reduce.hpp"
+#include "fuse.hpp"
 #include "plan.hpp"
 
 namespace vt::detail {
@@ -194,7 +196,7 @@ class Verifier {
   // Once fuse_elementwise has run: each run inside the steps and inside one phase or segment, after the one before it;
   // its steps before, tiled and after exactly [first, last), each list in plan order; run in that order (before, the
   // tiles, after), every step reading only what is made before it; the tiled steps elementwise steps of the run's one
-  // shape, or sums; a scratch slot's value read by later tiled steps of its run only.
+  // shape, or sums; a scratch slot's value read by later tiled steps of its run only; its memory (fused_hazards).
   void fused() const {
     if (plan_.fused.empty()) return;
     if (plan_.fused_at.size() != plan_.steps.size())
@@ -204,6 +206,8 @@ class Verifier {
       for (int v : plan_.steps[i].in) readers[static_cast<std::size_t>(v)].push_back(static_cast<int>(i));
     std::vector<bool> result(plan_.values.size(), false);
     for (int v : plan_.outputs) result[static_cast<std::size_t>(v)] = true;
+    std::optional<fusion::Buffers> buffers;
+    if (plan_.memory_planned) buffers.emplace(plan_);
     int end_of_last = 0;
     for (std::size_t g = 0; g < plan_.fused.size(); ++g) {
       const FusedGroup& run = plan_.fused[g];
@@ -219,6 +223,64 @@ class Verifier {
           wrong("fused run {} crosses the start of a phase or segment at step {}", g, i);
       fused_order(g, run);
       fused_tiles(g, run, readers, result);
+      if (buffers) fused_hazards(g, run, *buffers);
+    }
+  }
+
+  // A step's read or write of a value's bytes in a fused run, and when the run makes it: phase 0 the steps before the
+  // tiles, 1 the tiles (every tiled step on one tile before the next tile), 2 the sums' results and the steps after
+  // the tiles; phases 0 and 2 in plan order.
+  struct Access {
+    int value, step, phase;
+    bool write;
+  };
+
+  // Once plan_memory has run: the run's accesses that it makes in another order than the plan's (a step moved before
+  // or after the tiles, a sum's result written after them) meet no other's bytes, and every two values that the tiles
+  // read and write, one written, are in the same elements of one buffer or share no byte (Buffers::safe_against), so
+  // that a tile never overwrites what a later tile reads. Values in scratch slots never reach memory; an aliasing step
+  // (a reshape) reads and writes no bytes, while a reader of its output reads its input's.
+  void fused_hazards(std::size_t g, const FusedGroup& run, const fusion::Buffers& buffers) const {
+    std::vector<bool> in_slot(plan_.values.size(), false);
+    for (std::size_t e = 0; e < run.tiled.size(); ++e)
+      if (run.slot[e] >= 0)
+        in_slot[static_cast<std::size_t>(plan_.steps[static_cast<std::size_t>(run.tiled[e])].out)] = true;
+    std::vector<Access> accesses;
+    const auto add = [&](int i, int reads, int writes) {
+      const PlanStep& s = plan_.steps[static_cast<std::size_t>(i)];
+      if (s.op->aliases_input) return;
+      for (int v : s.in)
+        if (!in_slot[static_cast<std::size_t>(v)]) accesses.push_back({v, i, reads, false});
+      if (!in_slot[static_cast<std::size_t>(s.out)]) accesses.push_back({s.out, i, writes, true});
+    };
+    for (int i : run.before) add(i, 0, 0);
+    for (int i : run.tiled) add(i, 1, plan_.steps[static_cast<std::size_t>(i)].op->elementwise ? 1 : 2);
+    for (int i : run.after) add(i, 2, 2);
+    for (const Access& x : accesses) {
+      if (!x.write) continue;
+      for (const Access& y : accesses) {
+        if (&x == &y || (x.value == y.value && y.write)) continue;
+        if (x.phase == 1 && y.phase == 1) {
+          if (x.value != y.value && !buffers.safe_against(x.value, y.value))
+            wrong(
+                "fused run {}'s tiles write %{} (step {}) and {} %{} (step {}) in bytes that overlap, not as the same "
+                "elements",
+                g, x.value, x.step, y.write ? "write" : "read", y.value, y.step);
+          continue;
+        }
+        if (x.step == y.step) continue;
+        const bool plan_first = x.step < y.step;
+        const bool run_first = x.phase != y.phase ? x.phase < y.phase : x.step < y.step;
+        if (plan_first == run_first) continue;
+        if (x.value == y.value)
+          wrong("fused run {} runs step {}, which reads %{}, before step {} writes it", g, y.step, x.value, x.step);
+        if (!buffers.disjoint(x.value, y.value)) {
+          const Access& early = plan_first ? x : y;
+          const Access& late = plan_first ? y : x;
+          wrong("fused run {} runs steps {} and {} in the other order than the plan's, but %{} and %{} share bytes", g,
+                early.step, late.step, early.value, late.value);
+        }
+      }
     }
   }
 
