@@ -20,6 +20,7 @@ namespace {
 
 // watch's op: the variable is its input's alias, its cotangent passes through.
 const OpDef identity_op{.name = "identity",
+                        .inputs = 1,
                         .infer = same_type,
                         .forward = nullptr,
                         .adjoint = [](const Node&, const Tensor&, const Tensor& g,

@@ -318,6 +318,7 @@ std::vector<Tensor> scan_adjoint(const Node& node, const Tensor& out, const Tens
 Tensor scan_tangent(const Node& node, const Tensor& out, const std::vector<Tensor>& tangents);
 
 const OpDef scan_op{.name = "scan",
+                    .inputs = OpDef::any_inputs,
                     .infer = scan_infer,
                     .forward = scan_forward,
                     .adjoint = scan_adjoint,
@@ -665,6 +666,7 @@ Tensor while_tangent(const Node& node, const Tensor&, const std::vector<Tensor>&
 }
 
 const OpDef while_op{.name = "while_loop",
+                     .inputs = OpDef::any_inputs,
                      .infer = while_infer,
                      .forward = while_forward,
                      .adjoint = while_adjoint,

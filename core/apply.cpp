@@ -86,6 +86,8 @@ int OpCounter::tangent(std::string_view op) const {
 }
 
 Operand infer_output(const OpDef& op, const std::vector<Operand>& in, const Attrs& attrs) {
+  if (op.inputs >= 0 && in.size() != static_cast<std::size_t>(op.inputs))
+    fail("{}: takes {} input{}, got {}", op.name, op.inputs, op.inputs == 1 ? "" : "s", in.size());
   std::vector<ExampleType> types;
   types.reserve(in.size());
   bool batched = false;

@@ -157,6 +157,9 @@ struct Node;
 
 struct OpDef {
   std::string_view name;
+  /// How many inputs the op takes, or any_inputs (concatenate, loops, a jitted call). infer_output refuses another
+  /// count, naming the op, before its shape rule reads them; an op that a plan text may name (VT_REGISTER_OP) says.
+  int inputs = undeclared_inputs;
   /// Output type from the per-example input types; raises vt::Error naming the op on bad input.
   ExampleType (*infer)(const std::vector<ExampleType>& in, const Attrs& attrs);
   void (*forward)(const KernelArgs& args);
@@ -217,6 +220,9 @@ struct OpDef {
   /// batching apply's rule does not give): what replaying a recorded function (a loop's body) calls
   /// for their nodes. Null: apply.
   Tensor (*reapply)(const std::vector<Tensor>& inputs, const Attrs& attrs) = nullptr;
+
+  static constexpr int any_inputs = -1;
+  static constexpr int undeclared_inputs = -2;  // no check; register_op refuses it
 };
 
 /// The shape rule of ops whose output has input 0's type.

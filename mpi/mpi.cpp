@@ -253,6 +253,7 @@ void same_cotangent_forward(const KernelArgs& k) {
 Tensor same_cotangent(const Tensor& g);
 
 const OpDef same_cotangent_op{.name = "mpi_same_cotangent",
+                              .inputs = 1,
                               .infer = float_type,
                               .forward = same_cotangent_forward,
                               .adjoint = [](const Node&, const Tensor&, const Tensor& g,
@@ -263,6 +264,7 @@ const OpDef same_cotangent_op{.name = "mpi_same_cotangent",
 Tensor same_cotangent(const Tensor& g) { return apply(same_cotangent_op, {g}); }
 
 const OpDef allreduce_op{.name = "mpi_allreduce",
+                         .inputs = 1,
                          .infer = float_type,
                          .forward = allreduce_forward,
                          // The loss is replicated: every rank seeds the same cotangent, which is each rank's part's
@@ -274,6 +276,7 @@ const OpDef allreduce_op{.name = "mpi_allreduce",
 
 const OpDef replicated_op{
     .name = "mpi_replicated",
+    .inputs = 1,
     .infer = float_type,
     .forward = [](const KernelArgs& k) { k.backend.copy(k.in[0], k.out); },
     // Each rank holds the part of the cotangent its slice contributes: their sum is the whole.
@@ -302,6 +305,7 @@ void divide_by_global_batch_forward(const KernelArgs& k) {
 
 const OpDef divide_by_global_batch_op{
     .name = "mpi_divide_by_global_batch",
+    .inputs = 1,
     .infer = float_type,
     .forward = divide_by_global_batch_forward,
     .adjoint = [](const Node&, const Tensor&, const Tensor& g,

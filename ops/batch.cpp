@@ -39,6 +39,7 @@ struct SpreadAttrs {
 
 const OpDef broadcast_to_batch_op{
     .name = "broadcast_to_batch",
+    .inputs = 2,
     .infer = same_type,
     .forward =
         [](const KernelArgs& k) {
@@ -65,6 +66,7 @@ const OpDef broadcast_to_batch_op{
 
 const OpDef batch_sum_op{
     .name = "batch_sum",
+    .inputs = 1,
     .infer = same_type,
     .forward = batch_reduce_forward<ReduceKind::sum, false>,
     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
@@ -75,6 +77,7 @@ const OpDef batch_sum_op{
 
 const OpDef batch_mean_op{
     .name = "batch_mean",
+    .inputs = 1,
     .infer = same_type,
     .forward = batch_reduce_forward<ReduceKind::sum, true>,
     .adjoint =
@@ -85,6 +88,7 @@ const OpDef batch_mean_op{
     .reduces_batch = true};
 
 const OpDef batch_max_op{.name = "batch_max",
+                         .inputs = 1,
                          .infer = same_type,
                          .forward = batch_reduce_forward<ReduceKind::max, false>,
                          .adjoint =
@@ -110,6 +114,7 @@ Tensor realias(Tensor x, Shape shape, bool batched, std::int64_t batch, const Op
 
 const OpDef as_batch_op{
     .name = "as_batch",
+    .inputs = 1,
     .infer = nullptr,
     .forward = nullptr,
     .adjoint = [](const Node&, const Tensor&, const Tensor& g,
@@ -118,6 +123,7 @@ const OpDef as_batch_op{
     .reapply = [](const std::vector<Tensor>& in, const Attrs&) { return as_batch(in[0]); }};
 const OpDef unbatch_op{
     .name = "unbatch",
+    .inputs = 1,
     .infer = nullptr,
     .forward = nullptr,
     .adjoint = [](const Node&, const Tensor&, const Tensor& g,
@@ -171,6 +177,7 @@ Tensor traced_unbatch(const Tensor& x, std::int64_t batch);
 
 const OpDef traced_as_batch_op{
     .name = "as_batch",
+    .inputs = 1,
     .infer =
         [](const std::vector<ExampleType>& in, const Attrs&) {
           return ExampleType{in[0].dtype, Shape(in[0].shape.begin() + 1, in[0].shape.end())};
@@ -187,6 +194,7 @@ const OpDef traced_as_batch_op{
 
 const OpDef traced_unbatch_op{
     .name = "unbatch",
+    .inputs = 1,
     .infer =
         [](const std::vector<ExampleType>& in, const Attrs& a) {
           Shape shape = in[0].shape;

@@ -67,6 +67,7 @@ Tensor cho_solve_tangent(const Node& node, const Tensor& x, const std::vector<Te
 
 }  // namespace
 const OpDef cho_solve_op{.name = "cho_solve",
+                         .inputs = 3,
                          .infer =
                              [](const std::vector<ExampleType>& in, const Attrs&) {
                                check_factor("cho_solve", in[0], in[1]);

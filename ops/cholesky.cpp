@@ -62,6 +62,7 @@ void factor_forward(const KernelArgs& k, bool checked) {
 // pass itself. Inputs: (L, Lbar).
 const OpDef cholesky_backward_op{
     .name = "cholesky_backward",
+    .inputs = 2,
     .infer =
         [](const std::vector<ExampleType>& in, const Attrs&) {
           return ExampleType{in[0].dtype, broadcast_shapes(in[0].shape, in[1].shape, "cholesky_backward")};
@@ -105,6 +106,7 @@ Tensor cholesky_tangent(const Node&, const Tensor& l, const std::vector<Tensor>&
 template <const char* Name, bool Checked>
 constexpr OpDef factor_op() {
   return {.name = Name,
+          .inputs = 1,
           .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, Name); },
           .forward = [](const KernelArgs& k) { factor_forward(k, Checked); },
           .adjoint = cholesky_adjoint,

@@ -106,8 +106,12 @@ Tensor eigh_tangent(const Node& node, const Tensor& out, const std::vector<Tenso
   return concatenate({diagonal(p), reshape(dv, flat)}, -1);
 }
 
-const OpDef eigh_op{
-    .name = "eigh", .infer = eigh_type, .forward = eigh_forward, .adjoint = eigh_adjoint, .tangent = eigh_tangent};
+const OpDef eigh_op{.name = "eigh",
+                    .inputs = 1,
+                    .infer = eigh_type,
+                    .forward = eigh_forward,
+                    .adjoint = eigh_adjoint,
+                    .tangent = eigh_tangent};
 
 }  // namespace
 

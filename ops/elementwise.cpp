@@ -34,6 +34,7 @@ void unary_forward(const KernelArgs& k) {
 #define VT_UNARY(NAME, KIND, ADJOINT, INTEGERS)                    \
   }                                                                \
   const OpDef NAME##_op{.name = #NAME,                             \
+                        .inputs = 1,                               \
                         .infer = same_type,                        \
                         .forward = unary_forward<UnaryKind::KIND>, \
                         .adjoint = ADJOINT,                        \
@@ -187,6 +188,7 @@ using Tangent = Tensor (*)(const Node&, const Tensor&, const std::vector<Tensor>
 template <BinaryKind Kind, const char* Name>
 constexpr OpDef binary_op(Adjoint adjoint, Tangent tangent, bool in_place = true) {
   return {.name = Name,
+          .inputs = 2,
           .infer = broadcast_type<Name>,
           .forward = binary_forward<Kind>,
           .adjoint = adjoint,
@@ -333,6 +335,7 @@ ExampleType comparison_type(const std::vector<ExampleType>& in, const Attrs& att
 template <BinaryKind Kind, const char* Name>
 constexpr OpDef comparison_op() {
   return {.name = Name,
+          .inputs = 2,
           .infer = comparison_type<Name>,
           .forward = binary_forward<Kind>,
           .adjoint = nullptr,
@@ -359,6 +362,7 @@ ExampleType where_type(const std::vector<ExampleType>& in, const Attrs& attrs) {
 
 const OpDef where_op{
     .name = where_name,
+    .inputs = 3,
     .infer = where_type,
     .forward =
         [](const KernelArgs& k) {
@@ -393,6 +397,7 @@ struct AstypeAttrs {
 
 const OpDef astype_op{
     .name = "astype",
+    .inputs = 1,
     .infer =
         [](const std::vector<ExampleType>& in, const Attrs& a) {
           return ExampleType{unpack_attrs<AstypeAttrs>(a).dtype, in[0].shape};

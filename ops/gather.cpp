@@ -40,6 +40,7 @@ std::string range_of(const KernelArgs& k, std::size_t axis) {
 
 const OpDef take_op{
     .name = "take",
+    .inputs = 2,
     .infer =
         [](const std::vector<ExampleType>& in, const Attrs& a) {
           check_indices("take", in[1]);
@@ -94,6 +95,7 @@ void scatter_forward(const KernelArgs& k) {
 
 const OpDef scatter_add_op{
     .name = "scatter_add",
+    .inputs = 3,
     .infer = [](const std::vector<ExampleType>& in, const Attrs& a) { return scatter_type("scatter_add", in, a); },
     .forward = scatter_forward<ScatterKind::sum>,
     .adjoint =
@@ -121,6 +123,7 @@ Tensor kept_updates(const Node& n, DType dtype) {
 
 const OpDef scatter_set_op{
     .name = "scatter_set",
+    .inputs = 3,
     .infer = [](const std::vector<ExampleType>& in, const Attrs& a) { return scatter_type("scatter_set", in, a); },
     .forward = scatter_forward<ScatterKind::assign>,
     .adjoint =

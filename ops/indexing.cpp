@@ -44,6 +44,7 @@ Tensor slice_scatter(const Tensor& g, const Attrs& a);
 
 const OpDef slice_op{
     .name = "slice",
+    .inputs = 1,
     .infer =
         [](const std::vector<ExampleType>& in, const Attrs& a) {
           const Window w = unpack_attrs<Window>(a);
@@ -58,6 +59,7 @@ const OpDef slice_op{
 
 // The adjoint of slice: zeros of the sliced tensor's shape with g written into the window.
 const OpDef slice_scatter_op{.name = "slice_scatter",
+                             .inputs = 1,
                              .infer =
                                  [](const std::vector<ExampleType>& in, const Attrs& a) {
                                    const Window w = unpack_attrs<Window>(a);
@@ -90,6 +92,7 @@ struct ConcatenateAttrs {
 }  // namespace
 const OpDef concatenate_op{
     .name = "concatenate",
+    .inputs = OpDef::any_inputs,
     .infer =
         [](const std::vector<ExampleType>& in, const Attrs& a) {
           const auto axis = static_cast<std::size_t>(unpack_attrs<ConcatenateAttrs>(a).axis);
@@ -144,6 +147,7 @@ namespace {
 Tensor diag_embed(const Tensor& v, std::int64_t rows, std::int64_t cols);
 
 const OpDef diagonal_op{.name = "diagonal",
+                        .inputs = 1,
                         .infer =
                             [](const std::vector<ExampleType>& in, const Attrs&) {
                               Shape s(in[0].shape.begin(), in[0].shape.end() - 1);
@@ -167,6 +171,7 @@ struct DiagEmbedAttrs {
 };
 
 const OpDef diag_embed_op{.name = "diag_embed",
+                          .inputs = 1,
                           .infer =
                               [](const std::vector<ExampleType>& in, const Attrs& a) {
                                 const DiagEmbedAttrs d = unpack_attrs<DiagEmbedAttrs>(a);

@@ -27,6 +27,7 @@ struct PermutationAttrs {
 
 const OpDef reshape_op{
     .name = "reshape",
+    .inputs = 1,
     .infer =
         [](const std::vector<ExampleType>& in, const Attrs& a) {
           return ExampleType{in[0].dtype, unpack_attrs<ShapeAttrs>(a).shape};
@@ -44,6 +45,7 @@ Attrs reshape_attrs(const Shape& shape) { return pack_attrs(ShapeAttrs{shape}); 
 namespace {
 
 const OpDef transpose_op{.name = "transpose",
+                         .inputs = 1,
                          .infer =
                              [](const std::vector<ExampleType>& in, const Attrs& a) {
                                const Shape perm = unpack_attrs<PermutationAttrs>(a).perm;
@@ -80,6 +82,7 @@ const OpDef transpose_op{.name = "transpose",
 }  // namespace
 const OpDef broadcast_op{
     .name = "broadcast_to",
+    .inputs = 1,
     .infer =
         [](const std::vector<ExampleType>& in, const Attrs& a) {
           const Shape target = unpack_attrs<ShapeAttrs>(a).shape;

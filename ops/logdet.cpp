@@ -43,6 +43,7 @@ std::vector<Tensor> spd_inverse_adjoint(const Node& node, const Tensor& x, const
 }  // namespace
 const OpDef cholesky_inverse_op{
     .name = "cholesky_inverse",
+    .inputs = 2,
     .infer =
         [](const std::vector<ExampleType>& in, const Attrs&) {
           check_factor("cholesky_inverse", in[0], in[1]);
@@ -80,6 +81,7 @@ Tensor logdet_tangent(const Node& node, const Tensor&, const std::vector<Tensor>
 }
 
 const OpDef logdet_op{.name = "logdet",
+                      .inputs = 2,
                       .infer =
                           [](const std::vector<ExampleType>& in, const Attrs&) {
                             check_factor("logdet", in[0], in[1]);

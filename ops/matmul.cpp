@@ -268,11 +268,13 @@ std::vector<Tensor> matmul_adjoint(const Node& node, const Tensor&, const Tensor
 }  // namespace
 
 const OpDef matmul_op{.name = "matmul",
+                      .inputs = 2,
                       .infer = matmul_type,
                       .forward = matmul_forward,
                       .adjoint = matmul_adjoint,
                       .tangent = bilinear_tangent};
 const OpDef matmul_add_diagonal_op{.name = "matmul_add_diagonal",
+                                   .inputs = 3,
                                    .infer = matmul_add_diagonal_type,
                                    .forward = matmul_add_diagonal_forward,
                                    .adjoint = nullptr};
@@ -281,6 +283,7 @@ namespace {
 
 const OpDef matmul_batch_sum_op{
     .name = "matmul_batch_sum",
+    .inputs = 2,
     .infer = [](const std::vector<ExampleType>& in,
                 const Attrs& attrs) { return matmul_type_named("matmul_batch_sum", in, attrs); },
     .forward = matmul_batch_sum_forward,

@@ -122,7 +122,8 @@ Tensor qr_tangent(const Node& node, const Tensor& out, const std::vector<Tensor>
   return pack(dq, concatenate({du, dv}, -1));
 }
 
-const OpDef qr_op{.name = "qr", .infer = qr_type, .forward = qr_forward, .adjoint = qr_adjoint, .tangent = qr_tangent};
+const OpDef qr_op{
+    .name = "qr", .inputs = 1, .infer = qr_type, .forward = qr_forward, .adjoint = qr_adjoint, .tangent = qr_tangent};
 
 }  // namespace
 

@@ -57,6 +57,7 @@ Tensor spread(const Node& n, const Tensor& g) {
 
 }  // namespace
 const OpDef sum_op{.name = "sum",
+                   .inputs = 1,
                    .infer = reduce_type,
                    .forward = reduce_forward<ReduceKind::sum>,
                    .adjoint = [](const Node& n, const Tensor&, const Tensor& g,
@@ -65,6 +66,7 @@ const OpDef sum_op{.name = "sum",
                    .integers = true};
 namespace {
 const OpDef max_op{.name = "max",
+                   .inputs = 1,
                    .infer = reduce_type,
                    .forward = reduce_forward<ReduceKind::max>,
                    .adjoint =
@@ -95,6 +97,7 @@ struct CumsumAttrs {
 Tensor scan(const Tensor& x, std::int64_t axis, bool reverse);
 
 const OpDef cumsum_op{.name = "cumsum",
+                      .inputs = 1,
                       .infer = same_type,
                       .forward =
                           [](const KernelArgs& k) {

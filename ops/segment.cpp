@@ -52,6 +52,7 @@ std::int64_t segments_of(const Node& n) { return unpack_attrs<SegmentAttrs>(n.at
 
 const OpDef segment_sum_op{
     .name = "segment_sum",
+    .inputs = 2,
     .infer = [](const std::vector<ExampleType>& in, const Attrs& a) { return segment_type("segment_sum", in, a); },
     .forward = segment_forward<ScatterKind::sum>,
     .adjoint =
@@ -68,6 +69,7 @@ namespace {
 
 const OpDef segment_max_op{
     .name = "segment_max",
+    .inputs = 2,
     .infer = [](const std::vector<ExampleType>& in, const Attrs& a) { return segment_type("segment_max", in, a); },
     .forward = segment_forward<ScatterKind::max>,
     .adjoint =

@@ -7,6 +7,7 @@ namespace vt {
 
 namespace {
 const OpDef stop_gradient_op{.name = "stop_gradient",
+                             .inputs = 1,
                              .infer = same_type,
                              .forward = nullptr,
                              .adjoint = nullptr,

@@ -21,6 +21,7 @@ void transfer_forward(const KernelArgs& k) {
 
 const OpDef to_device_op{
     .name = "to_device",
+    .inputs = 1,
     .infer = same_type,
     .forward = transfer_forward,
     .adjoint = [](const Node& n, const Tensor&, const Tensor& g,

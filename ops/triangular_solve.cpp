@@ -69,6 +69,7 @@ Tensor triangular_solve_tangent(const Node& node, const Tensor& x, const std::ve
 }
 
 const OpDef triangular_solve_op{.name = "triangular_solve",
+                                .inputs = 2,
                                 .infer = [](const std::vector<ExampleType>& in,
                                             const Attrs&) { return solve_type("triangular_solve", in[0], in[1]); },
                                 .forward = triangular_solve_forward,

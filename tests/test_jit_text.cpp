@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "../autodiff/jit/plan.hpp"
+#include "../ops/elementwise.hpp"
 #include "gradcheck.hpp"
 
 using namespace vt;
@@ -519,6 +520,17 @@ TEST_CASE("plan text: what cannot be read is refused, naming the line", "[jit][p
             .find("sum needs its attribute axes") != std::string::npos);
   CHECK(reading("plan device=cpu\n%0 = input 0 : float64[3]\nstep 0: %1 = exp(%0) axis=1 : float64[3]\n")
             .find("exp has no attribute axis") != std::string::npos);
+  // Too few or too many inputs, refused before anything reads them; an op of any number takes any.
+  CHECK(reading("plan device=cpu\n%0 = input 0 : float64[3,3]\nstep 0: %1 = matmul(%0) : float64[3,3]\n")
+            .find("line 3 (\"step 0: %1 = matmul(%0) : float64[3,3]\"): matmul takes 2 inputs, not 1") !=
+        std::string::npos);
+  CHECK(reading("plan device=cpu\n%0 = input 0 : float64[3]\nstep 0: %1 = exp(%0, %0) : float64[3]\n")
+            .find("exp takes 1 input, not 2") != std::string::npos);
+  CHECK(reading("plan device=cpu\n%0 = input 0 : float64[3]\nstep 0: %1 = concatenate(%0, %0, %0) axis=0 : "
+                "float64[9]\nresults %1\n") == "no error");
+  // Eager ops check it too (an op applied to the wrong number of inputs is the library's bug, not a crash).
+  CHECK(error_of([] { apply(mul_op, {Tensor::from_vector({1.0}, {1})}); }).find("mul: takes 2 inputs, got 1") !=
+        std::string::npos);
   CHECK(reading("plan device=cpu\n%0 = constant : float64[2] = [1, 2, 3]\n").find("%0 has 3 elements, not 2") !=
         std::string::npos);
   CHECK(reading("plan device=cpu\n%0 = constant : float64[100] = <elided>\n")

@@ -177,6 +177,7 @@ Tensor call_tangent(const Node& node, const Tensor&, const std::vector<Tensor>& 
 }
 
 const OpDef call_op{.name = "jit",
+                    .inputs = OpDef::any_inputs,
                     .infer = call_infer,
                     .forward = call_forward,
                     .adjoint = call_adjoint,

@@ -399,6 +399,8 @@ class Reader {
     const std::string args = "[" + std::string(call.substr(open + 1, call.size() - open - 2)) + "]";
     if (args != "[]")
       for (std::string_view arg : items(args)) s.in.push_back(value_id(arg));
+    if (reg->op->inputs >= 0 && s.in.size() != static_cast<std::size_t>(reg->op->inputs))
+      error("{} takes {} input{}, not {}", reg->name, reg->op->inputs, reg->op->inputs == 1 ? "" : "s", s.in.size());
     std::size_t colon = 5;
     while (colon < tokens_.size() && tokens_[colon] != ":") ++colon;
     if (colon + 1 >= tokens_.size()) error("the step's type is missing (\" : float64[3]\")");
