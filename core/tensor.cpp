@@ -12,6 +12,28 @@ Storage::~Storage() {
   if (owned) backend_for(device).deallocate(data, bytes);
 }
 
+// The last tensor of a long chain of recorded ops (a trace, a tape) owns the chain through the nodes: each node holds
+// its inputs, whose nodes hold theirs. Freed by the members' destructors, it would recurse one frame per op and run
+// out of stack; so while a thread frees nodes, the nodes its freed tensors held join a list that the outermost
+// destructor empties.
+TensorImpl::~TensorImpl() {
+  thread_local std::vector<std::shared_ptr<Node>>* freeing = nullptr;  // trivially destructible: safe at exit
+  if (!node) return;
+  if (freeing) {
+    freeing->push_back(std::move(node));
+    return;
+  }
+  std::vector<std::shared_ptr<Node>> pending;
+  freeing = &pending;
+  node.reset();  // where this held the node last, its inputs go, and their nodes join `pending`
+  while (!pending.empty()) {
+    std::shared_ptr<Node> next = std::move(pending.back());
+    pending.pop_back();
+    next.reset();
+  }
+  freeing = nullptr;
+}
+
 TensorImpl& Tensor::impl() const {
   if (!impl_) throw Error("vtape: use of an undefined (default-constructed) tensor");
   return *impl_;

@@ -68,6 +68,12 @@ struct TensorImpl {
   /// A cotangent that stands for none (autodiff/grad.hpp's no_cotangent): zeros that a backward pass skips, so that
   /// nothing downstream meets 0 x inf. Set only on tensors made for that.
   bool no_cotangent = false;
+
+  TensorImpl() = default;
+  TensorImpl(const TensorImpl&) = default;
+  TensorImpl& operator=(const TensorImpl&) = default;
+  /// Frees a chain of recorded ops (each node holding its inputs, and they theirs) without recursing as deep as it.
+  ~TensorImpl();
 };
 
 class Tensor {

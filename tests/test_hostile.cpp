@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <climits>
 #include <cmath>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -161,6 +162,63 @@ TEST_CASE("jitted functions compose, and one may call itself", "[hostile][jit]")
   // halves([1..8]) = halves([1..4]) + 26 = (halves([1,2]) + 7) + 26 = (halves([1]) + 2) + 33 = 36.
   require_close(halves(v), {36.0});
   CHECK(halves.counters().traces == 1);
+}
+
+namespace {
+
+// Runs f on a thread of its own with a stack of `bytes`, and returns what it threw ("" when nothing).
+std::string on_small_stack(std::size_t bytes, const std::function<void()>& f) {
+  struct Call {
+    const std::function<void()>* f;
+    std::string error;
+  } call{&f, ""};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, bytes);
+  pthread_t thread;
+  const auto run = [](void* p) -> void* {
+    auto* c = static_cast<Call*>(p);
+    try {
+      (*c->f)();
+    } catch (const std::exception& e) {
+      c->error = e.what();
+    }
+    return nullptr;
+  };
+  REQUIRE(pthread_create(&thread, &attr, run, &call) == 0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+  return call.error;
+}
+
+}  // namespace
+
+TEST_CASE("a chain of 40,000 ops traces, jits, differentiates and is freed on a 2 MB stack",
+          "[hostile][jit][autodiff]") {
+  // x <- a x + b, n times: x_n = a^n x_0 + b (a^n - 1) / (a - 1), and d x_n / d x_0 = a^n. A jit's plan builder and
+  // the freeing of a trace or a tape walk the whole chain: at a stack frame or two per op they would overflow this
+  // stack (a thread's of 8 MB at some 100,000 ops).
+  const int n = 20000;
+  const double a = 1.0000001, b = 0.5;
+  const auto chain = [&](const Tensor& x0) {
+    Tensor x = x0;
+    for (int i = 0; i < n; ++i) x = x * a + b;
+    return sum(x);
+  };
+  const Tensor x0 = Tensor::from_vector({1.0, -2.0, 0.25}, {3});
+  double value = 0;
+  std::vector<double> gradient, jitted_gradient;
+  CHECK(on_small_stack(std::size_t{2} << 20, [&] {
+          value = jit(chain)(x0).item();
+          gradient = grad(chain)(x0).to_vector<double>();
+          jitted_gradient = jit(grad(chain))(x0).to_vector<double>();
+        }) == "");
+  const double an = std::pow(a, n);
+  CHECK(value == Approx(an * (1.0 - 2.0 + 0.25) + 3 * b * (an - 1) / (a - 1)).epsilon(1e-10));
+  for (const std::vector<double>& g : {gradient, jitted_gradient}) {
+    REQUIRE(g.size() == 3);
+    for (double d : g) CHECK(d == Approx(an).epsilon(1e-10));
+  }
 }
 
 // ---------------------------------------------------------------- sizes

@@ -38,23 +38,38 @@ class Builder {
  public:
   explicit Builder(Plan& plan) : plan_(plan) {}
 
-  int value_of(const Tensor& t) {
-    const TensorImpl* key = t.impl_ptr().get();
-    if (auto it = ids_.find(key); it != ids_.end()) return it->second;
-    int id;
-    if (!t.is_symbolic()) {
-      id = add_value(PlanValue(PlanValue::Kind::constant, t.dtype(), t.shape(), t.is_batched()));
-      plan_.values[id].constant = t;
-    } else {
-      if (!t.impl().node) fail("jit: the function uses a traced tensor from another trace (or a leaked one)");
-      const Node& node = *t.impl().node;
-      std::vector<int> in;
-      for (const Tensor& x : node.inputs) in.push_back(value_of(x));
-      id = add_step(node.op, node.attrs, in, t.dtype(), t.shape(), t.is_batched());
-      ++plan_.summary.traced_ops;
+  // The plan value of t, made (with those of its inputs, inputs first) where it has none: by an explicit stack, as a
+  // long chain of traced ops must not recurse as deep. Inputs are taken in order, so values are numbered as a
+  // depth-first walk finishes them.
+  int value_of(const Tensor& root) {
+    std::vector<Tensor> stack{root};
+    while (!stack.empty()) {
+      const Tensor t = stack.back();
+      const TensorImpl* key = t.impl_ptr().get();
+      if (ids_.contains(key)) {
+        stack.pop_back();
+        continue;
+      }
+      int id;
+      if (!t.is_symbolic()) {
+        id = add_value(PlanValue(PlanValue::Kind::constant, t.dtype(), t.shape(), t.is_batched()));
+        plan_.values[static_cast<std::size_t>(id)].constant = t;
+      } else {
+        if (!t.impl().node) fail("jit: the function uses a traced tensor from another trace (or a leaked one)");
+        const Node& node = *t.impl().node;
+        const std::size_t waiting = stack.size();
+        for (auto x = node.inputs.rbegin(); x != node.inputs.rend(); ++x)
+          if (!ids_.contains(x->impl_ptr().get())) stack.push_back(*x);
+        if (stack.size() > waiting) continue;  // its inputs first
+        std::vector<int> in;
+        for (const Tensor& x : node.inputs) in.push_back(ids_.at(x.impl_ptr().get()));
+        id = add_step(node.op, node.attrs, in, t.dtype(), t.shape(), t.is_batched());
+        ++plan_.summary.traced_ops;
+      }
+      ids_.emplace(key, id);
+      stack.pop_back();
     }
-    ids_.emplace(key, id);
-    return id;
+    return ids_.at(root.impl_ptr().get());
   }
 
   void bind_input(const Tensor& t, int index) {

@@ -34,6 +34,22 @@ def test_grad_of_a_pytree_against_central_differences():
         np.testing.assert_allclose(np.asarray(g[k]), fd, rtol=1e-6, atol=1e-8)
 
 
+def test_a_chain_of_30000_ops_jits_and_differentiates():
+    """An unrolled Python loop: the plan builder and the freeing of the trace walk it without one frame an op."""
+    n, a, b = 15000, 1.0000001, 0.5
+
+    def chain(x):
+        for _ in range(n):
+            x = x * a + b
+        return vt.sum(x)
+
+    x0 = np.array([1.0, -2.0, 0.25])
+    an = a**n
+    expected = an * x0.sum() + 3 * b * (an - 1) / (a - 1)
+    assert float(vt.jit(chain)(x0)) == pytest.approx(expected, rel=1e-9)
+    np.testing.assert_allclose(np.asarray(vt.jit(vt.grad(chain))(x0)), [an, an, an], rtol=1e-9)
+
+
 def test_value_and_grad_argnums_and_aux():
     f = lambda a, b: (vt.sum(a * b * b), {"twice": a * 2})  # noqa: E731
     a, b = rng.standard_normal(3), rng.standard_normal(3)
