@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "../../ops/cholesky.hpp"
@@ -174,23 +175,33 @@ class Verifier {
       if (root(s.out) != expected)
         wrong("%{} ({}) has the root %{}, not %{}", s.out, s.op->name, root(s.out), expected);
     }
-    const std::vector<Buffer> buffers = arena_buffers();
-    // Buffers handed over in place, step after step, are one: by buffer, the first of its chain.
+    const std::vector<Buffer> buffers = arena_buffers();  // by the step that makes them
+    // Buffers handed over in place, step after step, are one: by buffer, the first of its chain. A buffer is handed
+    // over at the step that reads it last, which makes the next.
+    std::unordered_map<int, std::vector<std::size_t>> by_last_read;
+    for (std::size_t x = 0; x < buffers.size(); ++x) by_last_read[buffers[x].last_read].push_back(x);
     std::vector<std::size_t> chain(buffers.size());
     for (std::size_t y = 0; y < buffers.size(); ++y) {
       chain[y] = y;
-      for (std::size_t x = 0; x < y; ++x)
-        if (handed_over(buffers[x], buffers[y])) chain[y] = chain[x];
+      if (const auto it = by_last_read.find(buffers[y].first); it != by_last_read.end())
+        for (std::size_t x : it->second)
+          if (x < y && handed_over(buffers[x], buffers[y])) chain[y] = chain[x];
     }
-    for (std::size_t x = 0; x < buffers.size(); ++x)
-      for (std::size_t y = x + 1; y < buffers.size(); ++y) {
-        const Buffer &a = buffers[x], &b = buffers[y];
+    // In order of their first steps, each buffer against those still alive then: a plan of many steps keeps few
+    // alive at once.
+    std::vector<std::size_t> alive;
+    for (std::size_t y = 0; y < buffers.size(); ++y) {
+      const Buffer& b = buffers[y];
+      std::erase_if(alive, [&](std::size_t x) { return buffers[x].last < b.first; });
+      for (std::size_t x : alive) {
+        const Buffer& a = buffers[x];
         if (a.arena != b.arena || a.end <= b.begin || b.end <= a.begin || chain[x] == chain[y]) continue;
-        if (a.last < b.first || b.last < a.first) continue;
         wrong(
             "%{} and %{} share bytes of an arena ([{}, {}) and [{}, {})) while both are alive (steps {}-{} and {}-{})",
             a.value, b.value, a.begin, a.end, b.begin, b.end, a.first, a.last, b.first, b.last);
       }
+      alive.push_back(y);
+    }
   }
 
   // Once fuse_elementwise has run: each run inside the steps and inside one phase or segment, after the one before it;
