@@ -29,8 +29,7 @@ bool register_op(const OpDef& op, std::string_view name, std::string_view attr_n
   // A plan text names the op with its inputs: how many it takes is what parse_plan checks before anything reads them.
   if (op.inputs == OpDef::undeclared_inputs)
     throw std::logic_error("vtape: the op " + std::string(name) +
-                           " is registered without saying how many inputs it "
-                           "takes (OpDef::inputs)");
+                           " is registered without OpDef::inputs (how many inputs it takes)");
   Registry& r = registry();
   const std::lock_guard<std::mutex> lock(r.mutex);
   const OpRegistration entry{&op, name, attr_names};

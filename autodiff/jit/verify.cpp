@@ -252,17 +252,18 @@ class Verifier {
   // that a tile never overwrites what a later tile reads. Values in scratch slots never reach memory; an aliasing step
   // (a reshape) reads and writes no bytes, while a reader of its output reads its input's.
   void fused_hazards(std::size_t g, const FusedGroup& run, const fusion::Buffers& buffers) const {
-    std::vector<bool> in_slot(plan_.values.size(), false);
+    // The run's values in scratch slots (a run holds a few dozen steps: a list, not a flag per plan value).
+    std::vector<int> slotted;
     for (std::size_t e = 0; e < run.tiled.size(); ++e)
-      if (run.slot[e] >= 0)
-        in_slot[static_cast<std::size_t>(plan_.steps[static_cast<std::size_t>(run.tiled[e])].out)] = true;
+      if (run.slot[e] >= 0) slotted.push_back(plan_.steps[static_cast<std::size_t>(run.tiled[e])].out);
+    const auto in_slot = [&](int v) { return std::find(slotted.begin(), slotted.end(), v) != slotted.end(); };
     std::vector<Access> accesses;
     const auto add = [&](int i, int reads, int writes) {
       const PlanStep& s = plan_.steps[static_cast<std::size_t>(i)];
       if (s.op->aliases_input) return;
       for (int v : s.in)
-        if (!in_slot[static_cast<std::size_t>(v)]) accesses.push_back({v, i, reads, false});
-      if (!in_slot[static_cast<std::size_t>(s.out)]) accesses.push_back({s.out, i, writes, true});
+        if (!in_slot(v)) accesses.push_back({v, i, reads, false});
+      if (!in_slot(s.out)) accesses.push_back({s.out, i, writes, true});
     };
     for (int i : run.before) add(i, 0, 0);
     for (int i : run.tiled) add(i, 1, plan_.steps[static_cast<std::size_t>(i)].op->elementwise ? 1 : 2);
