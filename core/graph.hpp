@@ -19,6 +19,7 @@
 ///                  axis, when there is one, is an ordinary leading axis of stride 0 or one example.
 /// (jit's plans describe their values as PlanValue, autodiff/jit/plan.hpp: an ExampleType, its
 /// batching, and where the value comes from: an argument, a constant or a step.)
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -38,7 +39,8 @@ namespace vt {
 /// Static (non-tensor) arguments of an op (axes, flags, constants), packed as jit compares and
 /// hashes them. Ops never index them by position: each op with attributes declares a struct of
 /// named fields whose `fields()` ties them in order, and pack_attrs / unpack_attrs below are the one
-/// place that converts. A field is an integer, bool or enum, a double, a Shape or a Device.
+/// place that converts. A field is an integer, bool or enum, a double, a Shape (or a std::vector<std::int64_t> of
+/// axes) or a Device.
 struct Attrs {
   std::vector<std::int64_t> ints;
   std::vector<double> reals;
@@ -56,7 +58,9 @@ void put(Attrs& a, T v) {
   a.ints.push_back(static_cast<std::int64_t>(v));
 }
 inline void put(Attrs& a, double v) { a.reals.push_back(v); }
-inline void put(Attrs& a, const Shape& v) {  // its length first
+template <class List>  // a Shape or a list of axes: its length first
+requires std::same_as<List, Shape> || std::same_as<List, std::vector<std::int64_t>>
+void put(Attrs& a, const List& v) {
   a.ints.push_back(static_cast<std::int64_t>(v.size()));
   a.ints.insert(a.ints.end(), v.begin(), v.end());
 }
@@ -73,7 +77,9 @@ struct Reader {
     v = static_cast<T>(a.ints.at(i++));
   }
   void get(double& v) { v = a.reals.at(r++); }
-  void get(Shape& v) {
+  template <class List>
+  requires std::same_as<List, Shape> || std::same_as<List, std::vector<std::int64_t>>
+  void get(List& v) {
     const auto n = static_cast<std::size_t>(a.ints.at(i++));
     v.assign(a.ints.begin() + static_cast<std::ptrdiff_t>(i), a.ints.begin() + static_cast<std::ptrdiff_t>(i + n));
     i += n;

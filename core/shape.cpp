@@ -6,6 +6,22 @@
 
 namespace vt {
 
+Shape::reference Shape::at(size_type i) {
+  if (i >= size_) fail("Shape::at: index {} out of range for a shape of {} axes", i, size_);
+  return data_[i];
+}
+
+void Shape::grow(size_type n) {
+  if (n > UINT32_MAX) fail("a shape of {} axes is too long", n);
+  const size_type capacity = std::max<size_type>(n, 2 * static_cast<size_type>(capacity_));
+  auto* data = static_cast<value_type*>(std::malloc(capacity * sizeof(value_type)));
+  if (!data) throw std::bad_alloc();
+  std::memcpy(data, data_, size_ * sizeof(value_type));
+  if (on_heap()) std::free(data_);
+  data_ = data;
+  capacity_ = static_cast<std::uint32_t>(std::min<size_type>(capacity, UINT32_MAX));
+}
+
 // A zero dimension makes a shape empty even where its other dimensions' product would overflow
 // ([2^62, 3, 0] holds nothing), so zeros are looked for before anything is multiplied.
 bool has_zero(const Shape& shape) { return std::find(shape.begin(), shape.end(), 0) != shape.end(); }

@@ -54,6 +54,81 @@ TEST_CASE("element access with at() and item()", "[tensor]") {
   CHECK_THROWS_AS(m.item(), vt::Error);
 }
 
+TEST_CASE("Shape does what a std::vector of int64 does, within its inline axes and past them", "[tensor]") {
+  // Differential: one sequence of edits applied to a Shape and to a std::vector, compared after each.
+  Shape s;
+  std::vector<std::int64_t> v;
+  std::uint64_t state = 7;
+  const auto next = [&state](std::uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  for (int step = 0; step < 4000; ++step) {
+    const auto x = static_cast<std::int64_t>(next(1000)) - 500;
+    const std::size_t at = v.empty() ? 0 : next(v.size() + 1);
+    switch (next(v.size() > 20 ? 9 : 7)) {  // long lists shrink more often
+      case 0:
+      case 1: s.push_back(x), v.push_back(x); break;
+      case 2: s.insert(s.begin() + at, x), v.insert(v.begin() + at, x); break;
+      case 3: {  // a range of itself, spliced in
+        const std::size_t end = at + next(v.size() - at + 1);
+        s.insert(s.begin() + at, s.begin() + at, s.begin() + end);
+        const std::vector<std::int64_t> part(v.begin() + at, v.begin() + end);
+        v.insert(v.begin() + at, part.begin(), part.end());
+        break;
+      }
+      case 4: {
+        const std::size_t n = next(12);
+        s.resize(n, x), v.resize(n, x);
+        break;
+      }
+      case 5: {  // copy and move round trips
+        Shape copy = s;
+        Shape moved = std::move(copy);
+        CHECK(copy.empty());
+        s = moved;
+        break;
+      }
+      case 6:
+        if (!v.empty()) s.pop_back(), v.pop_back();
+        break;
+      default: {
+        const std::size_t end = at + next(v.size() - at + 1);
+        s.erase(s.begin() + at, s.begin() + end), v.erase(v.begin() + at, v.begin() + end);
+      }
+    }
+    REQUIRE(s.size() == v.size());
+    REQUIRE(std::equal(s.begin(), s.end(), v.begin()));
+    REQUIRE(s == Shape(v));
+    REQUIRE(std::vector<std::int64_t>(s) == v);
+  }
+  CHECK((Shape{1, 2} < Shape{1, 3}));
+  CHECK((Shape{} < Shape{0}));
+  CHECK(Shape(3, 7) == Shape{7, 7, 7});
+  CHECK_THROWS_WITH((Shape{1, 2}.at(2)), Catch::Matchers::Contains("index 2 out of range"));
+}
+
+TEST_CASE("tensors of more axes than a Shape holds inline: ops, gradients, vmap and jit", "[tensor]") {
+  static_assert(Shape::inline_rank < 9);
+  const Shape nine{1, 2, 1, 2, 1, 2, 1, 1, 3};  // 24 elements
+  const Tensor x = arange(0, 24).astype(DType::f64).reshape(nine) * 0.1;
+  CHECK(x.shape() == nine);
+  // d/dx sum(x * x * 2 + x) = 4 x + 1, eagerly and per example under jit(vmap), the batch a tenth axis
+  const auto f = [](const Tensor& t) { return sum(t * t * 2.0 + t); };
+  const Tensor g = grad(f)(x);
+  CHECK(g.shape() == nine);
+  const auto xs = x.to_vector<double>();
+  const auto gs = g.to_vector<double>();
+  for (std::size_t i = 0; i < xs.size(); ++i) CHECK(gs[i] == Approx(4 * xs[i] + 1));
+  const Tensor batch = as_batch(stack({x, x * 2.0, x * -1.0}));
+  const auto [values, grads] = jit(vmap(value_and_grad(f)))(batch);
+  const Tensor expected = stack({g, grad(f)(x * 2.0), grad(f)(x * -1.0)});
+  require_close(unbatch(grads), expected, 1e-14);
+  CHECK(unbatch(values).to_vector<double>()[1] == Approx(f(x * 2.0).item<double>()));
+  CHECK(sum(x, {0, 2, 4, 6, 7}).shape() == Shape{2, 2, 2, 3});
+  CHECK(transpose(x).shape() == Shape{3, 1, 1, 2, 1, 2, 1, 2, 1});
+}
+
 TEST_CASE("reshape shares storage with its input", "[tensor]") {
   const Tensor a = arange(0, 12);
   const Tensor b = a.reshape({3, -1});

@@ -640,7 +640,7 @@ bool reduce_short_rows(ReduceKind kind, const View& in, const View& acc) {
       if (rows.strides[1][d] == 0) last = d;
     if (last == rank - 1 || rows.shape[last] < short_row) return false;
     std::swap(rows.shape[last], rows.shape[rank - 1]);
-    for (AxisList& s : rows.strides) std::swap(s[last], s[rank - 1]);
+    for (Shape& s : rows.strides) std::swap(s[last], s[rank - 1]);
     auto along = [&](auto off, std::int64_t count, auto inner) {
       T m = y[off[1]];
       for (std::int64_t i = 0; i < count; ++i) combine_in_order(kind, m, x[off[0] + i * inner[0]]);

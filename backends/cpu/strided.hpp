@@ -26,8 +26,8 @@ constexpr std::int64_t short_row = 16;
 template <std::size_t N, class Row>
 void for_each_merged_row(const MergedAxes<N>& merged, const std::array<std::int64_t, N>& origin, Row& row,
                          bool parallel) {
-  const AxisList& shape = merged.shape;
-  const std::array<AxisList, N>& strides = merged.strides;
+  const Shape& shape = merged.shape;
+  const std::array<Shape, N>& strides = merged.strides;
   std::array<std::int64_t, N> inner{};
   if (shape.empty()) {
     row(origin, std::int64_t{1}, inner);
@@ -43,7 +43,7 @@ void for_each_merged_row(const MergedAxes<N>& merged, const std::array<std::int6
   const std::int64_t pieces = rows * segs;
 
   auto run = [&](std::int64_t first, std::int64_t last) {
-    AxisList index;  // in place: no allocation per call
+    Shape index;  // in place: no allocation per call
     index.assign(rank - 1, 0);
     std::array<std::int64_t, N> base = origin;
     std::int64_t r = first / segs;

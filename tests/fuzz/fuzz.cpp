@@ -80,12 +80,6 @@ std::vector<double> gen_values(Rng& g, std::int64_t n, Vals kind, bool specials)
   return v;
 }
 
-std::int64_t numel(const Shape& s) {
-  std::int64_t n = 1;
-  for (auto d : s) n *= d;
-  return n;
-}
-
 Shape gen_shape(Rng& g, int max_rank = 3, bool zeros = true) {
   const int rank = static_cast<int>(g.pick(std::vector<std::int64_t>{0, 1, 1, 2, 2, 2, 3, 3}));
   Shape s;

@@ -248,7 +248,8 @@ std::string int_text(std::int64_t v) {
     if (v == (std::int64_t{1} << b)) return fmt::format("(std::int64_t{{1}} << {})", b);
   return std::to_string(v);
 }
-std::string ints_text(std::vector<std::int64_t>::const_iterator b, std::vector<std::int64_t>::const_iterator e) {
+template <class It>
+std::string ints_text(It b, It e) {
   std::string s = "{";
   for (auto it = b; it != e; ++it) s += (it == b ? "" : ", ") + int_text(*it);
   return s + "}";
