@@ -3,17 +3,26 @@
 # the installed package: what a user does after the README's set-up. The build requirements (scikit-build-core,
 # nanobind) and numpy come from the Python that runs the test (tools/setup.sh --docs installs them), so the test
 # needs no network: --no-build-isolation, and a venv that sees the base's packages.
-#   python/tests/pip_install.sh SOURCE_DIR PYTHON
+#   python/tests/pip_install.sh SOURCE_DIR PYTHON BUILD_DIR
+# The library comes from BUILD_DIR, installed into a prefix first, and pip builds the Python package against it
+# (VTAPE_USE_INSTALLED): the package's build, install and import are under test, and compiling the library a second
+# time was the longest test of the suite. The library itself is built and tested from the same CMakeLists.txt in
+# BUILD_DIR.
 set -euo pipefail
 src=$1
 python=$2
+build=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/prefix" --component Unspecified >/dev/null
 "$python" -m venv --system-site-packages "$work/venv"
-# Without optimisation or debug information (build type None), as tests/consumer/check.sh builds vtape again: the
-# packaging is under test, not the speed, and an optimised build of the library was the longest test of the suite.
 "$work/venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
-  -Cbuild-dir="$work/build" -Ccmake.build-type=None "$src"
+  -Cbuild-dir="$work/build" -Ccmake.build-type=None -Ccmake.define.VTAPE_USE_INSTALLED=ON \
+  -Ccmake.define.CMAKE_PREFIX_PATH="$work/prefix" "$src"
+if find "$work/build" -name 'libvtape*.a' | grep -q .; then
+  echo "pip compiled the library again instead of using the installed one" >&2
+  exit 1
+fi
 cd "$work"
 "$work/venv/bin/python" - "$work/venv" <<'PY'
 import sys
