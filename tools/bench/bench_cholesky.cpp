@@ -178,7 +178,9 @@ void time_small(std::int64_t n, int reps, std::vector<KernelRow>& rows) {
   const vt::Tensor a = (vt::matmul(x, vt::swapaxes(x, -1, -2)) / static_cast<double>(n) + vt::eye(n)).astype(dtype);
   const std::vector<T> a_rows = a.to_vector<T>();  // symmetric: row- and column-major alike
   std::vector<T> l(a_rows.size()), work(a_rows.size()), b0(static_cast<std::size_t>(count * n), T(1)), b = b0;
-  std::vector<Eigen::LLT<ColMat>> llts(count, Eigen::LLT<ColMat>(n));
+  std::vector<Eigen::LLT<ColMat>> llts;  // each made in place: a copy reads the fields LLT(n) leaves unset
+  llts.reserve(count);
+  for (std::int64_t i = 0; i < count; ++i) llts.emplace_back(n);
   ColMat inverse(n, n);
   Vector v(n);
   const auto matrix = [&](std::int64_t i) { return Eigen::Map<const ColMat>(a_rows.data() + i * n * n, n, n); };
