@@ -245,6 +245,34 @@ struct Function {
 std::optional<std::vector<Tensor>> call_as_op(const std::shared_ptr<Function>& f, const std::vector<Tensor>& args,
                                               std::shared_ptr<const CacheEntry> entry = nullptr);
 
+// A function on flat tensors with its C++ types erased: calls the function at `f` (JittedCore's) on `args`, and gives
+// its results flattened, with the structure that rebuilds them.
+using ErasedTrace = Traced (*)(const void* f, const std::vector<Tensor>& args);
+
+// Jitted<F>'s work that does not depend on F, compiled once (call.cpp) rather than in every file for every jitted
+// function: the function (type-erased), its plans, and the function as one op by arity, shared by copies of a Jitted.
+class JittedCore {
+ public:
+  JittedCore(std::shared_ptr<const void> f, JitOptions options);
+  const void* f() const { return f_.get(); }
+  // The plan for these arguments, traced by `trace` and planned on a miss.
+  std::shared_ptr<const CacheEntry> lookup(const std::vector<Tensor>& args, ErasedTrace trace, bool count_call) const;
+  // The function's flat results on `args` and the entry whose skeleton rebuilds them, or nullopt where the caller
+  // must run the function op by op (jit.hpp's "Composition").
+  using Results = std::pair<std::vector<Tensor>, std::shared_ptr<const CacheEntry>>;
+  std::optional<Results> call(const std::vector<Tensor>& args, ErasedTrace trace) const;
+  JitCounters counters() const { return cache_->counters(); }
+  void release_memory() const { cache_->release_memory(); }
+
+ private:
+  std::shared_ptr<Function> function(std::size_t arity, ErasedTrace trace) const;  // made on first use
+
+  std::shared_ptr<const void> f_;  // shared with the ops that call it (Function::code)
+  std::shared_ptr<JitCache> cache_;
+  mutable std::mutex mutex_;  // guards functions_
+  mutable std::map<std::size_t, std::shared_ptr<Function>> functions_;
+};
+
 // True while a jit traces a function on this thread (or a loop records its body: autodiff/loops).
 bool tracing();
 struct TracingScope {
@@ -260,38 +288,22 @@ template <class F>
 class Jitted {
  public:
   explicit Jitted(F f, JitOptions options = {})
-      : f_(std::make_shared<const F>(std::move(f))),
-        cache_(std::make_shared<detail::JitCache>(std::move(options))),
-        functions_(std::make_shared<Functions>()) {}
+      : core_(std::make_shared<detail::JittedCore>(std::shared_ptr<const void>(new F(std::move(f)), &destroy),
+                                                   std::move(options))) {}
 
   template <class... Args>
   auto operator()(const Args&... args) const {
-    using R = decltype((*f_)(Tensor(args)...));
-    const std::vector<Tensor> in{Tensor(args)...};
-    // Called while a jit traces (this function calling itself, or jitted pieces composed): the
-    // function is inlined, its ops joining the enclosing trace.
-    if (detail::tracing()) return (*f_)(args...);
-    const auto entry = lookup<R, sizeof...(Args)>(in, true);
-    const auto& skeleton = std::any_cast<const R&>(entry->skeleton);
-    // Called inside grad, vjp or jvp, or on a tensor they track: the plan runs as one op whose
-    // derivatives are planned once too (a plan's results carry no tape otherwise). Where it cannot
-    // (the function captures a tensor a transform tracks, which may be the enclosing transform's
-    // variable), the function runs op by op, recorded like any function.
-    bool tracked = detail::differentiating();
-    for (const Tensor& t : in) tracked |= t.defined() && t.impl().tracked;
-    if (tracked) {
-      if (auto out = detail::call_as_op(function<sizeof...(Args)>(), in, entry)) return detail::rebuild(*out, skeleton);
-      return (*f_)(args...);
-    }
-    if (entry->runs_eagerly) return (*f_)(args...);
-    return detail::rebuild(detail::run_plan(*entry->plan, in), skeleton);
+    using R = decltype(f()(Tensor(args)...));
+    if (auto out = core_->call({Tensor(args)...}, &trace<R, sizeof...(Args)>))
+      return detail::rebuild(out->first, std::any_cast<const R&>(out->second->skeleton));
+    return f()(args...);
   }
 
   /// Traces and plans for these arguments without running: what a call would compile.
   template <class... Args>
   PlanSummary compile(const Args&... args) const {
-    using R = decltype((*f_)(Tensor(args)...));
-    return lookup<R, sizeof...(Args)>({Tensor(args)...}, false)->summary;
+    using R = decltype(f()(Tensor(args)...));
+    return core_->lookup({Tensor(args)...}, &trace<R, sizeof...(Args)>, false)->summary;
   }
 
   /// The plan these arguments run, as text to print: a header (steps, chunks at the arguments'
@@ -302,58 +314,33 @@ class Jitted {
   /// made it. What to read when a model is slower than expected; traces as compile() does.
   template <class... Args>
   std::string explain(const Args&... args) const {
-    using R = decltype((*f_)(Tensor(args)...));
+    using R = decltype(f()(Tensor(args)...));
     const std::vector<Tensor> in{Tensor(args)...};
-    return detail::explain(*lookup<R, sizeof...(Args)>(in, false)->plan, in);
+    return detail::explain(*core_->lookup(in, &trace<R, sizeof...(Args)>, false)->plan, in);
   }
 
-  JitCounters counters() const { return cache_->counters(); }
+  JitCounters counters() const { return core_->counters(); }
 
   /// Hands back the memory the plans keep between calls (their arenas, and on a GPU their
   /// recordings); the next call allocates (and records) again. Plans and their folded constants stay.
-  void release_memory() const { cache_->release_memory(); }
+  void release_memory() const { core_->release_memory(); }
 
  private:
+  const F& f() const { return *static_cast<const F*>(core_->f()); }
+  // A deleter common to every F's shared_ptr: one control block's type for all jitted functions.
+  static void destroy(const void* f) { delete static_cast<const F*>(f); }
+
+  // The function of N tensors returning an R, on flat tensors (detail::ErasedTrace).
   template <class R, std::size_t N>
-  std::shared_ptr<const detail::CacheEntry> lookup(const std::vector<Tensor>& in, bool count_call) const {
-    return cache_->get(
-        in,
-        [this](const std::vector<Tensor>& symbolic) {
-          std::array<Tensor, N> a;
-          std::copy(symbolic.begin(), symbolic.end(), a.begin());
-          const R result = std::apply(*f_, a);
-          std::vector<Tensor> flat = detail::flatten(result);
-          return detail::Traced{flat, std::any(detail::rebuild(std::vector<Tensor>(flat.size()), result))};
-        },
-        count_call);
+  static detail::Traced trace(const void* f, const std::vector<Tensor>& args) {
+    std::array<Tensor, N> a;
+    std::copy(args.begin(), args.end(), a.begin());
+    const R result = std::apply(*static_cast<const F*>(f), a);
+    std::vector<Tensor> flat = detail::flatten(result);
+    return detail::Traced{flat, std::any(detail::rebuild(std::vector<Tensor>(flat.size()), result))};
   }
 
-  // The function of N arguments as one op (detail::Function), made on first use; it shares this cache's plans.
-  template <std::size_t N>
-  std::shared_ptr<detail::Function> function() const {
-    const std::lock_guard lock(functions_->mutex);
-    std::shared_ptr<detail::Function>& slot = functions_->by_arity[N];
-    if (!slot) {
-      detail::FlatFunction code = [f = f_](const std::vector<Tensor>& args) {
-        std::array<Tensor, N> a;
-        std::copy(args.begin(), args.end(), a.begin());
-        return detail::flatten(std::apply(*f, a));
-      };
-      slot = std::make_shared<detail::Function>();
-      slot->code = std::move(code);
-      slot->cache = cache_;
-    }
-    return slot;
-  }
-
-  struct Functions {
-    std::mutex mutex;
-    std::map<std::size_t, std::shared_ptr<detail::Function>> by_arity;
-  };
-
-  std::shared_ptr<const F> f_;               ///< shared with the ops that call it (detail::Function)
-  std::shared_ptr<detail::JitCache> cache_;  ///< shared by copies of this callable
-  std::shared_ptr<Functions> functions_;
+  std::shared_ptr<detail::JittedCore> core_;  ///< shared by copies of this callable
 };
 
 template <class F>

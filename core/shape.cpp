@@ -6,6 +6,117 @@
 
 namespace vt {
 
+Shape::Shape(std::initializer_list<value_type> values) { assign_copy(values.begin(), values.size()); }
+Shape::Shape(size_type count, value_type value) { assign(count, value); }
+Shape::Shape(const std::vector<value_type>& values) { assign_copy(values.data(), values.size()); }
+Shape::Shape(const Shape& other) { assign_copy(other.data_, other.size_); }
+Shape::Shape(Shape&& other) noexcept { take(other); }
+
+Shape& Shape::operator=(const Shape& other) {
+  if (this != &other) assign_copy(other.data_, other.size_);
+  return *this;
+}
+
+Shape& Shape::operator=(Shape&& other) noexcept {
+  if (this != &other) {
+    release();
+    take(other);
+  }
+  return *this;
+}
+
+Shape& Shape::operator=(std::initializer_list<value_type> values) {
+  assign_copy(values.begin(), values.size());
+  return *this;
+}
+
+Shape::operator std::vector<value_type>() const { return {begin(), end()}; }
+
+void Shape::resize(size_type n, value_type value) {
+  reserve(n);
+  for (size_type i = size_; i < n; ++i) data_[i] = value;
+  size_ = static_cast<std::uint32_t>(n);
+}
+
+void Shape::assign(size_type count, value_type value) {
+  clear();
+  resize(count, value);
+}
+
+void Shape::assign(std::initializer_list<value_type> values) { assign_copy(values.begin(), values.size()); }
+
+void Shape::assign_copy(const value_type* values, size_type count) {
+  clear();
+  reserve(count);
+  if (count) std::memcpy(data_, values, count * sizeof(value_type));
+  size_ = static_cast<std::uint32_t>(count);
+}
+
+Shape::iterator Shape::insert(const_iterator pos, size_type count, value_type value) {
+  const iterator at = open(pos, count);
+  std::fill(at, at + count, value);
+  return at;
+}
+
+Shape::iterator Shape::insert(const_iterator pos, std::initializer_list<value_type> values) {
+  return insert_copy(pos, values.begin(), values.size());
+}
+
+Shape::iterator Shape::insert_copy(const_iterator pos, const value_type* values, size_type count) {
+  const iterator at = open(pos, count);
+  std::copy(values, values + count, at);
+  return at;
+}
+
+Shape::iterator Shape::open(const_iterator pos, size_type count) {
+  const auto offset = static_cast<size_type>(pos - data_);
+  reserve(size_ + count);
+  std::copy_backward(data_ + offset, data_ + size_, data_ + size_ + count);
+  size_ += static_cast<std::uint32_t>(count);
+  return data_ + offset;
+}
+
+Shape::iterator Shape::erase(const_iterator first, const_iterator last) {
+  const auto at = const_cast<iterator>(first);
+  std::copy(const_cast<iterator>(last), end(), at);
+  size_ -= static_cast<std::uint32_t>(last - first);
+  return at;
+}
+
+void Shape::swap(Shape& other) noexcept {
+  Shape t(std::move(other));
+  other = std::move(*this);
+  *this = std::move(t);
+}
+
+bool operator==(const Shape& a, const Shape& b) noexcept {
+  return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+}
+
+std::strong_ordering operator<=>(const Shape& a, const Shape& b) noexcept {
+  return std::lexicographical_compare_three_way(a.begin(), a.end(), b.begin(), b.end());
+}
+
+void Shape::release() noexcept {
+  if (on_heap()) std::free(data_);
+  data_ = inline_;
+  size_ = 0;
+  capacity_ = inline_rank;
+}
+
+void Shape::take(Shape& other) noexcept {
+  if (other.on_heap()) {
+    data_ = other.data_;
+    capacity_ = other.capacity_;
+  } else {
+    std::memcpy(inline_, other.inline_, sizeof inline_);  // a fixed size: no bounds for the compiler to doubt
+  }
+  size_ = other.size_;
+  other.data_ = other.inline_;
+  other.size_ = 0;
+  other.capacity_ = inline_rank;
+}
+
 Shape::reference Shape::at(size_type i) {
   if (i >= size_) fail("Shape::at: index {} out of range for a shape of {} axes", i, size_);
   return data_[i];

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <iterator>
+#include <memory>
 #include <new>
 #include <string>
 #include <string_view>
@@ -33,32 +34,24 @@ class Shape {
   static constexpr size_type inline_rank = 6;
 
   Shape() noexcept {}
-  Shape(std::initializer_list<value_type> values) { assign(values.begin(), values.end()); }
-  explicit Shape(size_type count, value_type value = 0) { assign(count, value); }
+  // Copies, assignments and edits are out of line (shape.cpp): inlined into every file, each was instrumented again
+  // in the sanitizers' build, and a call costs little beside the work it does.
+  Shape(std::initializer_list<value_type> values);
+  explicit Shape(size_type count, value_type value = 0);
   template <std::input_iterator It>
   Shape(It first, It last) {
     assign(first, last);
   }
-  Shape(const std::vector<value_type>& values) { assign(values.begin(), values.end()); }  // NOLINT: converts
-  Shape(const Shape& other) { assign(other.begin(), other.end()); }
-  Shape(Shape&& other) noexcept { take(other); }
-  Shape& operator=(const Shape& other) {
-    if (this != &other) assign(other.begin(), other.end());
-    return *this;
+  Shape(const std::vector<value_type>& values);  // NOLINT: converts
+  Shape(const Shape& other);
+  Shape(Shape&& other) noexcept;
+  Shape& operator=(const Shape& other);
+  Shape& operator=(Shape&& other) noexcept;
+  Shape& operator=(std::initializer_list<value_type> values);
+  ~Shape() {
+    if (on_heap()) std::free(data_);
   }
-  Shape& operator=(Shape&& other) noexcept {
-    if (this != &other) {
-      release();
-      take(other);
-    }
-    return *this;
-  }
-  Shape& operator=(std::initializer_list<value_type> values) {
-    assign(values.begin(), values.end());
-    return *this;
-  }
-  ~Shape() { release(); }
-  operator std::vector<value_type>() const { return {begin(), end()}; }  // NOLINT: converts
+  operator std::vector<value_type>() const;  // NOLINT: converts
 
   size_type size() const noexcept { return size_; }
   bool empty() const noexcept { return size_ == 0; }
@@ -88,11 +81,7 @@ class Shape {
     if (n > capacity_) grow(n);
   }
   void clear() noexcept { size_ = 0; }
-  void resize(size_type n, value_type value = 0) {
-    reserve(n);
-    for (size_type i = size_; i < n; ++i) data_[i] = value;
-    size_ = static_cast<std::uint32_t>(n);
-  }
+  void resize(size_type n, value_type value = 0);
   void push_back(value_type value) {
     if (size_ == capacity_) grow(2 * static_cast<size_type>(capacity_));
     data_[size_++] = value;
@@ -102,82 +91,42 @@ class Shape {
     return back();
   }
   void pop_back() noexcept { --size_; }
-  void assign(size_type count, value_type value) {
-    clear();
-    resize(count, value);
-  }
+  void assign(size_type count, value_type value);
   template <std::input_iterator It>
   void assign(It first, It last) {
-    clear();
-    if constexpr (std::forward_iterator<It>) reserve(static_cast<size_type>(std::distance(first, last)));
-    for (; first != last; ++first) push_back(static_cast<value_type>(*first));
+    if constexpr (std::contiguous_iterator<It> && std::same_as<std::iter_value_t<It>, value_type>) {
+      assign_copy(std::to_address(first), static_cast<size_type>(last - first));
+    } else {
+      clear();
+      if constexpr (std::forward_iterator<It>) reserve(static_cast<size_type>(std::distance(first, last)));
+      for (; first != last; ++first) push_back(static_cast<value_type>(*first));
+    }
   }
-  void assign(std::initializer_list<value_type> values) { assign(values.begin(), values.end()); }
+  void assign(std::initializer_list<value_type> values);
   iterator insert(const_iterator pos, value_type value) { return insert(pos, size_type{1}, value); }
-  iterator insert(const_iterator pos, size_type count, value_type value) {
-    const iterator at = open(pos, count);
-    std::fill(at, at + count, value);
-    return at;
-  }
+  iterator insert(const_iterator pos, size_type count, value_type value);
   template <std::forward_iterator It>
   iterator insert(const_iterator pos, It first, It last) {
     const Shape values(first, last);  // the source may be this shape
-    const iterator at = open(pos, values.size());
-    std::copy(values.begin(), values.end(), at);
-    return at;
+    return insert_copy(pos, values.data(), values.size());
   }
-  iterator insert(const_iterator pos, std::initializer_list<value_type> values) {
-    return insert(pos, values.begin(), values.end());
-  }
+  iterator insert(const_iterator pos, std::initializer_list<value_type> values);
   iterator erase(const_iterator pos) { return erase(pos, pos + 1); }
-  iterator erase(const_iterator first, const_iterator last) {
-    const auto at = const_cast<iterator>(first);
-    std::copy(const_cast<iterator>(last), end(), at);
-    size_ -= static_cast<std::uint32_t>(last - first);
-    return at;
-  }
-  void swap(Shape& other) noexcept {
-    Shape t(std::move(other));
-    other = std::move(*this);
-    *this = std::move(t);
-  }
+  iterator erase(const_iterator first, const_iterator last);
+  void swap(Shape& other) noexcept;
 
-  friend bool operator==(const Shape& a, const Shape& b) noexcept {
-    return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
-  }
-  friend std::strong_ordering operator<=>(const Shape& a, const Shape& b) noexcept {
-    return std::lexicographical_compare_three_way(a.begin(), a.end(), b.begin(), b.end());
-  }
+  friend bool operator==(const Shape& a, const Shape& b) noexcept;
+  friend std::strong_ordering operator<=>(const Shape& a, const Shape& b) noexcept;
 
  private:
   bool on_heap() const noexcept { return data_ != inline_; }
-  void release() noexcept {
-    if (on_heap()) std::free(data_);
-    data_ = inline_;
-    size_ = 0;
-    capacity_ = inline_rank;
-  }
-  void take(Shape& other) noexcept {
-    if (other.on_heap()) {
-      data_ = other.data_;
-      capacity_ = other.capacity_;
-    } else {
-      std::memcpy(inline_, other.inline_, sizeof inline_);  // a fixed size: no bounds for the compiler to doubt
-    }
-    size_ = other.size_;
-    other.data_ = other.inline_;
-    other.size_ = 0;
-    other.capacity_ = inline_rank;
-  }
+  void release() noexcept;
+  void take(Shape& other) noexcept;
   void grow(size_type n);
+  void assign_copy(const value_type* values, size_type count);                          // `values` outside this shape
+  iterator insert_copy(const_iterator pos, const value_type* values, size_type count);  // likewise
   // Makes room for `count` entries at `pos`, moving those after it; returns where the room starts.
-  iterator open(const_iterator pos, size_type count) {
-    const auto offset = static_cast<size_type>(pos - data_);
-    reserve(size_ + count);
-    std::copy_backward(data_ + offset, data_ + size_, data_ + size_ + count);
-    size_ += static_cast<std::uint32_t>(count);
-    return data_ + offset;
-  }
+  iterator open(const_iterator pos, size_type count);
 
   value_type* data_ = inline_;
   std::uint32_t size_ = 0;

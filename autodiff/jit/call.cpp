@@ -189,6 +189,47 @@ const OpDef call_op{.name = "jit",
 
 }  // namespace
 
+JittedCore::JittedCore(std::shared_ptr<const void> f, JitOptions options)
+    : f_(std::move(f)), cache_(std::make_shared<JitCache>(std::move(options))) {}
+
+std::shared_ptr<const CacheEntry> JittedCore::lookup(const std::vector<Tensor>& args, ErasedTrace trace,
+                                                     bool count_call) const {
+  const void* f = f_.get();
+  return cache_->get(
+      args, [trace, f](const std::vector<Tensor>& symbolic) { return trace(f, symbolic); }, count_call);
+}
+
+std::optional<JittedCore::Results> JittedCore::call(const std::vector<Tensor>& args, ErasedTrace trace) const {
+  // Called while a jit traces (this function calling itself, or jitted pieces composed): the function is inlined, its
+  // ops joining the enclosing trace.
+  if (tracing()) return std::nullopt;
+  std::shared_ptr<const CacheEntry> entry = lookup(args, trace, true);
+  // Called inside grad, vjp or jvp, or on a tensor they track: the plan runs as one op whose derivatives are planned
+  // once too (a plan's results carry no tape otherwise). Where it cannot (the function captures a tensor a transform
+  // tracks, which may be the enclosing transform's variable), the function runs op by op, recorded like any function.
+  bool tracked = differentiating();
+  for (const Tensor& t : args) tracked |= t.defined() && t.impl().tracked;
+  if (tracked) {
+    std::optional<std::vector<Tensor>> out = call_as_op(function(args.size(), trace), args, entry);
+    if (!out) return std::nullopt;
+    return Results{std::move(*out), std::move(entry)};
+  }
+  if (entry->runs_eagerly) return std::nullopt;
+  std::vector<Tensor> out = run_plan(*entry->plan, args);
+  return Results{std::move(out), std::move(entry)};
+}
+
+std::shared_ptr<Function> JittedCore::function(std::size_t arity, ErasedTrace trace) const {
+  const std::lock_guard lock(mutex_);
+  std::shared_ptr<Function>& slot = functions_[arity];
+  if (!slot) {
+    slot = std::make_shared<Function>();
+    slot->code = [trace, f = f_](const std::vector<Tensor>& args) { return trace(f.get(), args).outputs; };
+    slot->cache = cache_;
+  }
+  return slot;
+}
+
 std::optional<std::vector<Tensor>> call_as_op(const std::shared_ptr<Function>& f, const std::vector<Tensor>& args,
                                               std::shared_ptr<const CacheEntry> entry) {
   if (!entry)
