@@ -6,10 +6,10 @@
 set(VTAPE_SANITIZE_FLAGS -O1 -g1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
 
 # The Eigen kernel files without UndefinedBehaviorSanitizer's pointer checks (alignment, null, pointer overflow,
-# object size, vptr), which instrument every one of Eigen's inlined loads and stores and were half those files'
-# compile time, and without AddressSanitizer's stack checks: the kernels read and write tensors' buffers, which are
-# on the heap and stay checked at every access, and the redzones of Eigen's inlined temporaries were a third of
-# those files' code. The arithmetic checks stay.
+# object size, vptr), which instrument every one of Eigen's inlined loads and stores, and without AddressSanitizer's
+# stack checks: the kernels read and write tensors' buffers, which are on the heap and stay checked at every access,
+# while the stack's redzones were those of Eigen's inlined temporaries. Both were much of those files' compile time
+# (docs/performance.md, "Build and test times"). The arithmetic checks stay.
 set(VTAPE_SANITIZE_KERNEL_FLAGS -fno-sanitize=alignment,null,pointer-overflow,vptr,object-size)
 if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
   list(APPEND VTAPE_SANITIZE_KERNEL_FLAGS --param=asan-stack=0)
