@@ -25,6 +25,7 @@ done
 echo "building the consumer against the installed package"
 cmake --build "$work/installed" -j "$(nproc)" >/dev/null
 "$work/installed/consumer"
+"$work/installed/consumer_library_first"
 # As a subproject: configured from the source tree, and the consumer compiled with the usage requirements
 # add_subdirectory gives it (include folders, definitions, options); the link is checked by its command line,
 # which names the subproject's library and its dependencies. Building and running it would compile vtape a third

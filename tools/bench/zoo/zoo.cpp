@@ -6,6 +6,7 @@
 //
 //   build/tools/bench_zoo [--models seed,co2,...] [--batches 1,8,64,1024] [--reps 5] [--data ../shared/data]
 //                         [--max-call-ms 20000] [--json] [--check] [--chunks] [--explain] [--soak CALLS]
+//                         [--compiles 5]
 //
 // --check: the batch sizes 1 and 3, one call each; exits 1 where a model's vtape and limit values or
 // gradients differ by more than 1e-8 relative to the largest entry (the ctest zoo_limits_match_vtape).
@@ -15,6 +16,7 @@
 // --soak CALLS: instead of timing, CALLS calls of each model's jitted step at batch sizes drawn at random from
 // --batches (a fixed seed), with the process's resident memory after the first tenth of them (every batch size's
 // plan memory and recordings exist by then) and at every further tenth: memory that grows with the calls is a leak.
+// --compiles N: how many later compiles (new jits of the model over the same data) compile_again_ms is the median of.
 // A model whose data is missing is reported as skipped, and so is a batch size whose call would take
 // over --max-call-ms by the previous size's time per example (co2 at B = 1024 is about a minute).
 #include <fmt/core.h>
@@ -92,7 +94,7 @@ int main(int argc, char** argv) try {
                                  "hierarchical", "logistic", "kalman",  "mixture",     "eight_schools", "kepler"};
   std::vector<std::int64_t> batches{1, 8, 64, 1024};
   std::string data = "../shared/data";
-  int reps = 5;
+  int reps = 5, compiles = 5;
   double max_call_ms = 20000;
   bool json = false, check = false, chunks = false, explain = false;
   long soak = 0;
@@ -111,10 +113,11 @@ int main(int argc, char** argv) try {
     else if (a == "--chunks") chunks = true;
     else if (a == "--explain") explain = true;
     else if (a == "--soak" && more) soak = std::stol(argv[++i]);
+    else if (a == "--compiles" && more) compiles = std::max(1, std::stoi(argv[++i]));
     else {
       fmt::print(stderr,
                  "usage: bench_zoo [--models a,b] [--batches 1,8,...] [--reps R] [--data DIR] [--max-call-ms MS] "
-                 "[--json] [--check] [--chunks] [--explain] [--soak CALLS]\n");
+                 "[--json] [--check] [--chunks] [--explain] [--soak CALLS] [--compiles N]\n");
       return 2;
     }
   }
@@ -192,9 +195,9 @@ int main(int argc, char** argv) try {
       if (bi == 0) {
         compile_ms = step.counters().trace_ms + step.counters().plan_ms;
         // Another jit of the same model over the same captured data: what compiling costs once the passes have read
-        // each captured tensor (their answers are kept with it); the median of five.
+        // each captured tensor (their answers are kept with it); the median of --compiles.
         std::vector<double> again_ms;
-        for (int k = 0; k < 5; ++k) {
+        for (int k = 0; k < compiles; ++k) {
           const auto again = vt::jit(vt::vmap(vt::value_and_grad(m.log_density)));
           (void)again.compile(batch);
           again_ms.push_back(again.counters().trace_ms + again.counters().plan_ms);
