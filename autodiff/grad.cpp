@@ -1,9 +1,7 @@
 #include "grad.hpp"
 
 #include <atomic>
-
-#include <unordered_map>
-#include <unordered_set>
+#include <utility>
 
 #include "../core/graph.hpp"
 #include "../ops/tangent.hpp"
@@ -31,7 +29,7 @@ const OpDef identity_op{.name = "identity",
 // Tracked tensors reachable from `outputs`, inputs before the tensors computed from them.
 std::vector<Tensor> topological_order(const std::vector<Tensor>& outputs) {
   std::vector<Tensor> order;
-  std::unordered_set<const TensorImpl*> seen;
+  PointerSet seen;
   std::vector<std::pair<Tensor, bool>> stack;  // (tensor, inputs already pushed)
   for (const Tensor& o : outputs) stack.emplace_back(o, false);
   while (!stack.empty()) {
@@ -42,7 +40,7 @@ std::vector<Tensor> topological_order(const std::vector<Tensor>& outputs) {
       order.push_back(t);
       continue;
     }
-    if (!t.impl().tracked || !seen.insert(p).second) continue;
+    if (!t.impl().tracked || !seen.insert(p)) continue;
     stack.emplace_back(t, true);
     if (t.impl().node)
       for (const Tensor& in : t.impl().node->inputs) stack.emplace_back(in, false);
@@ -54,13 +52,13 @@ thread_local int open_transforms = 0;
 
 // The tensors of `order` (inputs first) computed from a variable in `wrt`, the variables included: where a sweep's
 // cotangents or tangents flow.
-std::unordered_set<const TensorImpl*> relevant_to(const std::vector<Tensor>& order, const std::vector<Tensor>& wrt) {
-  std::unordered_set<const TensorImpl*> relevant;
+PointerSet relevant_to(const std::vector<Tensor>& order, const std::vector<Tensor>& wrt) {
+  PointerSet relevant;
   for (const Tensor& w : wrt) relevant.insert(w.impl_ptr().get());
   for (const Tensor& t : order) {
-    if (relevant.count(t.impl_ptr().get()) || !t.impl().node) continue;
+    if (relevant.contains(t.impl_ptr().get()) || !t.impl().node) continue;
     for (const Tensor& in : t.impl().node->inputs)
-      if (relevant.count(in.impl_ptr().get())) {
+      if (relevant.contains(in.impl_ptr().get())) {
         relevant.insert(t.impl_ptr().get());
         break;
       }
@@ -94,23 +92,23 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
   for (std::size_t i = 0; i < outputs.size(); ++i)
     per_example_outputs |= outputs[i].is_batched() || (!cotangents.empty() && cotangents[i].is_batched());
   const std::vector<Tensor> order = topological_order(outputs);
-  const std::unordered_set<const TensorImpl*> relevant = relevant_to(order, wrt);
+  const PointerSet relevant = relevant_to(order, wrt);
   // A batch of cotangents for an unbatched result that is itself a reduction over a batch, of values the cotangents
   // flow through, cannot be kept apart from the batch it reduces (both would be the one batch axis).
   for (std::size_t i = 0; i < cotangents.size(); ++i)
     if (cotangents[i].is_batched() && !outputs[i].is_batched())
       for (const Tensor& t : order)
-        if (t.is_batched() && relevant.count(t.impl_ptr().get()))
+        if (t.is_batched() && relevant.contains(t.impl_ptr().get()))
           fail(
               "vjp: a batch of cotangents (a pullback under vmap) for an unbatched result computed from batched "
               "values (a reduction over their batch): the two batches would share one axis; pull back one "
               "cotangent at a time");
 
-  std::unordered_map<const TensorImpl*, Tensor> cot;
+  PointerMap<Tensor> cot;
   auto accumulate = [&](const Tensor& t, const Tensor& g) {
     if (g.impl().no_cotangent) return;
-    auto [it, fresh] = cot.try_emplace(t.impl_ptr().get(), g);
-    if (!fresh) it->second = add(it->second, g);
+    auto [sum, fresh] = cot.try_emplace(t.impl_ptr().get(), g);
+    if (!fresh) *sum = add(*sum, g);
   };
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Tensor seed =
@@ -124,33 +122,52 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
     accumulate(outputs[i], match_batching(seed, outputs[i], per_example_outputs));
   }
 
-  // Who reads what, gathered on an adjoint's first question.
-  std::unordered_map<const TensorImpl*, std::vector<Tensor>> read_by;
-  bool read_by_known = false;
+  // Who reads what, gathered on an adjoint's first question: the readers of the tensor numbered i (in the order first
+  // read) are reader[first_reader[i], first_reader[i + 1]), an undefined one for a result of the program.
+  PointerMap<int> read_index;
+  std::vector<std::size_t> first_reader;
+  std::vector<Tensor> reader;
+  const auto for_each_read = [&](const auto& f) {
+    for (const Tensor& o : outputs) f(o, Tensor());
+    for (const Tensor& t : order)
+      if (t.impl().node)
+        for (const Tensor& in : t.impl().node->inputs) f(in, t);
+  };
   const std::function<std::vector<Tensor>(const Tensor&)> readers = [&](const Tensor& x) {
-    if (!read_by_known) {
-      for (const Tensor& o : outputs) read_by[o.impl_ptr().get()].push_back(Tensor());
-      for (const Tensor& t : order)
-        if (t.impl().node)
-          for (const Tensor& in : t.impl().node->inputs) read_by[in.impl_ptr().get()].push_back(t);
-      read_by_known = true;
+    if (first_reader.empty()) {
+      for_each_read([&](const Tensor& read, const Tensor&) {
+        const auto [i, fresh] = read_index.try_emplace(read.impl_ptr().get(), static_cast<int>(first_reader.size()));
+        if (fresh) first_reader.push_back(0);
+        ++first_reader[static_cast<std::size_t>(*i)];
+      });
+      std::size_t start = 0;
+      for (std::size_t& n : first_reader) start += std::exchange(n, start);
+      first_reader.push_back(start);
+      reader.resize(start);
+      std::vector<std::size_t> filled(first_reader.begin(), first_reader.end() - 1);
+      for_each_read([&](const Tensor& read, const Tensor& by) {
+        reader[filled[static_cast<std::size_t>(read_index.at(read.impl_ptr().get()))]++] = by;
+      });
     }
-    const auto found = read_by.find(x.impl_ptr().get());
-    return found == read_by.end() ? std::vector<Tensor>{} : found->second;
+    const int* i = read_index.find(x.impl_ptr().get());
+    if (!i) return std::vector<Tensor>{};
+    return std::vector<Tensor>(
+        reader.begin() + static_cast<std::ptrdiff_t>(first_reader[static_cast<std::size_t>(*i)]),
+        reader.begin() + static_cast<std::ptrdiff_t>(first_reader[static_cast<std::size_t>(*i) + 1]));
   };
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const Tensor& t = *it;
-    const auto found = cot.find(t.impl_ptr().get());
-    if (found == cot.end() || !t.impl().node || !relevant.count(t.impl_ptr().get())) continue;
+    const Tensor* found = cot.find(t.impl_ptr().get());
+    if (!found || !t.impl().node || !relevant.contains(t.impl_ptr().get())) continue;
     const Node& node = *t.impl().node;
     AdjointContext context{.needs = std::vector<bool>(node.inputs.size()),
                            .differentiated = differentiable,
                            .sums_over_batch = !per_example_outputs,
                            .readers = &readers};
     for (std::size_t i = 0; i < node.inputs.size(); ++i)
-      context.needs[i] = relevant.count(node.inputs[i].impl_ptr().get()) > 0;
+      context.needs[i] = relevant.contains(node.inputs[i].impl_ptr().get());
     if (OpCounter* counter = OpCounter::active()) ++counter->adjoints[std::string(node.op->name)];
-    const std::vector<Tensor> grads = node.op->adjoint(node, t, found->second, context);
+    const std::vector<Tensor> grads = node.op->adjoint(node, t, *found, context);  // before cot grows
     for (std::size_t i = 0; i < grads.size(); ++i) {
       if (!context.needs[i] || !grads[i].defined()) continue;
       if (grads[i].shape() != node.inputs[i].shape())
@@ -162,9 +179,8 @@ std::vector<Tensor> backward(const std::vector<Tensor>& outputs, const std::vect
 
   std::vector<Tensor> result;
   for (const Tensor& w : wrt) {
-    const auto found = cot.find(w.impl_ptr().get());
-    result.push_back(match_batching(found != cot.end() ? found->second : zeros(w.shape(), w.dtype(), w.device()), w,
-                                    per_example_outputs));
+    const Tensor* found = cot.find(w.impl_ptr().get());
+    result.push_back(match_batching(found ? *found : zeros(w.shape(), w.dtype(), w.device()), w, per_example_outputs));
   }
   return result;
 }
@@ -174,21 +190,21 @@ std::vector<Tensor> push_forward(const std::vector<Tensor>& outputs, const std::
   PerExampleScope per_example;  // tangent rules are per example, like the ops they differentiate
   if (tangents.size() != wrt.size()) fail("jvp: {} tangents for {} variables", tangents.size(), wrt.size());
   const std::vector<Tensor> order = topological_order(outputs);
-  std::unordered_map<const TensorImpl*, Tensor> tangent;
+  PointerMap<Tensor> tangent;
   bool directions = false;  // a batch of tangents for an unbatched variable: one J v per tangent
   for (std::size_t i = 0; i < wrt.size(); ++i) {
     if (!tangents[i].defined()) continue;
-    tangent[wrt[i].impl_ptr().get()] = tangents[i];
+    *tangent.try_emplace(wrt[i].impl_ptr().get()).first = tangents[i];
     directions |= tangents[i].is_batched() && !wrt[i].is_batched();
   }
   // A batch of tangents for an unbatched primal meets the batched values its tangents flow through example by
   // example: right in a vmap body, whose batched values are all the one vmap's examples, unless a value reduces over
   // that batch; elsewhere the tangents' batch and the values' would share one axis.
   if (directions) {
-    const std::unordered_set<const TensorImpl*> relevant = relevant_to(order, wrt);
+    const PointerSet relevant = relevant_to(order, wrt);
     const bool one_batch = detail::in_vmap_body();
     for (const Tensor& t : order)
-      if (t.is_batched() && relevant.count(t.impl_ptr().get()) &&
+      if (t.is_batched() && relevant.contains(t.impl_ptr().get()) &&
           (!one_batch || (t.impl().node && t.impl().node->op->reduces_batch)))
         fail(
             "jvp: a batch of tangents (a jvp under vmap) for an unbatched primal that meets batched values: the two "
@@ -201,8 +217,8 @@ std::vector<Tensor> push_forward(const std::vector<Tensor>& outputs, const std::
     std::vector<Tensor> in(node.inputs.size());
     bool any = false;
     for (std::size_t i = 0; i < in.size(); ++i)
-      if (const auto found = tangent.find(node.inputs[i].impl_ptr().get()); found != tangent.end()) {
-        in[i] = found->second;
+      if (const Tensor* found = tangent.find(node.inputs[i].impl_ptr().get())) {
+        in[i] = *found;
         any = true;
       }
     if (!any || !node.op->adjoint) continue;  // no gradient flows through the op: no tangent either
@@ -215,13 +231,13 @@ std::vector<Tensor> push_forward(const std::vector<Tensor>& outputs, const std::
            name_of(t.dtype()));
     if (out.shape() != t.shape()) out = broadcast_to(out, t.shape());           // an input's tangent, unbroadcast
     if (t.is_batched() && !out.is_batched()) out = broadcast_to_batch(out, t);  // the same for every example
-    tangent[t.impl_ptr().get()] = out;
+    *tangent.try_emplace(t.impl_ptr().get()).first = out;
   }
 
   std::vector<Tensor> result;
   for (const Tensor& o : outputs) {
-    const auto found = tangent.find(o.impl_ptr().get());
-    Tensor r = found != tangent.end() ? found->second : zeros(o.shape(), o.dtype(), o.device());
+    const Tensor* found = tangent.find(o.impl_ptr().get());
+    Tensor r = found ? *found : zeros(o.shape(), o.dtype(), o.device());
     if (o.is_batched() && !r.is_batched()) r = broadcast_to_batch(r, o);
     result.push_back(r);
   }

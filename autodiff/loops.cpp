@@ -18,8 +18,6 @@
 #include <exception>
 #include <functional>
 #include <mutex>
-#include <unordered_map>
-#include <unordered_set>
 
 namespace vt::detail {
 
@@ -31,8 +29,8 @@ namespace {
 // function the user wrote (and what it refers to) is never called again.
 struct LoopBody {
   std::vector<Tensor> params, lifted;
-  std::unordered_set<const TensorImpl*> made;  // recorded inside: replayed; anything else is a constant
-  std::int64_t kernels = 0;                    // the ops of `made` that run a kernel: one step's kernel calls
+  PointerSet made;           // recorded inside: replayed; anything else is a constant
+  std::int64_t kernels = 0;  // the ops of `made` that run a kernel: one step's kernel calls
   Tensor carry, y;
   std::shared_ptr<JitCache> plans = std::make_shared<JitCache>();
   // Recordings of the body that finished loops left, for the loop's next run (a jitted call runs it at every call):
@@ -43,9 +41,10 @@ struct LoopBody {
 
   // The body on (own arguments..., lifted inputs...).
   std::pair<Tensor, Tensor> call(const std::vector<Tensor>& args) const {
-    std::unordered_map<const TensorImpl*, Tensor> value;
-    for (std::size_t i = 0; i < params.size(); ++i) value[&params[i].impl()] = args[i];
-    for (std::size_t k = 0; k < lifted.size(); ++k) value[&lifted[k].impl()] = args[params.size() + k];
+    PointerMap<Tensor> value;
+    for (std::size_t i = 0; i < params.size(); ++i) *value.try_emplace(&params[i].impl()).first = args[i];
+    for (std::size_t k = 0; k < lifted.size(); ++k)
+      *value.try_emplace(&lifted[k].impl()).first = args[params.size() + k];
     const auto replay = [&](const Tensor& root) {
       std::vector<Tensor> stack{root};  // iterative: a long body must not recurse as deep
       while (!stack.empty()) {
@@ -56,7 +55,7 @@ struct LoopBody {
           continue;
         }
         if (!made.contains(p) || !t.impl().node) {
-          value.emplace(p, t);
+          value.try_emplace(p, t);
           stack.pop_back();
           continue;
         }
@@ -70,7 +69,7 @@ struct LoopBody {
         if (!ready) continue;
         std::vector<Tensor> inputs;
         for (const Tensor& in : node.inputs) inputs.push_back(value.at(&in.impl()));
-        value.emplace(p, reapply(node, std::move(inputs)));
+        value.try_emplace(p, reapply(node, std::move(inputs)));
         stack.pop_back();
       }
       return value.at(&root.impl());
@@ -91,14 +90,14 @@ Tensor symbolic(DType dtype, const Shape& shape, Device device) {
 // names may have been freed since; only what the results hold is followed).
 std::int64_t kernels_of(const LoopBody& body) {
   std::int64_t kernels = 0;
-  std::unordered_set<const TensorImpl*> seen;
+  PointerSet seen;
   std::vector<Tensor> stack{body.carry, body.y};
   while (!stack.empty()) {
     const Tensor t = stack.back();
     stack.pop_back();
     if (!t.defined()) continue;
     const TensorImpl* p = &t.impl();
-    if (!body.made.contains(p) || !t.impl().node || !seen.insert(p).second) continue;
+    if (!body.made.contains(p) || !t.impl().node || !seen.insert(p)) continue;
     const Node& node = *t.impl().node;
     if (!node.op->aliases_input) ++kernels;
     for (const Tensor& x : node.inputs) stack.push_back(x);
@@ -122,7 +121,7 @@ std::shared_ptr<LoopBody> record(const FlatBody& fn, const std::vector<Tensor>& 
   std::tie(body->carry, body->y) = fn(body->params);
   std::vector<Tensor> results{body->carry, body->y};
   scope.see(results);  // a result made outside (a value the body closes over) is read from there
-  body->made = scope.made_inside();
+  body->made = scope.take_made_inside();
   body->kernels = kernels_of(*body);
   for (const Tensor& c : scope.captured())
     if (c.is_symbolic() || c.impl().tracked || c.is_batched()) body->lifted.push_back(c);
@@ -227,7 +226,7 @@ struct BodyContext {
 
 // ---------------------------------------------------------------- scan
 
-ExampleType scan_infer(const std::vector<ExampleType>& in, const Attrs& attrs) {
+ExampleType scan_infer(std::span<const ExampleType> in, const Attrs& attrs) {
   const auto a = unpack_attrs<LoopAttrs>(attrs);
   const ExampleType& init = in[0];
   if (!is_floating(init.dtype) || init.shape != Shape{a.carry})
@@ -395,7 +394,7 @@ void wanted_parts(const Tensor& flat, const Tensor& ct, const std::vector<bool>&
 // reads: through its unit-step slices; any other reader reads all of it.
 std::vector<bool> columns_read(const std::vector<Tensor>& outs, const Tensor& input, const std::vector<Tensor>& args) {
   std::vector<bool> read(static_cast<std::size_t>(input.numel()), false);
-  std::unordered_set<const TensorImpl*> seen;
+  PointerSet seen;
   for (const Tensor& a : args) seen.insert(&a.impl());  // the walk stops at the body's arguments
   std::vector<Tensor> stack(outs);
   for (const Tensor& o : outs)
@@ -403,7 +402,7 @@ std::vector<bool> columns_read(const std::vector<Tensor>& outs, const Tensor& in
   while (!stack.empty()) {
     const Tensor t = stack.back();
     stack.pop_back();
-    if (!t.impl().tracked || !t.impl().node || !seen.insert(&t.impl()).second) continue;
+    if (!t.impl().tracked || !t.impl().node || !seen.insert(&t.impl())) continue;
     for (const Tensor& in : t.impl().node->inputs) {
       if (&in.impl() == &input.impl()) {
         const auto window = unit_slice_window(t);
@@ -602,7 +601,7 @@ Tensor scan_tangent(const Node& node, const Tensor& out, const std::vector<Tenso
 
 // ---------------------------------------------------------------- while
 
-ExampleType while_infer(const std::vector<ExampleType>& in, const Attrs& attrs) {
+ExampleType while_infer(std::span<const ExampleType> in, const Attrs& attrs) {
   const auto a = unpack_attrs<LoopAttrs>(attrs);
   if (!is_floating(in[0].dtype) || in[0].shape != Shape{a.carry})
     fail("while_loop: the flat carry is {} of shape {}; expected a floating-point vector of {}", name_of(in[0].dtype),

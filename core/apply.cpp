@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <array>
+#include <span>
 #include <mutex>
 
 #include "graph.hpp"
@@ -26,9 +28,8 @@ void CaptureScope::see(std::vector<Tensor>& inputs) {
   for (Tensor& t : inputs) {
     if (!t.defined()) continue;
     if (substitute_ && !made_.contains(&t.impl())) {
-      const auto found = substituted_.find(&t.impl());
-      if (found != substituted_.end()) {
-        t = found->second;
+      if (const Tensor* found = substituted_.find(&t.impl())) {
+        t = *found;
       } else {
         active_capture = previous_;  // the substitute is made outside this scope
         Tensor replaced;
@@ -39,12 +40,12 @@ void CaptureScope::see(std::vector<Tensor>& inputs) {
           throw;
         }
         active_capture = this;
-        substituted_.emplace(&t.impl(), replaced);
+        substituted_.try_emplace(&t.impl(), replaced);
         t = replaced;
       }
     }
     for (CaptureScope* s = this; s; s = s->previous_)
-      if (!s->made_.contains(&t.impl()) && s->captured_set_.insert(&t.impl()).second) s->captured_.push_back(t);
+      if (!s->made_.contains(&t.impl()) && s->captured_set_.insert(&t.impl())) s->captured_.push_back(t);
   }
 }
 
@@ -85,11 +86,28 @@ int OpCounter::tangent(std::string_view op) const {
   return it == tangents.end() ? 0 : it->second;
 }
 
-Operand infer_output(const OpDef& op, const std::vector<Operand>& in, const Attrs& attrs) {
+namespace {
+// n values of T, on the stack for the usual few (an op's inputs): apply runs once per traced op.
+template <class T>
+class FewOrMany {
+ public:
+  explicit FewOrMany(std::size_t n) : n_(n) {
+    if (n > few_.size()) many_.resize(n);
+  }
+  std::span<T> span() { return {n_ > few_.size() ? many_.data() : few_.data(), n_}; }
+
+ private:
+  std::array<T, 4> few_{};
+  std::vector<T> many_;
+  std::size_t n_;
+};
+}  // namespace
+
+Operand infer_output(const OpDef& op, std::span<const Operand> in, const Attrs& attrs) {
   if (op.inputs >= 0 && in.size() != static_cast<std::size_t>(op.inputs))
     fail("{}: takes {} input{}, got {}", op.name, op.inputs, op.inputs == 1 ? "" : "s", in.size());
-  std::vector<ExampleType> types;
-  types.reserve(in.size());
+  FewOrMany<ExampleType> storage(in.size());
+  const std::span<ExampleType> types = storage.span();
   bool batched = false;
   for (std::size_t i = 0; i < in.size(); ++i) {
     if (!op.integers && is_integer(in[i].dtype))
@@ -101,14 +119,14 @@ Operand infer_output(const OpDef& op, const std::vector<Operand>& in, const Attr
     if (!op.mixed_dtypes && in[i].dtype != in[0].dtype)
       fail("{}: dtype mismatch ({} and {})", op.name, name_of(in[0].dtype), name_of(in[i].dtype));
     batched |= in[i].batched;
-    types.push_back({in[i].dtype, in[i].shape});
+    types[i] = {in[i].dtype, in[i].shape};
   }
   ExampleType type = op.infer(types, attrs);
   (void)checked_numel(type.shape, op.name, size_of(type.dtype));  // no negative or overflowing shape leaves a rule
   return {type.dtype, std::move(type.shape), batched && !op.reduces_batch, nullptr};
 }
 
-KernelViews kernel_views(const std::vector<Operand>& in, const Operand& out, std::int64_t batch) {
+KernelViews kernel_views(std::span<const Operand> in, const Operand& out, std::int64_t batch) {
   KernelViews views;
   for (const Operand& v : in) views.batched |= v.batched;
   views.in.reserve(in.size());
@@ -144,8 +162,8 @@ std::int64_t traced_batch(const std::vector<Tensor>& inputs) {
 
 Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
   if (active_capture) active_capture->see(inputs);
-  std::vector<Operand> values;
-  values.reserve(inputs.size());
+  FewOrMany<Operand> storage(inputs.size());
+  const std::span<Operand> values = storage.span();
   bool symbolic = false, traced = false, deferred_input = false, tracked = false, batched = false;
   std::uint64_t tracked_since = 0;
   std::int64_t batch = 0;
@@ -168,8 +186,7 @@ Tensor apply(const OpDef& op, std::vector<Tensor> inputs, Attrs attrs) {
       batched = true;
       batch = t.impl().batch;
     }
-    values.push_back(
-        {t.dtype(), t.shape(), t.is_batched(), t.is_symbolic() ? nullptr : const_cast<void*>(t.raw_data())});
+    values[i] = {t.dtype(), t.shape(), t.is_batched(), t.is_symbolic() ? nullptr : const_cast<void*>(t.raw_data())};
   }
   Operand out = infer_output(op, values, attrs);
   if (active_counter) ++active_counter->forwards[std::string(op.name)];

@@ -24,14 +24,14 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
-#include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
+#include "pointer_map.hpp"
 #include "tensor.hpp"
 
 namespace vt {
@@ -42,7 +42,9 @@ namespace vt {
 /// place that converts. A field is an integer, bool or enum, a double, a Shape (or a std::vector<std::int64_t> of
 /// axes) or a Device.
 struct Attrs {
-  std::vector<std::int64_t> ints;
+  /// A Shape for its inline storage: most ops' integers fit it, so that packing, copying and comparing them (every
+  /// traced op, every plan step) allocates nothing.
+  Shape ints;
   std::vector<double> reals;
   /// State that is not a number: a loop's body (autodiff/loops), compared by identity.
   std::shared_ptr<const void> object;
@@ -167,7 +169,7 @@ struct OpDef {
   /// count, naming the op, before its shape rule reads them; an op that a plan text may name (VT_REGISTER_OP) says.
   int inputs = undeclared_inputs;
   /// Output type from the per-example input types; raises vt::Error naming the op on bad input.
-  ExampleType (*infer)(const std::vector<ExampleType>& in, const Attrs& attrs);
+  ExampleType (*infer)(std::span<const ExampleType> in, const Attrs& attrs);
   void (*forward)(const KernelArgs& args);
   /// Cotangents of the inputs given the output and its cotangent, written with ordinary ops so that
   /// the backward pass is itself a recorded graph. An undefined Tensor means "no gradient".
@@ -232,7 +234,7 @@ struct OpDef {
 };
 
 /// The shape rule of ops whose output has input 0's type.
-inline ExampleType same_type(const std::vector<ExampleType>& in, const Attrs&) { return in[0]; }
+inline ExampleType same_type(std::span<const ExampleType> in, const Attrs&) { return in[0]; }
 
 struct Node {
   const OpDef* op;
@@ -269,7 +271,7 @@ const OpRegistration* registration_of(const OpDef& op);
 
 /// The output type and batching of `op` on inputs of these types; raises on bad input. Shared by
 /// apply and by jit, so both see one set of rules.
-Operand infer_output(const OpDef& op, const std::vector<Operand>& in, const Attrs& attrs);
+Operand infer_output(const OpDef& op, std::span<const Operand> in, const Attrs& attrs);
 
 /// The views a forward kernel gets for these operands: when any input is batched, every input view
 /// has a leading batch axis of size `batch` (stride 0 for an unbatched input, broadcast without a
@@ -280,7 +282,7 @@ struct KernelViews {
   View out;
   bool batched = false;  ///< any input is batched
 };
-KernelViews kernel_views(const std::vector<Operand>& in, const Operand& out, std::int64_t batch);
+KernelViews kernel_views(std::span<const Operand> in, const Operand& out, std::int64_t batch);
 
 /// Runs op's forward kernel over these views (nothing runs for an empty output). Shared by apply and
 /// jit plans. The views hold examples [first_example, first_example + batch) of whole_batch (-1: the
@@ -342,8 +344,8 @@ class CaptureScope {
   CaptureScope& operator=(const CaptureScope&) = delete;
   /// The tensors read from outside, in the order first read.
   const std::vector<Tensor>& captured() const { return captured_; }
-  /// What was made inside (by an op, or marked by made()).
-  const std::unordered_set<const TensorImpl*>& made_inside() const { return made_; }
+  /// What was made inside (by an op, or marked by made()), taken from the scope (which is left with none).
+  PointerSet take_made_inside() { return std::move(made_); }
   /// Counts `t` as made inside (the function's arguments).
   void made(const Tensor& t);
   static CaptureScope* active();
@@ -355,11 +357,11 @@ class CaptureScope {
   static bool wrote(const Tensor& result);
 
  private:
-  std::unordered_set<const TensorImpl*> made_;
+  PointerSet made_;
   std::vector<Tensor> captured_;
-  std::unordered_set<const TensorImpl*> captured_set_;
+  PointerSet captured_set_;
   Substitute substitute_;
-  std::unordered_map<const TensorImpl*, Tensor> substituted_;
+  PointerMap<Tensor> substituted_;
   CaptureScope* previous_;
   friend class SuspendCaptures;
 };

@@ -230,7 +230,7 @@ void allreduce_forward(const KernelArgs& k) {
   k.backend.from_host(k.out.data, host.data(), host.size());
 }
 
-ExampleType float_type(const std::vector<ExampleType>& in, const Attrs&) { return in[0]; }
+ExampleType float_type(std::span<const ExampleType> in, const Attrs&) { return in[0]; }
 
 // allreduce's backward: the cotangent itself, once the ranks agreed that it is the same on every rank (its minimum and
 // maximum, in the status all-reduce). The identity adjoint is right only then; a cotangent that differs means that the

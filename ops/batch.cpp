@@ -179,7 +179,7 @@ const OpDef traced_as_batch_op{
     .name = "as_batch",
     .inputs = 1,
     .infer =
-        [](const std::vector<ExampleType>& in, const Attrs&) {
+        [](std::span<const ExampleType> in, const Attrs&) {
           return ExampleType{in[0].dtype, Shape(in[0].shape.begin() + 1, in[0].shape.end())};
         },
     .forward = nullptr,
@@ -196,7 +196,7 @@ const OpDef traced_unbatch_op{
     .name = "unbatch",
     .inputs = 1,
     .infer =
-        [](const std::vector<ExampleType>& in, const Attrs& a) {
+        [](std::span<const ExampleType> in, const Attrs& a) {
           Shape shape = in[0].shape;
           shape.insert(shape.begin(), unpack_attrs<FixedBatchAttrs>(a).batch);
           return ExampleType{in[0].dtype, shape};

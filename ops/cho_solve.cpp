@@ -69,7 +69,7 @@ Tensor cho_solve_tangent(const Node& node, const Tensor& x, const std::vector<Te
 const OpDef cho_solve_op{.name = "cho_solve",
                          .inputs = 3,
                          .infer =
-                             [](const std::vector<ExampleType>& in, const Attrs&) {
+                             [](std::span<const ExampleType> in, const Attrs&) {
                                check_factor("cho_solve", in[0], in[1]);
                                return solve_type("cho_solve", in[1], in[2]);
                              },

@@ -26,7 +26,7 @@ struct FactorAttrs {
   auto fields() { return std::tie(lower_only); }
 };
 
-ExampleType square_type(const std::vector<ExampleType>& in, std::string_view op) {
+ExampleType square_type(std::span<const ExampleType> in, std::string_view op) {
   check_square(op, in[0].shape);
   return in[0];
 }
@@ -64,7 +64,7 @@ const OpDef cholesky_backward_op{
     .name = "cholesky_backward",
     .inputs = 2,
     .infer =
-        [](const std::vector<ExampleType>& in, const Attrs&) {
+        [](std::span<const ExampleType> in, const Attrs&) {
           return ExampleType{in[0].dtype, broadcast_shapes(in[0].shape, in[1].shape, "cholesky_backward")};
         },
     .forward =
@@ -107,7 +107,7 @@ template <const char* Name, bool Checked>
 constexpr OpDef factor_op() {
   return {.name = Name,
           .inputs = 1,
-          .infer = [](const std::vector<ExampleType>& in, const Attrs&) { return square_type(in, Name); },
+          .infer = [](std::span<const ExampleType> in, const Attrs&) { return square_type(in, Name); },
           .forward = [](const KernelArgs& k) { factor_forward(k, Checked); },
           .adjoint = cholesky_adjoint,
           .tangent = cholesky_tangent,

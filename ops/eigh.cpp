@@ -23,7 +23,7 @@ namespace {
 
 std::int64_t packed_size(std::int64_t n) { return n + n * n; }
 
-ExampleType eigh_type(const std::vector<ExampleType>& in, const Attrs&) {
+ExampleType eigh_type(std::span<const ExampleType> in, const Attrs&) {
   check_square("eigh", in[0].shape);
   Shape out = batch_axes(in[0].shape);
   out.push_back(packed_size(in[0].shape.back()));

@@ -16,7 +16,7 @@ namespace {
 
 // ---------------------------------------------------------------- shape rules
 template <const char* Name>
-ExampleType broadcast_type(const std::vector<ExampleType>& in, const Attrs&) {
+ExampleType broadcast_type(std::span<const ExampleType> in, const Attrs&) {
   Shape s = in[0].shape;
   for (std::size_t i = 1; i < in.size(); ++i) s = broadcast_shapes(s, in[i].shape, Name);
   return {in[0].dtype, s};
@@ -329,7 +329,7 @@ const OpDef minimum_op = binary_op<BinaryKind::minimum, minimum_name>(extremum_a
 // Comparisons: booleans of the broadcast shape, from operands of one dtype (any, bool too). No gradient
 // flows through them; each writes a buffer of its own (its elements are narrower than its operands').
 template <const char* Name>
-ExampleType comparison_type(const std::vector<ExampleType>& in, const Attrs& attrs) {
+ExampleType comparison_type(std::span<const ExampleType> in, const Attrs& attrs) {
   return {DType::boolean, broadcast_type<Name>(in, attrs).shape};
 }
 template <BinaryKind Kind, const char* Name>
@@ -353,7 +353,7 @@ const OpDef equal_op = comparison_op<BinaryKind::equal, equal_name>();
 const OpDef not_equal_op = comparison_op<BinaryKind::not_equal, not_equal_name>();
 
 // where(cond, a, b): a bool condition, values of one dtype, the three broadcast together.
-ExampleType where_type(const std::vector<ExampleType>& in, const Attrs& attrs) {
+ExampleType where_type(std::span<const ExampleType> in, const Attrs& attrs) {
   if (in[0].dtype != DType::boolean || in[1].dtype != in[2].dtype)
     fail("where: a {} condition with {} and {} values (vt::where converts them first)", name_of(in[0].dtype),
          name_of(in[1].dtype), name_of(in[2].dtype));
@@ -399,7 +399,7 @@ const OpDef astype_op{
     .name = "astype",
     .inputs = 1,
     .infer =
-        [](const std::vector<ExampleType>& in, const Attrs& a) {
+        [](std::span<const ExampleType> in, const Attrs& a) {
           return ExampleType{unpack_attrs<AstypeAttrs>(a).dtype, in[0].shape};
         },
     .forward = [](const KernelArgs& k) { k.backend.copy(k.in[0], k.out); },

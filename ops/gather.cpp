@@ -42,7 +42,7 @@ const OpDef take_op{
     .name = "take",
     .inputs = 2,
     .infer =
-        [](const std::vector<ExampleType>& in, const Attrs& a) {
+        [](std::span<const ExampleType> in, const Attrs& a) {
           check_indices("take", in[1]);
           return ExampleType{in[0].dtype, taken_shape(in[0].shape, in[1].shape, unpack_attrs<AxisAttrs>(a).axis)};
         },
@@ -71,7 +71,7 @@ Attrs take_attrs(std::int64_t axis) { return pack_attrs(AxisAttrs{axis}); }
 namespace {
 
 // x, indices, updates -> x with the updates combined in as Kind says.
-ExampleType scatter_type(std::string_view op, const std::vector<ExampleType>& in, const Attrs& a) {
+ExampleType scatter_type(std::string_view op, std::span<const ExampleType> in, const Attrs& a) {
   check_indices(op, in[1]);
   if (in[2].dtype != in[0].dtype)
     fail("{}: updates are {} but x is {} (internal error: they are converted)", op, name_of(in[2].dtype),
@@ -96,7 +96,7 @@ void scatter_forward(const KernelArgs& k) {
 const OpDef scatter_add_op{
     .name = "scatter_add",
     .inputs = 3,
-    .infer = [](const std::vector<ExampleType>& in, const Attrs& a) { return scatter_type("scatter_add", in, a); },
+    .infer = [](std::span<const ExampleType> in, const Attrs& a) { return scatter_type("scatter_add", in, a); },
     .forward = scatter_forward<ScatterKind::sum>,
     .adjoint =
         [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
@@ -124,7 +124,7 @@ Tensor kept_updates(const Node& n, DType dtype) {
 const OpDef scatter_set_op{
     .name = "scatter_set",
     .inputs = 3,
-    .infer = [](const std::vector<ExampleType>& in, const Attrs& a) { return scatter_type("scatter_set", in, a); },
+    .infer = [](std::span<const ExampleType> in, const Attrs& a) { return scatter_type("scatter_set", in, a); },
     .forward = scatter_forward<ScatterKind::assign>,
     .adjoint =
         [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {

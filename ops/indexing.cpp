@@ -46,7 +46,7 @@ const OpDef slice_op{
     .name = "slice",
     .inputs = 1,
     .infer =
-        [](const std::vector<ExampleType>& in, const Attrs& a) {
+        [](std::span<const ExampleType> in, const Attrs& a) {
           const Window w = unpack_attrs<Window>(a);
           return resized(in[0], w.axis, w.count);
         },
@@ -61,7 +61,7 @@ const OpDef slice_op{
 const OpDef slice_scatter_op{.name = "slice_scatter",
                              .inputs = 1,
                              .infer =
-                                 [](const std::vector<ExampleType>& in, const Attrs& a) {
+                                 [](std::span<const ExampleType> in, const Attrs& a) {
                                    const Window w = unpack_attrs<Window>(a);
                                    return resized(in[0], w.axis, w.length);
                                  },
@@ -94,7 +94,7 @@ const OpDef concatenate_op{
     .name = "concatenate",
     .inputs = OpDef::any_inputs,
     .infer =
-        [](const std::vector<ExampleType>& in, const Attrs& a) {
+        [](std::span<const ExampleType> in, const Attrs& a) {
           const auto axis = static_cast<std::size_t>(unpack_attrs<ConcatenateAttrs>(a).axis);
           Shape s = in[0].shape;
           for (std::size_t i = 1; i < in.size(); ++i) {
@@ -149,7 +149,7 @@ Tensor diag_embed(const Tensor& v, std::int64_t rows, std::int64_t cols);
 const OpDef diagonal_op{.name = "diagonal",
                         .inputs = 1,
                         .infer =
-                            [](const std::vector<ExampleType>& in, const Attrs&) {
+                            [](std::span<const ExampleType> in, const Attrs&) {
                               Shape s(in[0].shape.begin(), in[0].shape.end() - 1);
                               s.back() = std::min(in[0].shape[in[0].shape.size() - 2], in[0].shape.back());
                               return ExampleType{in[0].dtype, s};
@@ -173,7 +173,7 @@ struct DiagEmbedAttrs {
 const OpDef diag_embed_op{.name = "diag_embed",
                           .inputs = 1,
                           .infer =
-                              [](const std::vector<ExampleType>& in, const Attrs& a) {
+                              [](std::span<const ExampleType> in, const Attrs& a) {
                                 const DiagEmbedAttrs d = unpack_attrs<DiagEmbedAttrs>(a);
                                 Shape s = in[0].shape;
                                 s.back() = d.rows;

@@ -29,7 +29,7 @@ const OpDef reshape_op{
     .name = "reshape",
     .inputs = 1,
     .infer =
-        [](const std::vector<ExampleType>& in, const Attrs& a) {
+        [](std::span<const ExampleType> in, const Attrs& a) {
           return ExampleType{in[0].dtype, unpack_attrs<ShapeAttrs>(a).shape};
         },
     .forward = nullptr,
@@ -47,7 +47,7 @@ namespace {
 const OpDef transpose_op{.name = "transpose",
                          .inputs = 1,
                          .infer =
-                             [](const std::vector<ExampleType>& in, const Attrs& a) {
+                             [](std::span<const ExampleType> in, const Attrs& a) {
                                const Shape perm = unpack_attrs<PermutationAttrs>(a).perm;
                                Shape s(in[0].shape.size());
                                for (std::size_t i = 0; i < s.size(); ++i)
@@ -84,7 +84,7 @@ const OpDef broadcast_op{
     .name = "broadcast_to",
     .inputs = 1,
     .infer =
-        [](const std::vector<ExampleType>& in, const Attrs& a) {
+        [](std::span<const ExampleType> in, const Attrs& a) {
           const Shape target = unpack_attrs<ShapeAttrs>(a).shape;
           if (broadcast_shapes(in[0].shape, target, "broadcast_to") != target)
             fail("broadcast_to: cannot broadcast shape {} to {}", to_string(in[0].shape), to_string(target));

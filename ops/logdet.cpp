@@ -45,7 +45,7 @@ const OpDef cholesky_inverse_op{
     .name = "cholesky_inverse",
     .inputs = 2,
     .infer =
-        [](const std::vector<ExampleType>& in, const Attrs&) {
+        [](std::span<const ExampleType> in, const Attrs&) {
           check_factor("cholesky_inverse", in[0], in[1]);
           return in[0];
         },
@@ -83,7 +83,7 @@ Tensor logdet_tangent(const Node& node, const Tensor&, const std::vector<Tensor>
 const OpDef logdet_op{.name = "logdet",
                       .inputs = 2,
                       .infer =
-                          [](const std::vector<ExampleType>& in, const Attrs&) {
+                          [](std::span<const ExampleType> in, const Attrs&) {
                             check_factor("logdet", in[0], in[1]);
                             return ExampleType{in[0].dtype, batch_axes(in[0].shape)};
                           },

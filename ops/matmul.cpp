@@ -39,7 +39,7 @@ Shape as_right(Shape s, bool t = false) {
   return t ? transposed(s) : s;
 }
 
-ExampleType matmul_type_named(std::string_view op, const std::vector<ExampleType>& in, const Attrs& attrs) {
+ExampleType matmul_type_named(std::string_view op, std::span<const ExampleType> in, const Attrs& attrs) {
   const auto [ta, tb, symmetric, lower_only] = unpack_attrs<MatmulAttrs>(attrs);
   const Shape& a = in[0].shape;
   const Shape& b = in[1].shape;
@@ -57,7 +57,7 @@ ExampleType matmul_type_named(std::string_view op, const std::vector<ExampleType
   return {in[0].dtype, out};
 }
 
-ExampleType matmul_type(const std::vector<ExampleType>& in, const Attrs& attrs) {
+ExampleType matmul_type(std::span<const ExampleType> in, const Attrs& attrs) {
   return matmul_type_named("matmul", in, attrs);
 }
 
@@ -158,8 +158,8 @@ void matmul_add_diagonal_forward(const KernelArgs& k) {
   k.backend.binary(BinaryKind::add, diagonal, expand_view(diagonal_view(k.in[2]), diagonal, k.batched), diagonal);
 }
 
-ExampleType matmul_add_diagonal_type(const std::vector<ExampleType>& in, const Attrs& attrs) {
-  const ExampleType out = matmul_type_named("matmul_add_diagonal", {in[0], in[1]}, attrs);
+ExampleType matmul_add_diagonal_type(std::span<const ExampleType> in, const Attrs& attrs) {
+  const ExampleType out = matmul_type_named("matmul_add_diagonal", in.first(2), attrs);
   const Shape& d = in[2].shape;
   const std::size_t r = out.shape.size();
   if (r < 2 || out.shape[r - 1] != out.shape[r - 2] || d.size() < 2 || d.size() > r ||
@@ -284,7 +284,7 @@ namespace {
 const OpDef matmul_batch_sum_op{
     .name = "matmul_batch_sum",
     .inputs = 2,
-    .infer = [](const std::vector<ExampleType>& in,
+    .infer = [](std::span<const ExampleType> in,
                 const Attrs& attrs) { return matmul_type_named("matmul_batch_sum", in, attrs); },
     .forward = matmul_batch_sum_forward,
     // The cotangent H (unbatched) reaches every example's product: matmul's cotangents with G = H.

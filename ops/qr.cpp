@@ -31,7 +31,7 @@ QrSizes qr_sizes(const Shape& a) {
   return {m, n, std::min(m, n)};
 }
 
-ExampleType qr_type(const std::vector<ExampleType>& in, const Attrs&) {
+ExampleType qr_type(std::span<const ExampleType> in, const Attrs&) {
   const Shape& s = in[0].shape;
   if (s.size() < 2) fail("qr: needs matrices [..., m, n], got shape {}", to_string(s));
   Shape out = batch_axes(s);

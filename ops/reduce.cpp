@@ -29,7 +29,7 @@ Shape kept_shape(const Shape& in, const ReduceAttrs& a) {
   return s;
 }
 
-ExampleType reduce_type(const std::vector<ExampleType>& in, const Attrs& attrs) {
+ExampleType reduce_type(std::span<const ExampleType> in, const Attrs& attrs) {
   const ReduceAttrs a = unpack_attrs<ReduceAttrs>(attrs);
   Shape kept = kept_shape(in[0].shape, a);
   if (a.keepdims) return {in[0].dtype, kept};

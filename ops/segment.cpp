@@ -20,7 +20,7 @@ struct SegmentAttrs {
 };
 
 // data [n, ...], segment_ids [n] -> [num_segments, ...]
-ExampleType segment_type(std::string_view op, const std::vector<ExampleType>& in, const Attrs& a) {
+ExampleType segment_type(std::string_view op, std::span<const ExampleType> in, const Attrs& a) {
   const ExampleType &data = in[0], &ids = in[1];
   const std::int64_t segments = unpack_attrs<SegmentAttrs>(a).num_segments;
   if (!is_integer(ids.dtype))
@@ -53,7 +53,7 @@ std::int64_t segments_of(const Node& n) { return unpack_attrs<SegmentAttrs>(n.at
 const OpDef segment_sum_op{
     .name = "segment_sum",
     .inputs = 2,
-    .infer = [](const std::vector<ExampleType>& in, const Attrs& a) { return segment_type("segment_sum", in, a); },
+    .infer = [](std::span<const ExampleType> in, const Attrs& a) { return segment_type("segment_sum", in, a); },
     .forward = segment_forward<ScatterKind::sum>,
     .adjoint =
         [](const Node& n, const Tensor&, const Tensor& g, const AdjointContext& ctx) {
@@ -70,7 +70,7 @@ namespace {
 const OpDef segment_max_op{
     .name = "segment_max",
     .inputs = 2,
-    .infer = [](const std::vector<ExampleType>& in, const Attrs& a) { return segment_type("segment_max", in, a); },
+    .infer = [](std::span<const ExampleType> in, const Attrs& a) { return segment_type("segment_max", in, a); },
     .forward = segment_forward<ScatterKind::max>,
     .adjoint =
         [](const Node& n, const Tensor& y, const Tensor& g, const AdjointContext& ctx) {

@@ -68,13 +68,13 @@ Tensor triangular_solve_tangent(const Node& node, const Tensor& x, const std::ve
   return reshape(triangular_solve(t, rhs, lower, transpose), x.shape());
 }
 
-const OpDef triangular_solve_op{.name = "triangular_solve",
-                                .inputs = 2,
-                                .infer = [](const std::vector<ExampleType>& in,
-                                            const Attrs&) { return solve_type("triangular_solve", in[0], in[1]); },
-                                .forward = triangular_solve_forward,
-                                .adjoint = triangular_solve_adjoint,
-                                .tangent = triangular_solve_tangent};
+const OpDef triangular_solve_op{
+    .name = "triangular_solve",
+    .inputs = 2,
+    .infer = [](std::span<const ExampleType> in, const Attrs&) { return solve_type("triangular_solve", in[0], in[1]); },
+    .forward = triangular_solve_forward,
+    .adjoint = triangular_solve_adjoint,
+    .tangent = triangular_solve_tangent};
 
 }  // namespace
 

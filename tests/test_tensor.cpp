@@ -1,5 +1,8 @@
 #include <fmt/format.h>
 
+#include <string>
+#include <unordered_map>
+
 #include <vtape/core/eigen.hpp>
 #include <Eigen/Dense>
 
@@ -106,6 +109,42 @@ TEST_CASE("Shape does what a std::vector of int64 does, within its inline axes a
   CHECK((Shape{} < Shape{0}));
   CHECK(Shape(3, 7) == Shape{7, 7, 7});
   CHECK_THROWS_WITH((Shape{1, 2}.at(2)), Catch::Matchers::Contains("index 2 out of range"));
+}
+
+TEST_CASE("PointerMap does what a std::unordered_map keyed by address does, through its growths", "[tensor]") {
+  // Differential, as for Shape: keys are addresses within one array (neighbours, as a trace's objects often are).
+  std::vector<std::int64_t> objects(3000);
+  PointerMap<std::string> map;
+  std::unordered_map<const void*, std::string> reference;
+  std::uint64_t state = 11;
+  const auto next = [&state](std::uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  for (int step = 0; step < 20000; ++step) {
+    const void* key = &objects[next(objects.size())];
+    const std::string value = fmt::format("value {} past the short-string buffer", step);
+    if (next(3) == 0) {  // a lookup
+      const std::string* found = map.find(key);
+      const auto expected = reference.find(key);
+      REQUIRE((found != nullptr) == (expected != reference.end()));
+      if (found) REQUIRE(*found == expected->second);
+      continue;
+    }
+    const auto [at, inserted] = map.try_emplace(key, value);
+    const auto [expected, expected_inserted] = reference.try_emplace(key, value);
+    REQUIRE(inserted == expected_inserted);
+    REQUIRE(*at == expected->second);  // the value there before, where the key was there
+    REQUIRE(map.size() == reference.size());
+  }
+  for (const auto& [key, value] : reference) REQUIRE(map.at(key) == value);  // every value kept through the growths
+  CHECK(map.size() > 2000);
+  CHECK_FALSE(map.contains(&state));
+  CHECK_THROWS_AS(map.at(&state), std::out_of_range);
+  PointerSet set;
+  CHECK(set.insert(&state));
+  CHECK_FALSE(set.insert(&state));
+  CHECK(set.contains(&state));
 }
 
 TEST_CASE("tensors of more axes than a Shape holds inline: ops, gradients, vmap and jit", "[tensor]") {

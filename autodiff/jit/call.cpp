@@ -41,7 +41,7 @@ struct Call {
 
 const Call& call_of(const Attrs& attrs) { return *static_cast<const Call*>(attrs.object.get()); }
 
-ExampleType call_infer(const std::vector<ExampleType>&, const Attrs& attrs) {
+ExampleType call_infer(std::span<const ExampleType>, const Attrs& attrs) {
   const Call& c = call_of(attrs);
   return {c.dtype, {c.packed}};
 }

@@ -51,10 +51,19 @@ bool batched_of(const Plan& plan, const FusedGroup& g) {
 // write overlap nothing a's tiles read or write later (safe_against), nor anything that a's sums or the steps after the
 // tiles touch (they run, or are written, after b's tiles, where the plan ran them before). Values only a run's tiles
 // read live in scratch slots: their buffers are never touched.
+// Its lists: the steps between the runs that go before the tiles and after them (its answer), and those it keeps on the
+// way, held by the caller so that trying many pairs of runs allocates once.
+struct MergeLists {
+  std::vector<int> before, after;
+  // later_made: made after the tiles (a's sums, the steps after); touched: read or written by a's tiles, a's sums or
+  // the steps after the tiles (internal values aside).
+  std::vector<int> later_made, later_touched, touched, a_used, a_made;
+};
 bool can_merge(const Plan& plan, const Buffers& buffers, const FusedGroup& a, const FusedGroup& b,
-               const std::vector<bool>& internal, std::vector<int>& before, std::vector<int>& after) {
-  before.clear();
-  after.clear();
+               const std::vector<bool>& internal, MergeLists& lists) {
+  auto& [before, after, later_made, later_touched, touched, a_used, a_made] = lists;
+  for (std::vector<int>* list : {&before, &after, &later_made, &later_touched, &touched, &a_used, &a_made})
+    list->clear();
   if (b.first - a.last > max_gap_steps || a.tiled.size() + b.tiled.size() > max_tiled_steps) return false;
   if (shape_of(plan, a) != shape_of(plan, b) || batched_of(plan, a) != batched_of(plan, b)) return false;
   if (a.has_sum && b.has_sum && a.sum_dtype != b.sum_dtype) return false;
@@ -63,9 +72,6 @@ bool can_merge(const Plan& plan, const Buffers& buffers, const FusedGroup& a, co
   auto has = [](const std::vector<int>& values, int v) {
     return std::find(values.begin(), values.end(), v) != values.end();
   };
-  // later_made: made after the tiles (a's sums, the steps after); touched: read or written by a's tiles, a's sums or
-  // the steps after the tiles (internal values aside).
-  std::vector<int> later_made, later_touched, touched, a_used, a_made;
   auto add_after = [&](int i) {
     const PlanStep& s = plan.steps[static_cast<std::size_t>(i)];
     later_made.push_back(s.out);
@@ -147,7 +153,7 @@ class Grouper {
     internal_.assign(plan.values.size(), false);
     tiled_reads_.assign(plan.values.size(), 0);
     for (std::size_t k = 0; k < plan.steps.size(); ++k)
-      for (int v : distinct_inputs(static_cast<int>(k))) ++reads_[static_cast<std::size_t>(v)];
+      for_distinct_inputs(static_cast<int>(k), [&](int v) { ++reads_[static_cast<std::size_t>(v)]; });
     for (int v : plan.outputs) {
       escapes_[static_cast<std::size_t>(v)] = true;
       escapes_[static_cast<std::size_t>(plan.buffers[static_cast<std::size_t>(v)].root)] = true;
@@ -171,11 +177,12 @@ class Grouper {
   }
 
  private:
-  std::vector<int> distinct_inputs(int k) const {
-    std::vector<int> in = plan_.steps[static_cast<std::size_t>(k)].in;
-    std::sort(in.begin(), in.end());
-    in.erase(std::unique(in.begin(), in.end()), in.end());
-    return in;
+  // Calls f(v) once for each value step k reads (a step reads a value twice in x * x).
+  template <class F>
+  void for_distinct_inputs(int k, F f) const {
+    const std::vector<int>& in = plan_.steps[static_cast<std::size_t>(k)].in;
+    for (auto v = in.begin(); v != in.end(); ++v)
+      if (std::find(in.begin(), v, *v) == v) f(*v);
   }
   bool tiny(const FusedGroup& g) const { return numel(shape_of(plan_, g)) < min_elements; }
 
@@ -226,8 +233,7 @@ class Grouper {
 
   // Values that only the tiled steps of one run read: never written to memory once they are tiled.
   void mark_internal(const FusedGroup& g) {
-    for (int k : g.tiled)
-      for (int v : distinct_inputs(k)) ++tiled_reads_[static_cast<std::size_t>(v)];
+    for (int k : g.tiled) for_distinct_inputs(k, [&](int v) { ++tiled_reads_[static_cast<std::size_t>(v)]; });
     for (int k : g.tiled) {
       const PlanStep& s = plan_.steps[static_cast<std::size_t>(k)];
       const auto v = static_cast<std::size_t>(s.out);
@@ -253,7 +259,7 @@ class Grouper {
     // A run by the lower triangle and one that is not stay apart: joined, both would run whole.
     const auto joins = [&](std::size_t t, const FusedGroup& r) {
       return t > 0 && groups[t - 1].lower_triangle == r.lower_triangle &&
-             can_merge(plan_, buffers_, groups[t - 1], r, internal_, early_, late_);
+             can_merge(plan_, buffers_, groups[t - 1], r, internal_, merge_lists_);
     };
     for (FusedGroup& r : runs) {
       r.lower_triangle = by_lower_triangle(plan_, r, symmetric_);  // a merged group's, since only equals merge
@@ -270,8 +276,8 @@ class Grouper {
       }
       groups.resize(t);
       FusedGroup& g = groups.back();
-      g.before.insert(g.before.end(), early_.begin(), early_.end());
-      g.after.insert(g.after.end(), late_.begin(), late_.end());
+      g.before.insert(g.before.end(), merge_lists_.before.begin(), merge_lists_.before.end());
+      g.after.insert(g.after.end(), merge_lists_.after.begin(), merge_lists_.after.end());
       g.tiled.insert(g.tiled.end(), r.tiled.begin(), r.tiled.end());
       if (r.has_sum) {
         g.has_sum = true;
@@ -303,11 +309,12 @@ class Grouper {
         group.slot[e] = slot_of_[v] = slot;
         pending_[v] = reads_[v];
       }
-      for (int u : distinct_inputs(group.tiled[e]))
+      for_distinct_inputs(group.tiled[e], [&](int u) {
         if (slot_of_[static_cast<std::size_t>(u)] >= 0 && --pending_[static_cast<std::size_t>(u)] == 0) {
           free_slots.push_back(slot_of_[static_cast<std::size_t>(u)]);
           slot_of_[static_cast<std::size_t>(u)] = -1;
         }
+      });
     }
     group.slot_bytes = static_cast<std::size_t>(group.lower_triangle ? piece_elements : tile_elements) * sizeof(double);
   }
@@ -346,7 +353,7 @@ class Grouper {
   Symmetry symmetric_;
   std::vector<int> reads_, tiled_reads_, slot_of_, pending_;
   std::vector<bool> escapes_, internal_;
-  std::vector<int> early_, late_;  // can_merge's steps before and after the tiles
+  MergeLists merge_lists_;  // can_merge's
 };
 
 }  // namespace

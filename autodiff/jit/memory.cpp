@@ -186,8 +186,14 @@ class MemoryPlanner {
   // arena that dies inside it dies after its last step, or a value made later in the segment could be placed over
   // examples of it that a later sub-chunk has still to read. (Taking it over in place, example for example, stays
   // safe.)
-  std::vector<std::vector<int>> deaths() const {
-    std::vector<std::vector<int>> dies_after(plan_.steps.size());
+  // Step i's are values[first[i], first[i + 1]), in increasing order (one list for all, not one per step).
+  struct Deaths {
+    std::vector<int> first, values;
+  };
+  Deaths deaths() const {
+    std::vector<int> dies_after(plan_.values.size(), -1);  // by value: the step, or -1
+    Deaths d;
+    d.first.assign(plan_.steps.size() + 1, 0);
     for (int v = 0; v < static_cast<int>(plan_.values.size()); ++v) {
       if (v != root(v) || !in_arena(v)) continue;
       const int last = last_read_[static_cast<std::size_t>(v)];
@@ -198,9 +204,16 @@ class MemoryPlanner {
             plan_.segments[static_cast<std::size_t>(segment_of_[static_cast<std::size_t>(step)])];
         if (seg.by_sub_chunks) step = static_cast<int>(seg.last) - 1;
       }
-      dies_after[static_cast<std::size_t>(step)].push_back(v);
+      dies_after[static_cast<std::size_t>(v)] = step;
+      ++d.first[static_cast<std::size_t>(step) + 1];
     }
-    return dies_after;
+    for (std::size_t i = 1; i < d.first.size(); ++i) d.first[i] += d.first[i - 1];
+    d.values.resize(static_cast<std::size_t>(d.first.back()));
+    std::vector<int> filled(d.first.begin(), d.first.end() - 1);
+    for (int v = 0; v < static_cast<int>(plan_.values.size()); ++v)
+      if (const int step = dies_after[static_cast<std::size_t>(v)]; step >= 0)
+        d.values[static_cast<std::size_t>(filled[static_cast<std::size_t>(step)]++)] = v;
+    return d;
   }
 
   // In place: the output takes input 0's buffer when input 0 dies here and is read exactly as the output is written
@@ -229,13 +242,14 @@ class MemoryPlanner {
   // Every arena value's offset, first fit, step by step, freeing buffers as they die; then the small values' offsets
   // past the large ones'.
   void place_buffers() {
-    const std::vector<std::vector<int>> dies_after = deaths();
+    const Deaths dies = deaths();
     std::vector<bool> handed_over(plan_.values.size(), false);
     for (std::size_t i = 0; i < plan_.steps.size(); ++i) {
       const PlanStep& s = plan_.steps[i];
       if (!s.op->aliases_input && in_arena(s.out) && !take_over_input(i, handed_over))
         buffer(s.out).offset = arena_of(s.out).allocate(aligned(value(s.out).bytes()));
-      for (int v : dies_after[i]) {
+      for (int k = dies.first[i]; k < dies.first[i + 1]; ++k) {
+        const int v = dies.values[static_cast<std::size_t>(k)];
         if (handed_over[static_cast<std::size_t>(v)] || buffer(v).offset < 0 || small(v)) continue;
         arena_of(v).release(buffer(v).offset, aligned(value(v).bytes()));
       }

@@ -114,13 +114,19 @@ void merge_common_steps(PlanIR& plan) {
   }
   std::vector<bool> result(plan.values.size(), false);
   for (int v : plan.outputs) result[static_cast<std::size_t>(v)] = true;
-  std::unordered_map<StepKey, int, StepKeyHash> made;
-  for (PlanStep& s : plan.steps) {
-    for (int& v : s.in) v = same[static_cast<std::size_t>(v)];
+  CommonSteps made;
+  for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+    PlanStep& s = plan.steps[i];
+    bool reads_merged = false;
+    for (int& v : s.in) {
+      reads_merged |= v != same[static_cast<std::size_t>(v)];
+      v = same[static_cast<std::size_t>(v)];
+    }
+    if (reads_merged) count_rewrite(plan);
     if (s.op->collective) continue;
-    const auto [it, first] = made.emplace(step_key(s.op, s.attrs, s.in), s.out);
-    if (first) continue;
-    same[static_cast<std::size_t>(s.out)] = it->second;
+    const int earlier = made.find_or_add(plan.steps, static_cast<int>(i));
+    if (earlier < 0) continue;
+    same[static_cast<std::size_t>(s.out)] = plan.steps[static_cast<std::size_t>(earlier)].out;
     if (!result[static_cast<std::size_t>(s.out)]) ++plan.summary.merged;
   }
 }

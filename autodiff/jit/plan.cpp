@@ -16,20 +16,47 @@
 namespace vt::detail {
 
 // ---------------------------------------------------------------- graph -> steps (with CSE)
-StepKey step_key(const OpDef* op, const Attrs& attrs, const std::vector<int>& in) {
-  StepKey key{op, in, attrs.ints, {}, attrs.object.get()};
-  key.real_bits.reserve(attrs.reals.size());
-  for (double x : attrs.reals) key.real_bits.push_back(std::bit_cast<std::uint64_t>(x));
-  return key;
+namespace {
+void mix(std::uint64_t& h, std::uint64_t x) { h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); }
+}  // namespace
+
+std::uint64_t computation_hash(const PlanStep& s) {
+  std::uint64_t h = std::hash<const void*>{}(s.op);
+  mix(h, std::hash<const void*>{}(s.attrs.object.get()));
+  for (int v : s.in) mix(h, static_cast<std::uint64_t>(v));
+  for (std::int64_t x : s.attrs.ints) mix(h, static_cast<std::uint64_t>(x));
+  for (double x : s.attrs.reals) mix(h, std::bit_cast<std::uint64_t>(x));
+  return h;
 }
 
-std::size_t StepKeyHash::operator()(const StepKey& key) const {
-  std::uint64_t h = std::hash<const void*>{}(key.op) ^ std::hash<const void*>{}(key.object);
-  const auto mix = [&h](std::uint64_t x) { h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
-  for (int v : key.in) mix(static_cast<std::uint64_t>(v));
-  for (std::int64_t x : key.ints) mix(static_cast<std::uint64_t>(x));
-  for (std::uint64_t x : key.real_bits) mix(x);
-  return h;
+bool same_computation(const PlanStep& a, const PlanStep& b) {
+  const auto same_bits = [](double x, double y) {
+    return std::bit_cast<std::uint64_t>(x) == std::bit_cast<std::uint64_t>(y);
+  };
+  return a.op == b.op && a.attrs.object == b.attrs.object && a.in == b.in && a.attrs.ints == b.attrs.ints &&
+         std::equal(a.attrs.reals.begin(), a.attrs.reals.end(), b.attrs.reals.begin(), b.attrs.reals.end(), same_bits);
+}
+
+int CommonSteps::find_or_add(const std::vector<PlanStep>& steps, int i) {
+  if (2 * (size_ + 1) > slots_.size()) {
+    std::vector<Slot> old(slots_.empty() ? 64 : 2 * slots_.size());
+    old.swap(slots_);
+    for (const Slot& e : old)
+      if (e.step >= 0) {
+        std::size_t k = e.hash & (slots_.size() - 1);
+        while (slots_[k].step >= 0) k = (k + 1) & (slots_.size() - 1);
+        slots_[k] = e;
+      }
+  }
+  const PlanStep& s = steps[static_cast<std::size_t>(i)];
+  const std::uint64_t hash = computation_hash(s);
+  std::size_t k = hash & (slots_.size() - 1);
+  for (; slots_[k].step >= 0; k = (k + 1) & (slots_.size() - 1))
+    if (slots_[k].hash == hash && same_computation(steps[static_cast<std::size_t>(slots_[k].step)], s))
+      return slots_[k].step;
+  slots_[k] = {hash, i};
+  ++size_;
+  return -1;
 }
 
 namespace {
@@ -42,9 +69,9 @@ class Builder {
   // long chain of traced ops must not recurse as deep. Inputs are taken in order, so values are numbered as a
   // depth-first walk finishes them.
   int value_of(const Tensor& root) {
-    std::vector<Tensor> stack{root};
+    std::vector<const Tensor*> stack{&root};  // the trace's tensors, which outlive the plan's building
     while (!stack.empty()) {
-      const Tensor t = stack.back();
+      const Tensor& t = *stack.back();
       const TensorImpl* key = t.impl_ptr().get();
       if (ids_.contains(key)) {
         stack.pop_back();
@@ -59,14 +86,15 @@ class Builder {
         const Node& node = *t.impl().node;
         const std::size_t waiting = stack.size();
         for (auto x = node.inputs.rbegin(); x != node.inputs.rend(); ++x)
-          if (!ids_.contains(x->impl_ptr().get())) stack.push_back(*x);
+          if (!ids_.contains(x->impl_ptr().get())) stack.push_back(&*x);
         if (stack.size() > waiting) continue;  // its inputs first
         std::vector<int> in;
+        in.reserve(node.inputs.size());
         for (const Tensor& x : node.inputs) in.push_back(ids_.at(x.impl_ptr().get()));
-        id = add_step(node.op, node.attrs, in, t.dtype(), t.shape(), t.is_batched());
+        id = add_step(node.op, node.attrs, std::move(in), t.dtype(), t.shape(), t.is_batched());
         ++plan_.summary.traced_ops;
       }
-      ids_.emplace(key, id);
+      ids_.try_emplace(key, id);
       stack.pop_back();
     }
     return ids_.at(root.impl_ptr().get());
@@ -75,21 +103,23 @@ class Builder {
   void bind_input(const Tensor& t, int index) {
     const int id = add_value(PlanValue(PlanValue::Kind::input, t.dtype(), t.shape(), t.is_batched()));
     plan_.values[id].input = index;
-    ids_.emplace(t.impl_ptr().get(), id);
+    ids_.try_emplace(t.impl_ptr().get(), id);
   }
 
-  int add_step(const OpDef* op, const Attrs& attrs, const std::vector<int>& in, DType dtype, const Shape& shape,
+  // The value of a step computing this, made where no earlier step does (then the step is the plan's last).
+  int add_step(const OpDef* op, const Attrs& attrs, std::vector<int> in, DType dtype, const Shape& shape,
                bool batched) {
-    StepKey key = step_key(op, attrs, in);
-    if (auto it = cse_.find(key); it != cse_.end()) {
+    const int out = static_cast<int>(plan_.values.size());
+    plan_.steps.push_back({op, attrs, std::move(in), out});
+    const int same = common_.find_or_add(plan_.steps, static_cast<int>(plan_.steps.size()) - 1);
+    if (same >= 0) {
+      plan_.steps.pop_back();
       ++plan_.summary.merged;
-      return it->second;
+      return plan_.steps[static_cast<std::size_t>(same)].out;
     }
-    const int id = add_value(PlanValue(PlanValue::Kind::computed, dtype, shape, batched));
-    plan_.values[id].producer = static_cast<int>(plan_.steps.size());
-    plan_.steps.push_back({op, attrs, in, id});
-    cse_.emplace(std::move(key), id);
-    return id;
+    add_value(PlanValue(PlanValue::Kind::computed, dtype, shape, batched));
+    plan_.values[static_cast<std::size_t>(out)].producer = static_cast<int>(plan_.steps.size()) - 1;
+    return out;
   }
 
  private:
@@ -98,8 +128,8 @@ class Builder {
     return static_cast<int>(plan_.values.size()) - 1;
   }
   Plan& plan_;
-  std::unordered_map<const TensorImpl*, int> ids_;
-  std::unordered_map<StepKey, int, StepKeyHash> cse_;
+  PointerMap<int> ids_;
+  CommonSteps common_;
 };
 
 }  // namespace
@@ -198,15 +228,10 @@ void find_batch_size(Plan& plan) {
   if (plan.fixed_batch >= 0) untie_batched_arguments(plan);
 }
 
-// What a pass changed, cheaply: a hash of each step (op, attributes, inputs, output).
+// What a pass changed, cheaply: a hash of each step (what it computes, and its output).
 std::uint64_t step_hash(const PlanStep& s) {
-  std::uint64_t h = std::hash<const void*>{}(s.op);
-  const auto mix = [&h](std::uint64_t x) { h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
-  for (std::int64_t x : s.attrs.ints) mix(static_cast<std::uint64_t>(x));
-  for (double x : s.attrs.reals) mix(std::hash<double>{}(x));
-  mix(std::hash<const void*>{}(s.attrs.object.get()));
-  for (int v : s.in) mix(static_cast<std::uint64_t>(v));
-  mix(static_cast<std::uint64_t>(s.out) << 32);
+  std::uint64_t h = computation_hash(s);
+  mix(h, static_cast<std::uint64_t>(s.out) << 32);
   return h;
 }
 
@@ -245,6 +270,11 @@ class Dump {
 
 // Runs the pipeline; a step that an optional pass makes or changes is marked as its, and the passes that changed
 // anything are named in the summary. Verified after every pass where asked (verify_after_passes).
+//
+// Which steps a pass made or changed is found from the steps' hashes before and after it, taken only after a pass
+// that counts a rewrite: a rewrite that adds or changes a step counts it (count_rewrite), and a pass that only drops
+// or reorders steps, or sets the schedule, leaves every remaining step's hash among those before it. Where plans are
+// verified the hashes are taken after every optional pass, and a pass that changed a step without counting fails.
 void run_passes(Plan& plan, const std::string& selection) {
   const std::vector<Pass>& passes = plan_passes();
   std::vector<bool> enabled(passes.size(), true);
@@ -254,8 +284,9 @@ void run_passes(Plan& plan, const std::string& selection) {
   const Dump dump;
   if (verify) verify_plan(plan, "the trace");
   dump.write(plan, -1, "trace");
-  std::vector<std::uint64_t> before, after, sorted;  // the steps' hashes before and after a pass
-  bool hashed = false;  // whether `before` holds the steps' hashes (those after the last optional pass)
+  std::vector<std::uint64_t> before, after;  // the steps' hashes, `before` sorted
+  for (const PlanStep& s : plan.steps) before.push_back(step_hash(s));
+  std::sort(before.begin(), before.end());
   for (std::size_t k = 0; k < passes.size(); ++k) {
     const Pass& pass = passes[k];
     if (!enabled[k] || (pass.scope == PassScope::cpu && plan.device != Device::cpu())) continue;
@@ -264,31 +295,29 @@ void run_passes(Plan& plan, const std::string& selection) {
       pass.run(plan);
       if (verify) verify_plan(plan, pass.name);
       dump.write(plan, static_cast<int>(k), pass.name);
-      hashed = false;
       continue;
     }
-    if (!hashed) {
-      before.clear();
-      for (const PlanStep& s : plan.steps) before.push_back(step_hash(s));
-    }
     const PlanShape shape = shape_of(plan);
+    const std::int64_t counted = plan.rewrites_counted;
     plan.running_pass = static_cast<int>(k);
     pass.run(plan);
     plan.running_pass = -1;
-    after.clear();
-    for (const PlanStep& s : plan.steps) after.push_back(step_hash(s));
+    const bool counts = plan.rewrites_counted > counted;
     std::int64_t made = 0;
-    if (after != before) {  // most passes change nothing: then no sort
-      sorted = before;
-      std::sort(sorted.begin(), sorted.end());
-      for (std::size_t i = 0; i < plan.steps.size(); ++i)
-        if (!std::binary_search(sorted.begin(), sorted.end(), after[i])) {
-          plan.steps[i].made_by = static_cast<int>(k);
-          ++made;
-        }
+    if (counts || verify) {
+      after.clear();
+      for (PlanStep& s : plan.steps) {
+        after.push_back(step_hash(s));
+        if (std::binary_search(before.begin(), before.end(), after.back())) continue;
+        s.made_by = static_cast<int>(k);
+        ++made;
+      }
+      if (made > 0 && !counts)
+        fail("jit: internal error, the pass {} changed {} steps and counted no rewrite (count_rewrite)", pass.name,
+             made);
+      std::sort(after.begin(), after.end());
+      before.swap(after);
     }
-    before.swap(after);  // the next optional pass starts from these steps
-    hashed = true;
     if (verify) verify_plan(plan, pass.name);
     if (made == 0 && shape_of(plan) == shape) continue;
     plan.summary.passes.emplace_back(pass.name);
@@ -388,6 +417,7 @@ std::string pass_table_markdown() {
 }
 
 void count_rewrite(PlanIR& plan) {
+  ++plan.rewrites_counted;
   if (plan.running_pass >= 0) ++plan.summary.rewrites[plan_passes()[static_cast<std::size_t>(plan.running_pass)].name];
 }
 

@@ -66,6 +66,9 @@ struct PlanIR {
   PlanSummary summary;
   // The pass of plan_passes() running now (count_rewrite), or -1.
   int running_pass = -1;
+  // Rewrites counted so far, by every pass (count_rewrite): run_passes looks for changed steps only after a pass that
+  // counted one.
+  std::int64_t rewrites_counted = 0;
 };
 
 // Where a value's data lies (plan_memory), by plan value.
@@ -189,18 +192,24 @@ class Plan : public PlanIR, public PlanSchedule {
 
 // What makes two steps compute the same value: their op, attributes and inputs (common subexpressions). Real
 // attributes compare by their bits: 0 and -0 scale differently, and a NaN attribute is its own.
-struct StepKey {
-  const OpDef* op;
-  std::vector<int> in;
-  std::vector<std::int64_t> ints;
-  std::vector<std::uint64_t> real_bits;
-  const void* object;
-  bool operator==(const StepKey&) const = default;
+bool same_computation(const PlanStep& a, const PlanStep& b);
+std::uint64_t computation_hash(const PlanStep& s);
+// The steps of a list seen so far, by what they compute: the first of each computation, found by its hash in one
+// array (no allocation per step).
+class CommonSteps {
+ public:
+  // An earlier step of `steps` seen here that computes what steps[i] computes, or -1, and then steps[i] is seen. The
+  // steps seen must not change meanwhile.
+  int find_or_add(const std::vector<PlanStep>& steps, int i);
+
+ private:
+  struct Slot {
+    std::uint64_t hash = 0;
+    int step = -1;  // -1: empty
+  };
+  std::vector<Slot> slots_;  // a power of two of them, at most half full
+  std::size_t size_ = 0;
 };
-struct StepKeyHash {
-  std::size_t operator()(const StepKey& key) const;
-};
-StepKey step_key(const OpDef* op, const Attrs& attrs, const std::vector<int>& in);
 
 // graph -> steps, with common subexpressions merged; then the pipeline of plan_passes(), with the passes that
 // VTAPE_JIT_PASSES and then JitOptions::passes turn off or on, for the cache of JitOptions::cache_bytes
@@ -263,7 +272,9 @@ void verify_plan(const Plan& plan, std::string_view after);
 // Whether run_passes verifies after every pass (VTAPE_JIT_VERIFY, or a debug build).
 bool verify_after_passes();
 // One more rewrite by the pass running now, in PlanSummary::rewrites under its name: each pass counts what one rewrite
-// is for it. A pass that changes the plan and counts nothing is counted by the steps it made or changed.
+// is for it. A pass that adds or changes a step counts (run_passes looks for the steps it made only then, and fails
+// where plans are verified and one did not); one that only drops or reorders steps need not, and is counted once
+// where it changed the plan.
 void count_rewrite(PlanIR& plan);
 // Runs one pass of plan_passes() by name on a plan (tests, and a plan read from text); raises for an unknown name.
 void run_pass(Plan& plan, std::string_view name);

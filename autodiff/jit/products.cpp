@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -81,9 +82,10 @@ void reassociate_matmuls(PlanIR& plan) {
     const Shape& s = plan.values[static_cast<std::size_t>(f.value)].shape;
     return f.transposed ? Shape{s[1], s[0]} : s;
   };
-  std::vector<PlanStep> steps;
+  std::vector<PlanStep> steps;  // the new list, taking the steps over one by one
+  steps.reserve(plan.steps.size());
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
-    PlanStep s = plan.steps[i];
+    PlanStep s = std::move(plan.steps[i]);
     for (int side = 0; side < 2 && is_plain_matmul(plan, s); ++side) {
       const MatmulTransposes st = matmul_transposes(s.attrs);
       const int inner = s.in[static_cast<std::size_t>(side)];
@@ -91,7 +93,7 @@ void reassociate_matmuls(PlanIR& plan) {
       if (iv.kind != PlanValue::Kind::computed || readers[static_cast<std::size_t>(inner)] != 1 ||
           (static_cast<std::size_t>(inner) < fixed.size() && fixed[static_cast<std::size_t>(inner)]))
         continue;
-      const PlanStep m1 = steps[static_cast<std::size_t>(iv.producer)];  // producers index the new list
+      const PlanStep& m1 = steps[static_cast<std::size_t>(iv.producer)];  // producers index the new list
       if (!is_plain_matmul(plan, m1)) continue;
       const MatmulTransposes t1 = matmul_transposes(m1.attrs);
       // The chain's three factors: side 0, P Q Y; side 1, Y P Q.
@@ -162,9 +164,9 @@ void contract_low_rank_row_sums(PlanIR& plan) {
       const std::int64_t rank = flags.a ? us[0] : us[1];
       if (rank >= qv.shape[0] || ws != Shape{rank, qv.shape[1]}) continue;
       const Attrs thin = matmul_attrs({!flags.a, false});
-      const Operand ut_c = infer_output(matmul_op, {value(u).operand(), value(c).operand()}, thin);
+      const Operand ut_c = infer_output(matmul_op, std::array{value(u).operand(), value(c).operand()}, thin);
       if (ut_c.shape != ws || ut_c.dtype != qv.dtype) continue;
-      const Operand scaled = infer_output(*times.op, {value(w).operand(), ut_c}, times.attrs);
+      const Operand scaled = infer_output(*times.op, std::array{value(w).operand(), ut_c}, times.attrs);
       if (scaled.shape != ws || scaled.dtype != qv.dtype) continue;
       // op(U)^T C where the elementwise product was (C may be made after the first product), then W times it.
       const int ut_c_value = add_value(plan, ut_c), scaled_value = add_value(plan, scaled);
@@ -229,7 +231,7 @@ void scale_repeated_solves(PlanIR& plan) {
       if (numel(x.shape) != numel(out.shape)) continue;
       Operand as_b = x;  // the solve against q in b's shape
       as_b.shape = out.shape;
-      const Operand scaled = infer_output(mul_op, {as_b, value(s).operand()}, Attrs{});
+      const Operand scaled = infer_output(mul_op, std::array{as_b, value(s).operand()}, Attrs{});
       if (scaled.shape != out.shape || scaled.dtype != out.dtype || scaled.batched != out.batched) continue;
       int solved = against_q;
       if (x.shape != out.shape) {  // the earlier solve seen in this one's shape (a column, or back from one)
@@ -271,6 +273,7 @@ void fold_diagonal_adds(PlanIR& plan) {
       s.in = {product->in[0], product->in[1], d};
       s.attrs = product->attrs;
       s.op = &matmul_add_diagonal_op;
+      count_rewrite(plan);
       break;
     }
   }
@@ -329,7 +332,7 @@ void take_indicator_products(PlanIR& plan) {
       }
       const PlanValue& out = value(s.out);
       try {
-        const Operand taken = infer_output(*op, {value(x).operand(), value(c).operand()}, attrs);
+        const Operand taken = infer_output(*op, std::array{value(x).operand(), value(c).operand()}, attrs);
         if (taken.dtype != out.dtype || taken.shape != out.shape || taken.batched != out.batched) continue;
       } catch (const Error&) {
         continue;
@@ -337,6 +340,7 @@ void take_indicator_products(PlanIR& plan) {
       s.op = op;
       s.in = {x, c};
       s.attrs = attrs;
+      count_rewrite(plan);
       break;
     }
   }

@@ -142,7 +142,9 @@ void mark_symmetric_products(PlanIR& plan) {
         symmetric = symmetric || (x == y ? t.a != t.b : same_constant_values(plan, x, y, t.a == t.b, 1 << 18));
     if (!symmetric && !t.a && t.b) symmetric = swapped_pair_product(plan, s.in[0], s.in[1]);
     if (!symmetric) symmetric = symmetric_sandwich(plan, symmetric_value, s.in[0], s.in[1], t);
-    if (symmetric) s.attrs = matmul_attrs(t, true);
+    if (!symmetric) continue;
+    s.attrs = matmul_attrs(t, true);
+    count_rewrite(plan);
   }
 }
 
@@ -287,9 +289,14 @@ void mark_lower_only_outputs(PlanIR& plan) {
   const std::vector<bool> whole = values_read_whole(plan);
   for (PlanStep& s : plan.steps) {
     if (whole[static_cast<std::size_t>(s.out)]) continue;
+    Attrs lower_only;
     if ((s.op == &matmul_op || s.op == &matmul_add_diagonal_op) && matmul_symmetric(s.attrs))
-      s.attrs = matmul_attrs(matmul_transposes(s.attrs), true, true);
-    else if (is_cholesky_factorization(*s.op)) s.attrs = factor_attrs(true);
+      lower_only = matmul_attrs(matmul_transposes(s.attrs), true, true);
+    else if (is_cholesky_factorization(*s.op)) lower_only = factor_attrs(true);
+    else continue;
+    if (lower_only == s.attrs) continue;
+    s.attrs = std::move(lower_only);
+    count_rewrite(plan);
   }
 }
 
