@@ -97,7 +97,7 @@ class FewOrMany {
   std::span<T> span() { return {n_ > few_.size() ? many_.data() : few_.data(), n_}; }
 
  private:
-  std::array<T, 4> few_{};
+  std::array<T, 4> few_;  // default-initialised: every entry used is assigned first
   std::vector<T> many_;
   std::size_t n_;
 };

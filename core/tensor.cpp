@@ -34,10 +34,7 @@ TensorImpl::~TensorImpl() {
   freeing = nullptr;
 }
 
-TensorImpl& Tensor::impl() const {
-  if (!impl_) throw Error("vtape: use of an undefined (default-constructed) tensor");
-  return *impl_;
-}
+void Tensor::undefined() { throw Error("vtape: use of an undefined (default-constructed) tensor"); }
 
 std::int64_t Tensor::shape(std::int64_t axis) const { return impl().shape[normalize_axis(axis, ndim(), "shape")]; }
 

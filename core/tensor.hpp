@@ -141,10 +141,14 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
   Tensor to(Device device) const;  ///< vt::to_device
 
-  TensorImpl& impl() const;
+  TensorImpl& impl() const {
+    if (!impl_) undefined();  // inline: every accessor above reads through it, once per op and more
+    return *impl_;
+  }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
  private:
+  [[noreturn]] static void undefined();  ///< raises: the use of an undefined (default-constructed) tensor
   /// The untyped halves of the element access templates: every stored element (batch included),
   /// one element, as `as` into host memory at `out`.
   std::int64_t stored_numel() const;
