@@ -4,11 +4,19 @@
 
 namespace vt {
 
+// contiguous_strides, with the batch axis written in the same pass (jit computes every step's views at each compile).
 View batched_view(DType dtype, void* data, const Shape& shape, bool batched, std::int64_t batch, bool lead) {
-  View view{dtype, data, shape, contiguous_strides(shape)};
+  const std::size_t first = lead ? 1 : 0;
+  View view{dtype, data, Shape(first + shape.size()), Shape(first + shape.size())};
+  std::int64_t s = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    view.shape[first + i] = shape[i];
+    view.strides[first + i] = s;
+    if (__builtin_mul_overflow(s, shape[i], &s)) s = 0;  // as contiguous_strides: only an empty shape's overflow
+  }
   if (lead) {
-    view.shape.insert(view.shape.begin(), batch);
-    view.strides.insert(view.strides.begin(), batched ? numel(shape) : 0);
+    view.shape[0] = batch;
+    view.strides[0] = batched ? s : 0;  // s is numel(shape): 0 for an empty one
   }
   return view;
 }

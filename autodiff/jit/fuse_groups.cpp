@@ -99,6 +99,12 @@ bool can_merge(const Plan& plan, const Buffers& buffers, const FusedGroup& a, co
     a_made.push_back(s.out);
     if (!internal[static_cast<std::size_t>(s.out)]) touched.push_back(s.out);
   }
+  // Each value once: the steps between the runs, and then b's tiles, are checked against every value of these lists.
+  const auto each_once = [](std::vector<int>& values) {
+    std::sort(values.begin(), values.end());
+    values.erase(std::unique(values.begin(), values.end()), values.end());
+  };
+  each_once(touched);
   for (int i = a.last; i < b.first; ++i) {
     const PlanStep& s = plan.steps[static_cast<std::size_t>(i)];
     if (s.op->reduces_batch) return false;
@@ -117,6 +123,8 @@ bool can_merge(const Plan& plan, const Buffers& buffers, const FusedGroup& a, co
       add_after(i);
     }
   }
+  each_once(later_touched);
+  each_once(a_used);
   for (int i : b.tiled) {
     const PlanStep& s = plan.steps[static_cast<std::size_t>(i)];
     for (int v : s.in)

@@ -79,7 +79,7 @@ class Builder {
       }
       int id;
       if (!t.is_symbolic()) {
-        id = add_value(PlanValue(PlanValue::Kind::constant, t.dtype(), t.shape(), t.is_batched()));
+        id = add_value(PlanValue::Kind::constant, t.dtype(), t.shape(), t.is_batched());
         plan_.values[static_cast<std::size_t>(id)].constant = t;
       } else {
         if (!t.impl().node) fail("jit: the function uses a traced tensor from another trace (or a leaked one)");
@@ -101,7 +101,7 @@ class Builder {
   }
 
   void bind_input(const Tensor& t, int index) {
-    const int id = add_value(PlanValue(PlanValue::Kind::input, t.dtype(), t.shape(), t.is_batched()));
+    const int id = add_value(PlanValue::Kind::input, t.dtype(), t.shape(), t.is_batched());
     plan_.values[id].input = index;
     ids_.try_emplace(t.impl_ptr().get(), id);
   }
@@ -110,21 +110,21 @@ class Builder {
   int add_step(const OpDef* op, const Attrs& attrs, std::vector<int> in, DType dtype, const Shape& shape,
                bool batched) {
     const int out = static_cast<int>(plan_.values.size());
-    plan_.steps.push_back({op, attrs, std::move(in), out});
+    plan_.steps.emplace_back(op, attrs, std::move(in), out);
     const int same = common_.find_or_add(plan_.steps, static_cast<int>(plan_.steps.size()) - 1);
     if (same >= 0) {
       plan_.steps.pop_back();
       ++plan_.summary.merged;
       return plan_.steps[static_cast<std::size_t>(same)].out;
     }
-    add_value(PlanValue(PlanValue::Kind::computed, dtype, shape, batched));
+    add_value(PlanValue::Kind::computed, dtype, shape, batched);
     plan_.values[static_cast<std::size_t>(out)].producer = static_cast<int>(plan_.steps.size()) - 1;
     return out;
   }
 
  private:
-  int add_value(PlanValue v) {
-    plan_.values.push_back(std::move(v));
+  int add_value(PlanValue::Kind kind, DType dtype, const Shape& shape, bool batched) {
+    plan_.values.emplace_back(kind, dtype, shape, batched);
     return static_cast<int>(plan_.values.size()) - 1;
   }
   Plan& plan_;
