@@ -4,6 +4,7 @@
 /// jit's plan builder keep one entry per recorded op in several of them; a node-based std::unordered_map allocates
 /// once per entry, this one once per doubling.
 #include <bit>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -15,9 +16,22 @@ namespace vt {
 template <class V>
 class PointerMap {
  public:
+  PointerMap() = default;
+  PointerMap(const PointerMap&) = default;
+  PointerMap& operator=(const PointerMap&) = default;
+  // A map moved from is empty (its size too), and usable.
+  PointerMap(PointerMap&& other) noexcept { *this = std::move(other); }
+  PointerMap& operator=(PointerMap&& other) noexcept {
+    slots_ = std::move(other.slots_);
+    size_ = std::exchange(other.size_, 0);
+    other.slots_.clear();
+    return *this;
+  }
+
   /// The value at `key` and true where it was absent (then set to `value`), else the value there and false.
   /// Inserting may move every value: a pointer into the map is valid until the next insertion.
   std::pair<V*, bool> try_emplace(const void* key, V value = V{}) {
+    assert(key != nullptr);  // null marks an empty slot
     if (2 * (size_ + 1) > slots_.size()) grow();
     Slot& slot = slots_[index_of(key)];
     if (slot.key == key) return {&slot.value, false};

@@ -145,6 +145,11 @@ TEST_CASE("PointerMap does what a std::unordered_map keyed by address does, thro
   CHECK(set.insert(&state));
   CHECK_FALSE(set.insert(&state));
   CHECK(set.contains(&state));
+  PointerSet moved = std::move(set);  // CaptureScope::take_made_inside: the scope's set is asked again after
+  CHECK(moved.contains(&state));
+  CHECK(set.empty());  // NOLINT(bugprone-use-after-move): a map moved from is empty and usable
+  CHECK_FALSE(set.contains(&state));
+  CHECK(set.insert(&state));
 }
 
 TEST_CASE("tensors of more axes than a Shape holds inline: ops, gradients, vmap and jit", "[tensor]") {
